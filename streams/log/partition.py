@@ -1,0 +1,612 @@
+"""One partition's log: an ordered list of segments in ``<data>/<topic>-<partition>/``.
+
+Offsets:
+    log_start_offset  first readable offset (raised by retention and delete-records)
+    high_watermark    end of what readers may see; under the default flush policy
+                      (``flush.messages=1``) only what is on disk, otherwise the log end
+    log end offset    next offset to assign
+
+Writers: one at a time (``_write_lock``). Durability uses group commit: an appender that must wait
+for disk calls ``_sync_to(its end offset)``; the first to take ``_flush_lock`` syncs everything
+written so far, and the others find their offsets already covered.
+
+Readers never take a lock. They read ``high_watermark`` first, then the segment list (replaced,
+never mutated, when segments are added or removed), then each segment's ``size``; everything
+below those marks is complete on disk.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+from streams.errors import (
+    CorruptRecord,
+    InvalidRecord,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    StoreClosed,
+)
+from streams.log import compression
+from streams.log import records as rb
+from streams.log.config import TopicConfig
+from streams.log.records import ProducerRecord, Record
+from streams.log.segment import NO_TIMESTAMP, LogSegment
+
+log = logging.getLogger(__name__)
+
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def record_cost(r: Record) -> int:
+    """Bytes a record counts for against a read's max_bytes (key + value + headers)."""
+    n = len(r.key or b"") + len(r.value or b"")
+    for hk, hv in r.headers:
+        n += len(hk) + len(hv or b"")
+    return n
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: TopicConfig,
+        clock: Callable[[], int],
+        segments: list[LogSegment],
+        log_start_offset: int,
+    ):
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self._next_offset = segments[-1].next_offset
+        self.high_watermark = self._next_offset
+        self._flushed = self._next_offset
+        self._unflushed_records = 0
+        self._last_flush_ms = clock()
+        self.last_append_ms: int | None = None
+        self._write_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        self.on_log_start_change: Callable[[PartitionLog], None] | None = None
+        self.cleaner_next_horizon: int | None = None  # earliest tombstone delete horizon
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: TopicConfig,
+        clock: Callable[[], int],
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int | None = None,
+    ) -> PartitionLog:
+        """Open (creating if needed) a partition directory.
+
+        `recovery_point` None means the store was shut down cleanly; otherwise every batch at or
+        after it is re-validated and a torn or corrupt tail is cut (and logged).
+        """
+        os.makedirs(directory, exist_ok=True)
+        _finish_interrupted_operations(directory)
+        interval = config.get("index.interval.bytes")
+        bases = sorted(
+            int(name[:-4])
+            for name in os.listdir(directory)
+            if name.endswith(".log") and name[:-4].isdigit()
+        )
+        if not bases:
+            seg = LogSegment(directory, log_start_offset, interval)
+            fsync_dir(directory)
+            return cls(directory, topic, partition, config, clock, [seg], log_start_offset)
+        segments = [LogSegment(directory, b, interval) for b in bases]
+        if recovery_point is None:
+            for seg in segments[:-1]:
+                seg.load_closed()
+            segments[-1].load_active()
+        else:
+            segments = _recover(segments, recovery_point)
+        _check_contiguous(segments, directory)
+        for seg in segments[:-1]:
+            seg.closed = True
+        plog = cls(directory, topic, partition, config, clock, segments, log_start_offset)
+        if plog.log_start_offset > plog._next_offset:
+            log.warning(
+                "%s: log start offset %d is past the log end %d; starting an empty segment there",
+                directory,
+                plog.log_start_offset,
+                plog._next_offset,
+            )
+            plog._reset_to(plog.log_start_offset)
+        return plog
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._flushed
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return self._segments
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def _sync_each_append(self) -> bool:
+        return self.config.get("flush.messages") == 1
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, batch_records: Sequence[ProducerRecord]) -> tuple[int, int]:
+        """Append records as one batch; return (base offset, batch max timestamp)."""
+        cfg = self.config
+        if cfg.compact:
+            for r in batch_records:
+                if r.key is None:
+                    raise InvalidRecord(
+                        f"topic {self.topic!r} is compacted (cleanup.policy=compact): "
+                        "every record needs a key"
+                    )
+        now = self.clock()
+        codec = cfg.codec or compression.NONE
+        batch = rb.build_batch(
+            batch_records, now_ms=now, codec=codec, log_append_time=cfg.log_append_time
+        )
+        h = rb.parse_header(batch)
+        self._check_size(len(batch))
+        base = self._append_batch(batch, h.count, h.max_timestamp, now)
+        return base, (h.max_timestamp if cfg.log_append_time else now)
+
+    def append_raw(self, batch: bytes) -> tuple[int, int, int]:
+        """Store one client-built v2 batch as received, assigning only its base offset.
+
+        Validates size, magic, CRC-32C and record count. Returns (base offset, last offset,
+        timestamp) — the timestamp is the append time under LogAppendTime, else -1 as in Kafka.
+        """
+        h = rb.validate_batch(batch, 0, len(batch))
+        if h.is_control:
+            raise InvalidRecord("clients may not write control batches")
+        if h.count == 0:
+            raise InvalidRecord("a record batch needs at least one record")
+        self._check_size(len(batch))
+        cfg = self.config
+        now = self.clock()
+        if cfg.compact or (cfg.codec is not None and cfg.codec != h.codec) or cfg.log_append_time:
+            batch, h = self._rewrite_client_batch(batch, h, now)
+        base = self._append_batch(batch, h.count, h.max_timestamp, now)
+        return base, base + h.last_offset_delta, now if cfg.log_append_time else -1
+
+    def _rewrite_client_batch(self, batch: bytes, h: rb.BatchHeader, now: int):
+        """Re-encode a client batch when the topic's config demands it (codec, append time)."""
+        recs = rb.decode_records(batch, h)
+        if self.config.compact and any(r.key is None for r in recs):
+            raise InvalidRecord(f"topic {self.topic!r} is compacted: every record needs a key")
+        codec = self.config.codec
+        new = rb.build_batch(
+            [ProducerRecord(r.value, r.key, r.headers, r.timestamp_ms) for r in recs],
+            now_ms=now,
+            codec=h.codec if codec is None else codec,
+            log_append_time=self.config.log_append_time,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
+            attributes_extra=h.attributes & rb.ATTR_TRANSACTIONAL,
+        )
+        return new, rb.parse_header(new)
+
+    def _check_size(self, size: int) -> None:
+        limit = self.config.get("max.message.bytes")
+        if size > limit:
+            raise RecordTooLarge(
+                f"record batch of {size} bytes exceeds max.message.bytes={limit} "
+                f"of topic {self.topic!r}"
+            )
+
+    def _append_batch(self, batch: bytes, count: int, max_ts: int, now: int) -> int:
+        with self._write_lock:
+            if self._closed:
+                raise StoreClosed(f"{self.topic}-{self.partition} is closed")
+            seg = self._segments[-1]
+            if self._should_roll(seg, len(batch), count, now):
+                seg = self._roll()
+            base = self._next_offset
+            seg.append(batch, base, base + count, max_ts, now)
+            end = self._next_offset = base + count
+            self.last_append_ms = now
+            self._unflushed_records += count
+            sync = self._sync_each_append
+            if not sync:
+                self.high_watermark = end
+        if sync:
+            self._sync_to(end)
+        elif self._unflushed_records >= self.config.get("flush.messages"):
+            self.flush()
+        return base
+
+    def _should_roll(self, seg: LogSegment, size: int, count: int, now: int) -> bool:
+        if seg.size == 0:
+            return False
+        cfg = self.config
+        return (
+            seg.size + size > cfg.get("segment.bytes")
+            or (
+                seg.first_append_ms is not None
+                and now - seg.first_append_ms >= cfg.get("segment.ms")
+            )
+            or self._next_offset + count - seg.base_offset > MAX_RELATIVE_OFFSET
+        )
+
+    def _roll(self) -> LogSegment:
+        """Seal the active segment and start a new one at the log end (write lock held)."""
+        with self._flush_lock:
+            old = self._segments[-1]
+            old.seal()
+            self._note_flushed(self._next_offset)
+        new = LogSegment(self.directory, self._next_offset, self.config.get("index.interval.bytes"))
+        fsync_dir(self.directory)
+        self._set_segments(self._segments + [new])
+        return new
+
+    def roll(self) -> None:
+        """Force a new active segment (if the current one holds data)."""
+        with self._write_lock:
+            if self._segments[-1].size:
+                self._roll()
+
+    def _sync_to(self, end: int) -> None:
+        """Group commit: return once every offset below `end` is on disk."""
+        if self._flushed >= end:
+            return
+        with self._flush_lock:
+            if self._flushed >= end:
+                return
+            target = self._next_offset  # everything whose write has completed
+            self._segments[-1].flush_log()
+            self._note_flushed(target)
+
+    def _note_flushed(self, target: int) -> None:
+        if target > self._flushed:
+            self._flushed = target
+            self._unflushed_records = 0
+            self._last_flush_ms = self.clock()
+            if self._sync_each_append and target > self.high_watermark:
+                self.high_watermark = target
+
+    def flush(self) -> None:
+        self._sync_to(self._next_offset)
+
+    def maybe_flush(self, now: int) -> None:
+        """Interval policy (flush.ms), called by the store's background thread."""
+        if self._flushed < self._next_offset and now - self._last_flush_ms >= self.config.get(
+            "flush.ms"
+        ):
+            self.flush()
+
+    def checkpoint_recovery_point(self) -> int:
+        """Flush the active segment's indexes; return the offset below which all is durable."""
+        rp = self._flushed
+        seg = self._segments[-1]
+        if not self._closed:
+            seg.index.flush()
+            seg.time_index.flush()
+        return rp
+
+    # ------------------------------------------------------------------ reading
+
+    def _check_range(self, offset: int) -> int:
+        hw = self.high_watermark
+        start = self.log_start_offset
+        if offset < start or offset > hw:
+            raise OffsetOutOfRange(self.topic, self.partition, offset, start, hw)
+        return hw
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        segs, bases = self._segments, self._bases
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        return segs[i:]
+
+    def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
+        """Records from `offset` on, at most `max_records` and about `max_bytes` of payload
+        (always at least one record when any is available)."""
+        hw = self._check_range(offset)
+        out: list[Record] = []
+        budget = max_bytes
+        for seg in self._segments_from(offset):
+            for h, batch in seg.batches_from(offset, seg.size):
+                if h.base_offset >= hw:
+                    return out
+                if h.next_offset <= offset:
+                    continue
+                for r in rb.decode_from(batch, h, offset, max_records - len(out)):
+                    if r.offset >= hw:
+                        return out
+                    budget -= record_cost(r)
+                    if budget < 0 and out:
+                        return out
+                    out.append(r)
+                if len(out) >= max_records:
+                    return out
+                offset = h.next_offset
+        return out
+
+    def read_batches(self, offset: int, max_bytes: int) -> bytes:
+        """Whole raw batches starting with the one containing `offset`, never past the high
+        watermark; at least one batch even if it exceeds `max_bytes` (as Kafka's Fetch)."""
+        hw = self._check_range(offset)
+        out = []
+        total = 0
+        for seg in self._segments_from(offset):
+            for h, batch in seg.batches_from(offset, seg.size):
+                if h.base_offset >= hw:
+                    return b"".join(out)
+                if h.next_offset <= offset:
+                    continue
+                if out and total + h.size > max_bytes:
+                    return b"".join(out)
+                out.append(bytes(batch))
+                total += h.size
+        return b"".join(out)
+
+    def offset_for_timestamp(self, timestamp: int) -> Record | None:
+        """The first record whose timestamp is >= `timestamp`, or None."""
+        hw = self.high_watermark
+        start = self.log_start_offset
+        for seg in self._segments_from(start):
+            if seg.max_timestamp < timestamp:
+                continue
+            offset = max(seg.time_scan_start(timestamp), start)
+            for h, batch in seg.batches_from(offset, seg.size):
+                if h.base_offset >= hw:
+                    return None
+                if h.max_timestamp < timestamp or h.next_offset <= offset:
+                    continue
+                for r in rb.decode_from(batch, h, offset, h.count):
+                    if r.offset >= hw:
+                        return None
+                    if r.timestamp_ms >= timestamp:
+                        return r
+        return None
+
+    def iter_batches(
+        self, start: int, end: int
+    ) -> Iterable[tuple[LogSegment, rb.BatchHeader, memoryview]]:
+        """Every batch overlapping [start, end) with its segment (for the cleaner and tools)."""
+        for seg in self._segments_from(start):
+            if seg.base_offset >= end:
+                return
+            for h, batch in seg.batches_from(start, seg.size):
+                if h.base_offset >= end:
+                    return
+                yield seg, h, batch
+
+    # ------------------------------------------------------------------ deleting
+
+    def delete_records(self, before_offset: int) -> int:
+        """Kafka's DeleteRecords: raise the log start offset to `before_offset` (<= HW)."""
+        hw = self.high_watermark
+        if before_offset == -1:
+            before_offset = hw
+        if not self.log_start_offset <= before_offset <= hw:
+            raise OffsetOutOfRange(
+                self.topic, self.partition, before_offset, self.log_start_offset, hw
+            )
+        with self._write_lock:
+            if before_offset > self.log_start_offset:
+                self.log_start_offset = before_offset
+        if self.on_log_start_change:
+            self.on_log_start_change(self)
+        self.delete_segments_below_start()
+        return self.log_start_offset
+
+    def delete_segments_below_start(self) -> int:
+        start = self.log_start_offset
+        return self._delete_where(
+            lambda seg, nxt: nxt is not None and nxt <= start, "below log start"
+        )
+
+    def apply_retention(self, now: int) -> int:
+        """Delete whole segments past retention.ms / retention.bytes; return how many."""
+        cfg = self.config
+        if not cfg.delete:
+            return self.delete_segments_below_start()
+        deleted = self.delete_segments_below_start()
+        retention_ms = cfg.get("retention.ms")
+        if retention_ms >= 0:
+            limit = now - retention_ms
+            segs = self._segments
+            if segs[-1].size and all(0 <= s.max_timestamp < limit for s in segs):
+                self.roll()  # everything expired: keep an empty active segment
+            deleted += self._delete_where(
+                lambda seg, nxt: nxt is not None and 0 <= seg.max_timestamp < limit,
+                f"older than retention.ms={retention_ms}",
+                prefix_only=True,
+            )
+        retention_bytes = cfg.get("retention.bytes")
+        if retention_bytes >= 0:
+            excess = [self.size_bytes - retention_bytes]
+
+            def over(seg: LogSegment, nxt: int | None) -> bool:
+                if nxt is None or excess[0] - seg.size < 0:
+                    return False
+                excess[0] -= seg.size
+                return True
+
+            deleted += self._delete_where(
+                over, f"beyond retention.bytes={retention_bytes}", prefix_only=True
+            )
+        return deleted
+
+    def _delete_where(self, predicate, why: str, prefix_only: bool = True) -> int:
+        """Delete leading closed segments matching `predicate(segment, next segment base)`."""
+        with self._write_lock:
+            segs = self._segments
+            doomed = []
+            for i, seg in enumerate(segs[:-1]):
+                if not predicate(seg, segs[i + 1].base_offset):
+                    break
+                doomed.append(seg)
+            if not doomed:
+                return 0
+            keep = segs[len(doomed) :]
+            self._set_segments(keep)
+            if keep[0].base_offset > self.log_start_offset:
+                self.log_start_offset = keep[0].base_offset
+        for seg in doomed:
+            log.info(
+                "%s: deleting segment %d (%d bytes), %s",
+                self.directory,
+                seg.base_offset,
+                seg.size,
+                why,
+            )
+            _unlink_segment_files(seg)
+        return len(doomed)
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self._bases = [s.base_offset for s in segments]
+        self._segments = segments
+
+    def replace_segment(self, old: LogSegment, install: Callable[[], LogSegment]) -> bool:
+        """Swap a cleaned copy in for the closed segment `old`: `install()` moves its files into
+        place and returns it, under the write lock. False (nothing done) if `old` is gone."""
+        with self._write_lock:
+            segs = self._segments
+            if old not in segs[:-1]:
+                return False
+            i = segs.index(old)
+            self._set_segments(segs[:i] + [install()] + segs[i + 1 :])
+            return True
+
+    def _reset_to(self, offset: int) -> None:
+        """Drop every segment and start empty at `offset` (log start beyond the log end)."""
+        with self._write_lock:
+            old = self._segments
+            new = LogSegment(self.directory, offset, self.config.get("index.interval.bytes"))
+            self._set_segments([new])
+            self._next_offset = self.high_watermark = self._flushed = offset
+        for seg in old:
+            _unlink_segment_files(seg)
+        fsync_dir(self.directory)
+
+    def truncate_all(self) -> None:
+        """Remove every record: used when a topic is purged to its end."""
+        self.delete_records(self.high_watermark)
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        with self._write_lock:
+            if self._closed:
+                return
+            with self._flush_lock:
+                self._segments[-1].flush()
+                self._note_flushed(self._next_offset)
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
+            f"hw={self.high_watermark}, segments={len(self._segments)})"
+        )
+
+
+def _unlink_segment_files(seg: LogSegment) -> None:
+    for path in seg.file_paths():
+        try:
+            os.rename(path, path + ".deleted")
+            os.unlink(path + ".deleted")
+        except FileNotFoundError:
+            pass
+
+
+def _finish_interrupted_operations(directory: str) -> None:
+    """Complete or undo what a crash interrupted, as Kafka's LogLoader does:
+    ``.cleaned`` (a cleaner copy not yet committed) and ``.deleted`` files are removed;
+    ``.swap`` files (a committed cleaner copy) replace the segment files they shadow."""
+    shutil.rmtree(os.path.join(directory, "cleaner-tmp"), ignore_errors=True)
+    names = os.listdir(directory)
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.endswith((".cleaned", ".deleted")):
+            log.info("%s: removing leftover %s", directory, name)
+            os.unlink(path)
+    swapped = {name.split(".")[0] for name in names if name.endswith(".log.swap")}
+    for name in names:
+        if name.endswith(".swap"):
+            final = os.path.join(directory, name[: -len(".swap")])
+            log.warning("%s: completing interrupted segment swap of %s", directory, name)
+            os.replace(os.path.join(directory, name), final)
+    for prefix in swapped:  # a half-finished swap may pair old indexes with the new log
+        for suffix in (".index", ".timeindex"):
+            try:
+                os.unlink(os.path.join(directory, prefix + suffix))
+            except FileNotFoundError:
+                pass
+    fsync_dir(directory)
+
+
+def _recover(segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:
+    """Re-validate everything at or after the recovery point; cut at the first bad batch and
+    delete every later segment (their offsets would no longer follow on)."""
+    bases = [s.base_offset for s in segments]
+    first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+    for seg in segments[:first]:
+        seg.load_closed()
+    kept = segments[:first]
+    for i in range(first, len(segments)):
+        seg = segments[i]
+        position = seg.index.lookup(recovery_point)[1] if i == first else 0
+        cut = seg.rebuild_from(position)
+        kept.append(seg)
+        if cut and i + 1 < len(segments):
+            for later in segments[i + 1 :]:
+                log.warning(
+                    "%s: deleting segment %d after the corrupt one",
+                    later.directory,
+                    later.base_offset,
+                )
+                _unlink_segment_files(later)
+            break
+    return kept
+
+
+def _check_contiguous(segments: list[LogSegment], directory: str) -> None:
+    for prev, seg in zip(segments, segments[1:]):
+        if seg.base_offset < prev.next_offset:
+            raise CorruptRecord(
+                f"{directory}: segment {seg.base_offset} overlaps the previous one, which ends "
+                f"at offset {prev.next_offset}"
+            )
+
+
+__all__ = ["PartitionLog", "NO_TIMESTAMP", "fsync_dir"]

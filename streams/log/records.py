@@ -1,0 +1,461 @@
+"""Kafka record batch v2 (magic 2): the format on disk and on the wire.
+
+Batch header, 61 bytes, big-endian::
+
+    0  baseOffset            int64    not covered by the CRC
+    8  batchLength           int32    bytes after this field; a batch is 12 + batchLength bytes
+    12 partitionLeaderEpoch  int32
+    16 magic                 int8     = 2
+    17 crc                   uint32   CRC-32C of bytes [21:] (attributes .. end)
+    21 attributes            int16    bits 0-2 codec, 3 LogAppendTime, 4 transactional,
+                                      5 control, 6 delete horizon set
+    23 lastOffsetDelta       int32
+    27 baseTimestamp         int64
+    35 maxTimestamp          int64
+    43 producerId            int64
+    51 producerEpoch         int16
+    53 baseSequence          int32
+    57 recordsCount          int32
+    61 records               (compressed as one blob when the codec is not 0)
+
+Each record: varint length, int8 attributes, varlong timestampDelta, varint offsetDelta,
+varint keyLength (-1 = null) + key, varint valueLength (-1 = null, a tombstone) + value,
+varint headerCount, and per header varint keyLength + UTF-8 key, varint valueLength + value.
+All varints are zig-zag encoded, as in protobuf.
+
+Because the CRC does not cover baseOffset, the store assigns offsets to a client's batch by
+patching the first 8 bytes; the rest is stored byte for byte.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import crc32c as _crc32c
+
+from streams.errors import CorruptRecord, InvalidRecord
+from streams.log import compression
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+MAGIC = 2
+CRC_START = 21
+_PREFIX = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+ATTR_CODEC_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+Header = tuple[str, bytes | None]
+
+
+class Record(NamedTuple):
+    """One record as read back from the log."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+class ProducerRecord(NamedTuple):
+    """A record to append; the store assigns offset (and timestamp when none is given)."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[Header] = ()
+    timestamp_ms: int | None = None
+
+
+# --------------------------------------------------------------------------- varints
+
+_SMALL = 1 << 14
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _zz(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+# Encodings of every signed value in [-_SMALL, _SMALL): a list lookup instead of a loop per field.
+_VARINT_TABLE = [_uvarint(_zz(n)) for n in range(-_SMALL, _SMALL)]
+
+
+def varint(n: int) -> bytes:
+    """Zig-zag varint encoding of a signed integer."""
+    if -_SMALL <= n < _SMALL:
+        return _VARINT_TABLE[n + _SMALL]
+    return _uvarint(_zz(n))
+
+
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Decode the zig-zag varint at `pos`; return (value, next position)."""
+    shift = 0
+    result = 0
+    while True:
+        try:
+            b = buf[pos]
+        except IndexError:
+            raise CorruptRecord("truncated varint") from None
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecord("varint longer than 10 bytes")
+
+
+# --------------------------------------------------------------------------- encoding
+
+_NULL = varint(-1)
+_ZERO = varint(0)
+
+
+def _encode_headers(headers: Iterable[Header]) -> bytes:
+    parts = []
+    n = 0
+    for hkey, hval in headers:
+        kb = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
+        parts.append(varint(len(kb)))
+        parts.append(kb)
+        if hval is None:
+            parts.append(_NULL)
+        else:
+            parts.append(varint(len(hval)))
+            parts.append(hval)
+        n += 1
+    return varint(n) + b"".join(parts)
+
+
+def encode_records(
+    records: Sequence[ProducerRecord],
+    base_ts: int,
+    default_ts: int,
+    offset_deltas: Sequence[int] | None = None,
+) -> bytes:
+    """The records section of a batch (uncompressed). Timestamps default to `default_ts`;
+    offset deltas are 0, 1, 2... unless given (the cleaner keeps original offsets)."""
+    table = _VARINT_TABLE
+    small = _SMALL
+    out = []
+    append = out.append
+    for n, rec in enumerate(records):
+        i = n if offset_deltas is None else offset_deltas[n]
+        value, key, headers, ts = rec
+        tsd = (default_ts if ts is None else ts) - base_ts
+        head = (
+            b"\x00"
+            + (table[tsd + small] if -small <= tsd < small else varint(tsd))
+            + (table[i + small] if i < small else varint(i))
+        )
+        if key is None:
+            head += _NULL
+        else:
+            head += varint(len(key)) + key
+        if value is None:
+            tail = _NULL
+        else:
+            n = len(value)
+            tail = (table[n + small] if n < small else varint(n)) + value
+        tail += _encode_headers(headers) if headers else _ZERO
+        size = len(head) + len(tail)
+        append(table[size + small] if size < small else varint(size))
+        append(head)
+        append(tail)
+    return b"".join(out)
+
+
+def build_batch(
+    records: Sequence[ProducerRecord],
+    *,
+    base_offset: int = 0,
+    now_ms: int,
+    codec: int = compression.NONE,
+    log_append_time: bool = False,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    attributes_extra: int = 0,
+    base_ts: int | None = None,
+    offset_deltas: Sequence[int] | None = None,
+) -> bytes:
+    """Encode `records` as one v2 batch. Records without a timestamp get `now_ms`.
+
+    `base_ts` overrides the batch's base timestamp (the cleaner stores a delete horizon there);
+    `offset_deltas` keeps original offsets with gaps (compaction)."""
+    if not records:
+        raise InvalidRecord("a record batch needs at least one record")
+    if log_append_time:
+        stamps = [now_ms]
+        records = [r._replace(timestamp_ms=now_ms) for r in records]
+    else:
+        stamps = [now_ms if r.timestamp_ms is None else r.timestamp_ms for r in records]
+    first_ts = stamps[0]
+    max_ts = max(stamps)
+    if base_ts is None:
+        base_ts = first_ts
+    body = encode_records(records, base_ts, now_ms, offset_deltas)
+    if codec != compression.NONE:
+        body = compression.compress(codec, body)
+    attributes = codec | (ATTR_LOG_APPEND_TIME if log_append_time else 0) | attributes_extra
+    count = len(records)
+    last_delta = count - 1 if offset_deltas is None else offset_deltas[-1]
+    return _assemble(
+        base_offset,
+        attributes,
+        last_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+        body,
+    )
+
+
+def _assemble(base_offset, attributes, last_delta, base_ts, max_ts, pid, epoch, seq, count, body):
+    length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    header = bytearray(
+        HEADER.pack(
+            base_offset,
+            length,
+            -1,
+            MAGIC,
+            0,
+            attributes,
+            last_delta,
+            base_ts,
+            max_ts,
+            pid,
+            epoch,
+            seq,
+            count,
+        )
+    )
+    crc = _crc32c.crc32c(body, _crc32c.crc32c(memoryview(header)[CRC_START:]))
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + body
+
+
+def with_base_offset(batch: bytes, base_offset: int) -> bytes:
+    """The same batch with its baseOffset replaced (the CRC stays valid: it does not cover it)."""
+    return _INT64.pack(base_offset) + batch[8:]
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    count: int
+
+    @property
+    def size(self) -> int:
+        return LOG_OVERHEAD + self.length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & ATTR_CODEC_MASK
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+
+def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    return BatchHeader._make(HEADER.unpack_from(buf, pos))
+
+
+def peek_size(buf: bytes | memoryview, pos: int = 0) -> tuple[int, int]:
+    """(baseOffset, total batch size) from the first 12 bytes at `pos`."""
+    base, length = _PREFIX.unpack_from(buf, pos)
+    return base, LOG_OVERHEAD + length
+
+
+def validate_batch(buf: bytes | memoryview, pos: int = 0, size: int | None = None) -> BatchHeader:
+    """Check framing, magic, count and CRC-32C of the batch at `pos`; return its header.
+
+    Raises CorruptRecord with the reason when any check fails.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecord(f"batch header truncated: {len(buf) - pos} of {HEADER_SIZE} bytes")
+    h = parse_header(buf, pos)
+    if h.length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecord(f"batch length {h.length} is smaller than the header")
+    if size is not None and h.size != size:
+        raise CorruptRecord(f"batch declares {h.size} bytes but {size} were given")
+    if len(buf) - pos < h.size:
+        raise CorruptRecord(f"batch truncated: {len(buf) - pos} of {h.size} bytes")
+    if h.magic != MAGIC:
+        raise CorruptRecord(f"unsupported record batch magic {h.magic} (only v2 is supported)")
+    if (
+        h.count < 0
+        or h.last_offset_delta < 0
+        or (h.count > 0 and h.last_offset_delta < h.count - 1)
+    ):
+        raise CorruptRecord(
+            f"record count {h.count} does not match lastOffsetDelta {h.last_offset_delta}"
+        )
+    actual = _crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + h.size])
+    if actual != h.crc:
+        raise CorruptRecord(f"CRC-32C mismatch: stored {h.crc:#010x}, computed {actual:#010x}")
+    return h
+
+
+def decode_records(batch: bytes | memoryview, h: BatchHeader | None = None) -> list[Record]:
+    """All records of one batch, decompressing when needed. Assumes a validated batch."""
+    if h is None:
+        h = parse_header(batch)
+    body = memoryview(batch)[HEADER_SIZE : h.size]
+    if h.codec:
+        body = memoryview(compression.decompress(h.codec, body))
+    return _decode_body(body, h, 0, h.count)
+
+
+def _decode_body(body, h: BatchHeader, skip_below: int, limit: int) -> list[Record]:
+    """Decode records; skip those with offset < skip_below; stop after `limit` records kept."""
+    base = h.base_offset
+    base_ts = h.base_timestamp
+    log_append = h.attributes & ATTR_LOG_APPEND_TIME
+    max_ts = h.max_timestamp
+    buf = bytes(body)
+    pos = 0
+    end = len(buf)
+    out: list[Record] = []
+    rv = read_varint
+    try:
+        for _ in range(h.count):
+            b = buf[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = rv(buf, pos)
+            rec_end = pos + length
+            if length < 6 or rec_end > end:
+                raise CorruptRecord(f"record length {length} overruns its batch")
+            pos += 1  # record attributes, unused
+            b = buf[pos]
+            if b < 0x80:
+                tsd = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                tsd, pos = rv(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                od = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                od, pos = rv(buf, pos)
+            offset = base + od
+            if offset < skip_below:
+                pos = rec_end
+                continue
+            b = buf[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = rv(buf, pos)
+            if klen < 0:
+                key = None
+            else:
+                key = buf[pos : pos + klen]
+                pos += klen
+            b = buf[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = rv(buf, pos)
+            if vlen < 0:
+                value = None
+            else:
+                value = buf[pos : pos + vlen]
+                pos += vlen
+            if buf[pos] == 0:
+                headers = ()
+                pos += 1
+            else:
+                headers, pos = _decode_headers(buf, pos)
+            if pos != rec_end:
+                raise CorruptRecord(f"record at offset {offset} has {rec_end - pos} stray bytes")
+            out.append(Record(offset, max_ts if log_append else base_ts + tsd, key, value, headers))
+            if len(out) >= limit:
+                break
+    except IndexError:
+        raise CorruptRecord("record truncated inside its batch") from None
+    return out
+
+
+def _decode_headers(buf: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
+    n, pos = read_varint(buf, pos)
+    if n < 0:
+        raise CorruptRecord(f"negative header count {n}")
+    headers = []
+    for _ in range(n):
+        klen, pos = read_varint(buf, pos)
+        if klen < 0:
+            raise CorruptRecord("header key is null")
+        hkey = buf[pos : pos + klen].decode("utf-8", errors="replace")
+        pos += klen
+        vlen, pos = read_varint(buf, pos)
+        if vlen < 0:
+            hval = None
+        else:
+            hval = buf[pos : pos + vlen]
+            pos += vlen
+        headers.append((hkey, hval))
+    return tuple(headers), pos
+
+
+def decode_from(batch: bytes | memoryview, h: BatchHeader, start_offset: int, limit: int):
+    """Records of one batch with offset >= start_offset, at most `limit` of them."""
+    body = memoryview(batch)[HEADER_SIZE : h.size]
+    if h.codec:
+        body = memoryview(compression.decompress(h.codec, body))
+    return _decode_body(body, h, start_offset, limit)
+
+
+def int32(buf: bytes | memoryview, pos: int) -> int:
+    return _INT32.unpack_from(buf, pos)[0]

@@ -1,0 +1,275 @@
+"""A log segment: one ``<base offset>.log`` file of record batches plus its two sparse indexes.
+
+File names are the base offset as 20 zero-padded digits, as in Kafka. The ``.log`` file is the
+concatenation of v2 record batches exactly as they travel on the wire (see ``records``).
+
+Index rule: after ``index.interval.bytes`` of log since the last entry, the next batch gets an
+offset-index entry ``(batch base offset, position)`` and a time-index entry summarising everything
+*before* that batch ``(max timestamp so far, base offset - 1)``. Summarising the prefix means a
+recovery that restarts at an index entry keeps a time index that is exact for what it kept. A
+closing entry ``(segment max timestamp, last offset)`` is added when the segment is rolled.
+
+Thread-safety: ``append``/``truncate`` are called by the partition's single writer. Readers call
+``iter_batches`` with an end position they captured from ``size``; ``size`` is advanced only after
+the bytes are written, so readers only ever see whole batches and never wait for the writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator
+
+from streams.errors import CorruptRecord
+from streams.log import records as rb
+from streams.log.index import OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+CHUNK = 256 * 1024
+_BASE = struct.Struct(">q")
+NO_TIMESTAMP = -1
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    def __init__(self, directory: str, base_offset: int, index_interval: int = 4096):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval = index_interval
+        prefix = os.path.join(directory, segment_name(base_offset))
+        self.path = prefix + ".log"
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index = OffsetIndex(prefix + ".index", base_offset)
+        self.time_index = TimeIndex(prefix + ".timeindex", base_offset)
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.first_append_ms: int | None = None  # wall clock of the first batch, for segment.ms
+        self._bytes_since_index = 0
+        self.closed = False
+
+    # ---------------------------------------------------------------- loading
+
+    def load_closed(self) -> None:
+        """Restore state of a rolled segment from its closing time-index entry (or a scan)."""
+        last = self.time_index.last
+        if last is not None and self.index.is_sane(self.size) and self.time_index.is_sane():
+            self.max_timestamp, last_offset = last
+            self.next_offset = last_offset + 1
+            self.first_append_ms = self.max_timestamp
+            return
+        self.rebuild_from(0)
+
+    def load_active(self) -> None:
+        """Restore the tail state of a cleanly closed active segment: one interval is scanned."""
+        if not (self.index.is_sane(self.size) and self.time_index.is_sane()):
+            log.warning("%s: index is inconsistent with the log; rebuilding it", self.path)
+            self.rebuild_from(0)
+            return
+        offset, position = self.index.lookup(2**62)
+        last = self.time_index.last
+        self.max_timestamp = last[0] if last else NO_TIMESTAMP
+        self.next_offset = max(self.base_offset, offset)
+        for _, h in self._headers_from(position, self.size):
+            self.next_offset = h.next_offset
+            self.max_timestamp = max(self.max_timestamp, h.max_timestamp)
+        self._bytes_since_index = self.size - position
+        if self.size:
+            self.first_append_ms = self._first_timestamp()
+
+    def _first_timestamp(self) -> int:
+        head = os.pread(self.fd, rb.HEADER_SIZE, 0)
+        if len(head) < rb.HEADER_SIZE:
+            return NO_TIMESTAMP
+        return rb.parse_header(head).max_timestamp
+
+    def rebuild_from(self, position: int) -> int:
+        """Re-validate every batch from `position` (an index entry position or 0), rebuild the
+        indexes from there and truncate the file after the last valid batch.
+
+        Returns the number of bytes cut off (0 when the tail was intact).
+        """
+        if position == 0:
+            self.index.reset()
+            self.time_index.reset()
+            self.max_timestamp = NO_TIMESTAMP
+            self.next_offset = self.base_offset
+        else:
+            offset, position = self.index.lookup_position(position)
+            self.index.truncate_to_position(position)
+            self.time_index.truncate_after_offset(offset)
+            last = self.time_index.last
+            self.max_timestamp = last[0] if last else NO_TIMESTAMP
+            self.next_offset = offset
+        self._bytes_since_index = 0
+        valid_end = position
+        reason = None
+        try:
+            for pos, batch in self.iter_batches(position, self.size, strict=True):
+                h = rb.validate_batch(batch)
+                if h.base_offset < self.next_offset:
+                    raise CorruptRecord(
+                        f"batch at position {pos} has offset {h.base_offset}, "
+                        f"expected at least {self.next_offset}"
+                    )
+                self._index_batch(pos, h.base_offset, len(batch))
+                self._note_batch(h)
+                valid_end = pos + h.size
+        except CorruptRecord as exc:
+            reason = str(exc)
+        cut = self.size - valid_end
+        if cut:
+            why = reason or "a torn write at the end of the file"
+            log.warning(
+                "%s: cut %d bytes after position %d (offsets from %d): %s",
+                self.path,
+                cut,
+                valid_end,
+                self.next_offset,
+                why,
+            )
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        if self.size and self.first_append_ms is None:
+            self.first_append_ms = self._first_timestamp()
+        return cut
+
+    # ---------------------------------------------------------------- writing
+
+    def append(self, batch: bytes, base_offset: int, next_offset: int, max_ts: int, now_ms: int):
+        position = self.size
+        # The batch is written as given except its first 8 bytes, the base offset this log
+        # assigns (not covered by the CRC), so a client's batch is stored without a copy.
+        written = os.pwritev(self.fd, [_BASE.pack(base_offset), memoryview(batch)[8:]], position)
+        if written != len(batch):  # disk full mid-write: cut what landed, keep the log whole
+            os.ftruncate(self.fd, position)
+            raise OSError(f"short write to {self.path}: {written} of {len(batch)} bytes")
+        self._index_batch(position, base_offset, len(batch))
+        self.next_offset = next_offset
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+        if self.first_append_ms is None:
+            self.first_append_ms = now_ms
+        self.size = position + len(batch)  # publish last: readers stop at `size`
+
+    def _index_batch(self, position: int, base_offset: int, size: int) -> None:
+        if self._bytes_since_index > self.index_interval:
+            self.time_index.maybe_append(self.max_timestamp, base_offset - 1)
+            self.index.append(base_offset, position)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    def _note_batch(self, h: rb.BatchHeader) -> None:
+        self.next_offset = h.next_offset
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+
+    def seal(self) -> None:
+        """Called on roll: add the closing time-index entry and flush everything."""
+        if self.next_offset > self.base_offset:
+            self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1)
+        self.flush()
+        self.closed = True
+
+    def flush(self) -> None:
+        os.fdatasync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def flush_log(self) -> None:
+        os.fdatasync(self.fd)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose base offset is >= `offset` (offset must start a batch)."""
+        position = self.position_of(offset, exact_batch_start=True)
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.rebuild_from(0)
+
+    # ---------------------------------------------------------------- reading
+
+    def iter_batches(
+        self, position: int, end: int, strict: bool = False
+    ) -> Iterator[tuple[int, memoryview]]:
+        """Yield (position, batch bytes) for whole batches in [position, end).
+
+        A batch that does not fit before `end` ends the iteration (an in-flight or torn tail);
+        with `strict`, a batch whose declared size is impossible raises CorruptRecord.
+        """
+        fd = self.fd
+        buf = b""
+        buf_pos = position
+        while position + rb.LOG_OVERHEAD <= end:
+            off = position - buf_pos
+            if off + rb.HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(CHUNK, end - position), position)
+                buf_pos, off = position, 0
+                if len(buf) < rb.LOG_OVERHEAD:
+                    return
+            _, size = rb.peek_size(buf, off)
+            if size < rb.HEADER_SIZE:
+                if strict:
+                    raise CorruptRecord(f"batch at position {position} declares {size} bytes")
+                return
+            if position + size > end:
+                return
+            if off + size > len(buf):
+                buf = os.pread(fd, min(max(CHUNK, size), end - position), position)
+                buf_pos, off = position, 0
+                if len(buf) < size:
+                    return
+            yield position, memoryview(buf)[off : off + size]
+            position += size
+
+    def _headers_from(self, position: int, end: int):
+        for pos, batch in self.iter_batches(position, end):
+            yield pos, rb.parse_header(batch)
+
+    def position_of(self, offset: int, exact_batch_start: bool = False) -> int:
+        """File position of the batch containing `offset` (or the first batch after it)."""
+        _, position = self.index.lookup(offset)
+        end = self.size
+        for pos, h in self._headers_from(position, end):
+            if h.next_offset > offset:
+                if exact_batch_start and h.base_offset != offset:
+                    raise CorruptRecord(f"offset {offset} is not the start of a batch")
+                return pos
+        return end
+
+    def batches_from(self, offset: int, end: int) -> Iterator[tuple[rb.BatchHeader, memoryview]]:
+        """Batches that hold offsets >= `offset`, starting with the one containing it."""
+        for _, batch in self.iter_batches(self.position_of(offset), end):
+            h = rb.parse_header(batch)
+            yield h, batch
+
+    def time_scan_start(self, timestamp: int) -> int:
+        return self.time_index.scan_start(timestamp)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        for f in (self.index, self.time_index):
+            f.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
+        # A segment removed by retention or compaction is closed when its last reader lets go
+        # of it, never under a reader's feet (closing early could hand its fd number to another
+        # file).
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def file_paths(self) -> list[str]:
+        return [self.path, self.index.path, self.time_index.path]
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"

@@ -1,0 +1,587 @@
+"""The log store: one data directory of topics and partitions, owned by one process.
+
+Layout of a data directory::
+
+    .lock                               exclusive flock, holds the owner's pid
+    .clean-shutdown                     present only between a clean close and the next open
+    .meta/topics/<topic>.json           topic id, partition count and config overrides
+    <topic>-<partition>/                segment files (see ``segment`` and ``partition``)
+    recovery-point-offset-checkpoint    per partition: everything below is on disk, indexes too
+    log-start-offset-checkpoint         per partition: first readable offset
+    cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
+
+A topic's metadata file is its commit point: partition directories are created before it and
+removed after it, and directories that have no metadata are leftovers of an interrupted create
+or delete, removed at the next open.
+
+Thread-safety: every method may be called from any thread. Topic creation and deletion are
+serialised by one lock; appends and reads go straight to the partition logs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from streams.errors import (
+    DataDirLocked,
+    InvalidPartitions,
+    StoreClosed,
+    TopicAlreadyExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+from streams.log import checkpoint
+from streams.log.config import TopicConfig, validate_topic_name
+from streams.log.partition import PartitionLog, fsync_dir
+from streams.log.partitioner import StickyPartitioner, partition_for_key
+from streams.log.records import ProducerRecord, Record
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+CLEANER_FILE = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+LOCK_FILE = ".lock"
+MAX_PARTITIONS = 10_000
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendResult:
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    log_start_offset: int
+    end_offset: int  # the high watermark: what consumers can read up to
+    log_end_offset: int
+    size_bytes: int
+    segment_count: int
+    last_append_ms: int | None
+
+    @property
+    def record_count(self) -> int:
+        """Offsets in [start, end); on a compacted topic an upper bound (offsets have gaps)."""
+        return self.end_offset - self.log_start_offset
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    internal: bool
+    config: dict[str, str]
+    overrides: dict[str, str]
+    partitions: list[PartitionDescription]
+    created_ms: int
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(p.size_bytes for p in self.partitions)
+
+    @property
+    def record_count(self) -> int:
+        return sum(p.record_count for p in self.partitions)
+
+
+@dataclasses.dataclass
+class _Topic:
+    name: str
+    topic_id: str
+    config: TopicConfig
+    created_ms: int
+    partitions: list[PartitionLog]
+    sticky: StickyPartitioner = dataclasses.field(default_factory=StickyPartitioner)
+
+    def meta(self) -> dict:
+        return {
+            "name": self.name,
+            "id": self.topic_id,
+            "partitions": len(self.partitions),
+            "config": dict(self.config.overrides),
+            "created_ms": self.created_ms,
+        }
+
+
+def is_internal(topic: str) -> bool:
+    return topic.startswith("__")
+
+
+class LogStore:
+    """A data directory of partitioned logs. Use ``LogStore.open(path)``."""
+
+    def __init__(self, path: str, clock: Callable[[], int]):
+        self.path = os.path.abspath(path)
+        self.clock = clock
+        self._topics: dict[str, _Topic] = {}
+        self._admin_lock = threading.RLock()
+        self._lock_fd = -1
+        self._closed = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cleaner_offsets: dict[tuple[str, int], int] = {}
+        self.was_clean_shutdown = True
+
+    # ================================================================== lifecycle
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        background: bool = True,
+        checkpoint_interval_ms: int = 5_000,
+        retention_check_interval_ms: int = 300_000,
+    ) -> LogStore:
+        """Open (creating if needed) a data directory and take its exclusive lock.
+
+        After an unclean stop, every partition is recovered from its recovery point.
+        With `background`, a thread flushes by interval, writes checkpoints and applies
+        retention and compaction.
+        """
+        os.makedirs(path, exist_ok=True)
+        store = cls(path, clock)
+        store._lock()
+        try:
+            store._load()
+        except BaseException:
+            store._unlock()
+            raise
+        if background:
+            store.start_background(checkpoint_interval_ms, retention_check_interval_ms)
+        return store
+
+    def _lock(self) -> None:
+        lock_path = os.path.join(self.path, LOCK_FILE)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise DataDirLocked(self.path, int(holder) if holder.isdigit() else None) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.ftruncate(self._lock_fd, 0)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _meta_dir(self) -> str:
+        return os.path.join(self.path, ".meta", "topics")
+
+    def _load(self) -> None:
+        os.makedirs(self._meta_dir(), exist_ok=True)
+        marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        metas = self._read_metas()
+        self.was_clean_shutdown = clean or not metas
+        recovery = checkpoint.read(os.path.join(self.path, RECOVERY_POINT_FILE))
+        starts = checkpoint.read(os.path.join(self.path, LOG_START_FILE))
+        self.cleaner_offsets = checkpoint.read(os.path.join(self.path, CLEANER_FILE))
+        if not clean and metas:
+            log.warning("%s was not shut down cleanly; recovering from recovery points", self.path)
+        self._remove_orphans(metas)
+        for meta in metas:
+            config = TopicConfig.from_mapping(meta["config"])
+            topic = _Topic(meta["name"], meta["id"], config, meta["created_ms"], [])
+            for p in range(meta["partitions"]):
+                key = (topic.name, p)
+                plog = PartitionLog.open(
+                    self._partition_dir(topic.name, p),
+                    topic.name,
+                    p,
+                    config,
+                    self.clock,
+                    log_start_offset=starts.get(key, 0),
+                    recovery_point=None if clean else recovery.get(key, 0),
+                )
+                plog.on_log_start_change = self._on_log_start_change
+                topic.partitions.append(plog)
+            self._topics[topic.name] = topic
+        if clean:
+            os.unlink(marker)
+            fsync_dir(self.path)
+        else:
+            self.write_checkpoints()
+
+    def _read_metas(self) -> list[dict]:
+        metas = []
+        for name in sorted(os.listdir(self._meta_dir())):
+            if not name.endswith(".json"):
+                continue
+            with open(os.path.join(self._meta_dir(), name), encoding="utf-8") as f:
+                metas.append(json.load(f))
+        return metas
+
+    def _remove_orphans(self, metas: list[dict]) -> None:
+        known = {m["name"]: m["partitions"] for m in metas}
+        for name in os.listdir(self.path):
+            full = os.path.join(self.path, name)
+            if not os.path.isdir(full) or name.startswith("."):
+                continue
+            if name.endswith("-delete"):
+                shutil.rmtree(full, ignore_errors=True)
+                continue
+            m = _PARTITION_DIR.match(name)
+            if m and int(m.group(2)) >= known.get(m.group(1), 0):
+                log.warning("removing %s: no topic owns it (interrupted create or delete)", full)
+                shutil.rmtree(full, ignore_errors=True)
+
+    def start_background(self, checkpoint_interval_ms: int, retention_check_interval_ms: int):
+        from streams.log.maintenance import Maintenance
+
+        self._maintenance = Maintenance(self, checkpoint_interval_ms, retention_check_interval_ms)
+        self._thread = threading.Thread(
+            target=self._maintenance.run,
+            args=(self._stop,),
+            name="tidelog-log-maintenance",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Flush everything, write checkpoints and the clean-shutdown marker, release the lock."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._admin_lock:
+            for topic in self._topics.values():
+                for plog in topic.partitions:
+                    plog.close()
+            self.write_checkpoints()
+            checkpoint.write_atomic(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), b"")
+            self._closed = True
+            self._unlock()
+
+    def __enter__(self) -> LogStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def write_checkpoints(self) -> None:
+        """Persist recovery points, log start offsets and cleaner offsets."""
+        recovery, starts = {}, {}
+        for topic in list(self._topics.values()):
+            for plog in topic.partitions:
+                key = (topic.name, plog.partition)
+                recovery[key] = plog.checkpoint_recovery_point()
+                starts[key] = plog.log_start_offset
+        checkpoint.write(os.path.join(self.path, RECOVERY_POINT_FILE), recovery)
+        checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+        live = {k: v for k, v in self.cleaner_offsets.items() if k in recovery}
+        checkpoint.write(os.path.join(self.path, CLEANER_FILE), live)
+
+    def _on_log_start_change(self, plog: PartitionLog) -> None:
+        # Deleted records must stay deleted after a crash: checkpoint before returning.
+        with self._admin_lock:
+            starts = {
+                (t.name, p.partition): p.log_start_offset
+                for t in self._topics.values()
+                for p in t.partitions
+            }
+            checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+
+    # ================================================================== topics
+
+    def _partition_dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.path, f"{topic}-{partition}")
+
+    def _topic(self, name: str) -> _Topic:
+        if self._closed:
+            raise StoreClosed(f"the log store at {self.path} is closed")
+        try:
+            return self._topics[name]
+        except KeyError:
+            raise UnknownTopic(name) from None
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        t = self._topic(topic)
+        if not 0 <= partition < len(t.partitions):
+            raise UnknownPartition(topic, partition, len(t.partitions))
+        return t.partitions[partition]
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None
+    ) -> TopicDescription:
+        validate_topic_name(name)
+        _check_partition_count(partitions)
+        cfg = TopicConfig.from_mapping(config)
+        with self._admin_lock:
+            if self._closed:
+                raise StoreClosed(f"the log store at {self.path} is closed")
+            if name in self._topics:
+                raise TopicAlreadyExists(name)
+            topic = _Topic(name, uuid.uuid4().hex, cfg, self.clock(), [])
+            for p in range(partitions):
+                topic.partitions.append(self._open_new_partition(topic, p))
+            self._write_meta(topic)
+            self._topics[name] = topic
+        log.info("created topic %s with %d partitions %s", name, partitions, dict(cfg.overrides))
+        return self.describe_topic(name)
+
+    def _open_new_partition(self, topic: _Topic, p: int) -> PartitionLog:
+        directory = self._partition_dir(topic.name, p)
+        if os.path.exists(directory):
+            shutil.rmtree(directory)
+        plog = PartitionLog.open(directory, topic.name, p, topic.config, self.clock)
+        plog.on_log_start_change = self._on_log_start_change
+        return plog
+
+    def _write_meta(self, topic: _Topic) -> None:
+        data = json.dumps(topic.meta(), indent=1, sort_keys=True).encode()
+        checkpoint.write_atomic(os.path.join(self._meta_dir(), f"{topic.name}.json"), data)
+
+    def delete_topic(self, name: str) -> None:
+        with self._admin_lock:
+            topic = self._topic(name)
+            os.unlink(os.path.join(self._meta_dir(), f"{name}.json"))
+            fsync_dir(self._meta_dir())
+            del self._topics[name]
+            for plog in topic.partitions:
+                plog.close()
+                doomed = f"{plog.directory}.{topic.topic_id}-delete"
+                os.rename(plog.directory, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+            for p in range(len(topic.partitions)):
+                self.cleaner_offsets.pop((name, p), None)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int) -> TopicDescription:
+        """Grow a topic to `total` partitions. Kafka never removes partitions: neither do we."""
+        _check_partition_count(total)
+        with self._admin_lock:
+            topic = self._topic(name)
+            current = len(topic.partitions)
+            if total < current:
+                raise InvalidPartitions(
+                    f"topic {name!r} has {current} partitions; partitions can only be added, "
+                    "never removed (records and keyed ordering live in them)"
+                )
+            if total == current:
+                raise InvalidPartitions(f"topic {name!r} already has {current} partitions")
+            new = [self._open_new_partition(topic, p) for p in range(current, total)]
+            topic.partitions = topic.partitions + new
+            self._write_meta(topic)
+        return self.describe_topic(name)
+
+    def alter_config(
+        self, name: str, set_: Mapping[str, object] | None = None, delete: Sequence[str] = ()
+    ) -> TopicDescription:
+        """Set and/or reset (to the default) config keys of a topic, validated as a whole."""
+        with self._admin_lock:
+            topic = self._topic(name)
+            cfg = topic.config.updated(dict(set_ or {}), tuple(delete))
+            topic.config = cfg
+            for plog in topic.partitions:
+                plog.config = cfg
+            self._write_meta(topic)
+        return self.describe_topic(name)
+
+    def list_topics(self, include_internal: bool = True) -> list[str]:
+        names = sorted(self._topics)
+        return names if include_internal else [n for n in names if not is_internal(n)]
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        topic = self._topic(name)
+        return TopicDescription(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            internal=is_internal(topic.name),
+            config=topic.config.as_dict(),
+            overrides=dict(topic.config.overrides),
+            partitions=[_describe_partition(p) for p in topic.partitions],
+            created_ms=topic.created_ms,
+        )
+
+    def partition_count(self, name: str) -> int:
+        return len(self._topic(name).partitions)
+
+    # ================================================================== records
+
+    def append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> AppendResult:
+        """Append one record; returns where it landed once it is durable (per flush policy)."""
+        return self.append_batch(
+            topic, [ProducerRecord(value, key, tuple(headers), timestamp_ms)], partition
+        )[0]
+
+    def append_batch(
+        self,
+        topic: str,
+        records: Iterable[ProducerRecord | tuple],
+        partition: int | None = None,
+    ) -> list[AppendResult]:
+        """Append records, one batch per partition. Keyed records go to murmur2(key) % n;
+        unkeyed ones all go to one partition, which moves on with each call (sticky)."""
+        t = self._topic(topic)
+        recs = [r if isinstance(r, ProducerRecord) else ProducerRecord(*r) for r in records]
+        n = len(t.partitions)
+        if partition is not None and not 0 <= partition < n:
+            raise UnknownPartition(topic, partition, n)
+        groups: dict[int, list[int]] = {}
+        sticky = None
+        for i, r in enumerate(recs):
+            if partition is not None:
+                p = partition
+            elif r.key is not None:
+                p = partition_for_key(r.key, n)
+            else:
+                if sticky is None:
+                    sticky = t.sticky.next_partition(n)
+                p = sticky
+            groups.setdefault(p, []).append(i)
+        results: list[AppendResult | None] = [None] * len(recs)
+        for p, idxs in groups.items():
+            plog = t.partitions[p]
+            for chunk in _split_to_fit(idxs, recs, plog):
+                base, now = plog.append([recs[i] for i in chunk])
+                forced = plog.config.log_append_time
+                for j, i in enumerate(chunk):
+                    ts = recs[i].timestamp_ms
+                    results[i] = AppendResult(
+                        topic, p, base + j, now if forced or ts is None else ts
+                    )
+        return results  # type: ignore[return-value]
+
+    def append_raw(self, topic: str, partition: int, batch: bytes) -> tuple[int, int, int]:
+        """Store a client's v2 record batch as received (see ``PartitionLog.append_raw``)."""
+        return self.partition_log(topic, partition).append_raw(batch)
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_records: int = 500,
+        max_bytes: int = 1 << 20,
+    ) -> list[Record]:
+        """Records from `offset`; OffsetOutOfRange (with both bounds) outside [start, end]."""
+        return self.partition_log(topic, partition).read(offset, max_records, max_bytes)
+
+    def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
+        return self.partition_log(topic, partition).read_batches(offset, max_bytes)
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(earliest, latest): the log start offset and the high watermark."""
+        plog = self.partition_log(topic, partition)
+        return plog.log_start_offset, plog.high_watermark
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """First offset whose timestamp is >= `timestamp_ms`, or None when there is none."""
+        rec = self.partition_log(topic, partition).offset_for_timestamp(timestamp_ms)
+        return None if rec is None else rec.offset
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """Kafka's DeleteRecords: per partition, make `offset` the new log start (-1 = end).
+        Returns the new log start offsets."""
+        t = self._topic(topic)
+        for p in before:
+            if not 0 <= p < len(t.partitions):
+                raise UnknownPartition(topic, p, len(t.partitions))
+        return {p: t.partitions[p].delete_records(off) for p, off in before.items()}
+
+    # ================================================================== maintenance
+
+    def all_partitions(self) -> list[PartitionLog]:
+        return [p for t in list(self._topics.values()) for p in t.partitions]
+
+    def apply_retention(self, now: int | None = None) -> int:
+        """Delete segments past retention in every partition now; returns how many."""
+        now = self.clock() if now is None else now
+        return sum(p.apply_retention(now) for p in self.all_partitions())
+
+    def compact(self, now: int | None = None, force: bool = False) -> int:
+        """Run the cleaner over compacted topics now; returns the partitions cleaned."""
+        from streams.log.cleaner import Cleaner
+
+        now = self.clock() if now is None else now
+        cleaner = Cleaner(self.cleaner_offsets)
+        cleaned = 0
+        for plog in self.all_partitions():
+            if plog.config.compact and cleaner.clean(plog, now, force=force):
+                cleaned += 1
+        return cleaned
+
+
+def _describe_partition(p: PartitionLog) -> PartitionDescription:
+    segs = p.segments
+    return PartitionDescription(
+        partition=p.partition,
+        log_start_offset=p.log_start_offset,
+        end_offset=p.high_watermark,
+        log_end_offset=p.log_end_offset,
+        size_bytes=sum(s.size for s in segs),
+        segment_count=len(segs),
+        last_append_ms=p.last_append_ms if p.last_append_ms is not None else _last_ts(segs),
+    )
+
+
+def _last_ts(segs) -> int | None:
+    ts = max((s.max_timestamp for s in segs), default=-1)
+    return ts if ts >= 0 else None
+
+
+def _check_partition_count(n: int) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_PARTITIONS:
+        raise InvalidPartitions(
+            f"partition count must be between 1 and {MAX_PARTITIONS}, got {n!r}"
+        )
+
+
+def _split_to_fit(idxs: list[int], recs: list[ProducerRecord], plog: PartitionLog):
+    """Chunks of record indexes whose encoded batch stays under max.message.bytes (estimated
+    from payload sizes plus per-record overhead; the partition still checks the real size)."""
+    limit = plog.config.get("max.message.bytes")
+    chunk, size = [], 61
+    for i in idxs:
+        r = recs[i]
+        cost = 24 + len(r.key or b"") + len(r.value or b"")
+        for hk, hv in r.headers:
+            cost += 10 + len(hk) + len(hv or b"")
+        if chunk and size + cost > limit:
+            yield chunk
+            chunk, size = [], 61
+        chunk.append(i)
+        size += cost
+    if chunk:
+        yield chunk
