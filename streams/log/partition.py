@@ -335,7 +335,8 @@ class PartitionLog:
 
     def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
         """Records from `offset` on, at most `max_records` and about `max_bytes` of payload
-        (always at least one record when any is available)."""
+        (always at least one record when any is available). An empty list before the high
+        watermark means compaction removed every record in [offset, high watermark)."""
         hw = self._check_range(offset)
         out: list[Record] = []
         budget = max_bytes
