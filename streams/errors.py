@@ -1,6 +1,7 @@
 """Domain errors with stable codes.
 
-The web and wire layers map `code` to an HTTP status or a Kafka error code; the message is for people.
+The web and wire layers map `code` to an HTTP status or a Kafka error code; the message
+is for people.
 """
 
 from __future__ import annotations
@@ -87,7 +88,9 @@ class DataDirLocked(TidelogError):
 
     def __init__(self, path: str, pid: int | None):
         holder = f"process {pid}" if pid else "another process"
-        super().__init__(f"data directory {path} is in use by {holder}; stop it or use another directory")
+        super().__init__(
+            f"data directory {path} is in use by {holder}; stop it or use another directory"
+        )
         self.path, self.pid = path, pid
 
 

@@ -50,14 +50,6 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def record_cost(r: Record) -> int:
-    """Bytes a record counts for against a read's max_bytes (key + value + headers)."""
-    n = len(r.key or b"") + len(r.value or b"")
-    for hk, hv in r.headers:
-        n += len(hk) + len(hv or b"")
-    return n
-
-
 class PartitionLog:
     def __init__(
         self,
@@ -334,7 +326,7 @@ class PartitionLog:
         return segs[i:]
 
     def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
-        """Records from `offset` on, at most `max_records` and about `max_bytes` of payload
+        """Records from `offset` on, at most `max_records` and `max_bytes` of encoded records
         (always at least one record when any is available). An empty list before the high
         watermark means compaction removed every record in [offset, high watermark)."""
         hw = self._check_range(offset)
@@ -346,14 +338,14 @@ class PartitionLog:
                     return out
                 if h.next_offset <= offset:
                     continue
-                for r in rb.decode_from(batch, h, offset, max_records - len(out)):
-                    if r.offset >= hw:
-                        return out
-                    budget -= record_cost(r)
-                    if budget < 0 and out:
-                        return out
-                    out.append(r)
-                if len(out) >= max_records:
+                recs, used, complete = rb.decode_from(
+                    batch, h, offset, max_records - len(out), max(budget, 0), not out
+                )
+                if h.next_offset > hw:  # the high watermark can lag the log end mid-flush
+                    recs = [r for r in recs if r.offset < hw]
+                out += recs
+                budget -= used
+                if not complete or len(out) >= max_records:
                     return out
                 offset = h.next_offset
         return out
@@ -389,7 +381,7 @@ class PartitionLog:
                     return None
                 if h.max_timestamp < timestamp or h.next_offset <= offset:
                     continue
-                for r in rb.decode_from(batch, h, offset, h.count):
+                for r in rb.decode_from(batch, h, offset, h.count)[0]:
                     if r.offset >= hw:
                         return None
                     if r.timestamp_ms >= timestamp:
@@ -602,7 +594,7 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> list[LogSegment
 
 
 def _check_contiguous(segments: list[LogSegment], directory: str) -> None:
-    for prev, seg in zip(segments, segments[1:]):
+    for prev, seg in zip(segments, segments[1:], strict=False):
         if seg.base_offset < prev.next_offset:
             raise CorruptRecord(
                 f"{directory}: segment {seg.base_offset} overlaps the previous one, which ends "

@@ -157,32 +157,34 @@ def encode_records(
     offset deltas are 0, 1, 2... unless given (the cleaner keeps original offsets)."""
     table = _VARINT_TABLE
     small = _SMALL
-    out = []
-    append = out.append
-    for n, rec in enumerate(records):
+    default_head = b"\x00" + varint(default_ts - base_ts)  # attributes + timestamp delta
+    out = bytearray()
+    n = -1
+    for value, key, headers, ts in records:
+        n += 1
         i = n if offset_deltas is None else offset_deltas[n]
-        value, key, headers, ts = rec
-        tsd = (default_ts if ts is None else ts) - base_ts
-        head = (
-            b"\x00"
-            + (table[tsd + small] if -small <= tsd < small else varint(tsd))
-            + (table[i + small] if i < small else varint(i))
-        )
-        if key is None:
-            head += _NULL
+        if ts is None:
+            head = default_head
         else:
-            head += varint(len(key)) + key
+            tsd = ts - base_ts
+            head = b"\x00" + (table[tsd + small] if -small <= tsd < small else varint(tsd))
+        od = table[i + small] if i < small else varint(i)
+        kp = _NULL if key is None else varint(len(key)) + key
         if value is None:
-            tail = _NULL
+            vl, value = _NULL, b""
         else:
-            n = len(value)
-            tail = (table[n + small] if n < small else varint(n)) + value
-        tail += _encode_headers(headers) if headers else _ZERO
-        size = len(head) + len(tail)
-        append(table[size + small] if size < small else varint(size))
-        append(head)
-        append(tail)
-    return b"".join(out)
+            vn = len(value)
+            vl = table[vn + small] if vn < small else varint(vn)
+        hp = _encode_headers(headers) if headers else _ZERO
+        size = len(head) + len(od) + len(kp) + len(vl) + len(value) + len(hp)
+        out += table[size + small] if size < small else varint(size)
+        out += head
+        out += od
+        out += kp
+        out += vl
+        out += value
+        out += hp
+    return bytes(out)
 
 
 def build_batch(
@@ -349,11 +351,23 @@ def decode_records(batch: bytes | memoryview, h: BatchHeader | None = None) -> l
     body = memoryview(batch)[HEADER_SIZE : h.size]
     if h.codec:
         body = memoryview(compression.decompress(h.codec, body))
-    return _decode_body(body, h, 0, h.count)
+    return _decode_body(body, h, 0, h.count)[0]
 
 
-def _decode_body(body, h: BatchHeader, skip_below: int, limit: int) -> list[Record]:
-    """Decode records; skip those with offset < skip_below; stop after `limit` records kept."""
+_new_record = tuple.__new__
+
+
+def _decode_body(
+    body, h: BatchHeader, skip_below: int, limit: int, max_bytes: int = -1, force_first=True
+):
+    """Decode records with offset >= skip_below, at most `limit` of them and, when max_bytes
+    >= 0, stopping before the record that would pass max_bytes of encoded record bytes (with
+    `force_first`, the first record is returned regardless). Returns (records, encoded bytes of
+    those returned, whether the end of the batch was reached).
+
+    Varints of one and two bytes (lengths below 8 KiB) are decoded inline: this loop is the
+    hot path of every read.
+    """
     base = h.base_offset
     base_ts = h.base_timestamp
     log_append = h.attributes & ATTR_LOG_APPEND_TIME
@@ -361,6 +375,7 @@ def _decode_body(body, h: BatchHeader, skip_below: int, limit: int) -> list[Reco
     buf = bytes(body)
     pos = 0
     end = len(buf)
+    used = 0
     out: list[Record] = []
     rv = read_varint
     try:
@@ -369,43 +384,57 @@ def _decode_body(body, h: BatchHeader, skip_below: int, limit: int) -> list[Reco
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (b & 0x7F) | (buf[pos + 1] << 7)
+                length = (v >> 1) ^ -(v & 1)
+                pos += 2
             else:
                 length, pos = rv(buf, pos)
             rec_end = pos + length
             if length < 6 or rec_end > end:
                 raise CorruptRecord(f"record length {length} overruns its batch")
-            pos += 1  # record attributes, unused
-            b = buf[pos]
+            b = buf[pos + 1]  # skip the record attributes byte
             if b < 0x80:
                 tsd = (b >> 1) ^ -(b & 1)
-                pos += 1
+                pos += 2
             else:
-                tsd, pos = rv(buf, pos)
+                tsd, pos = rv(buf, pos + 1)
             b = buf[pos]
             if b < 0x80:
                 od = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (b & 0x7F) | (buf[pos + 1] << 7)
+                od = (v >> 1) ^ -(v & 1)
+                pos += 2
             else:
                 od, pos = rv(buf, pos)
             offset = base + od
             if offset < skip_below:
                 pos = rec_end
                 continue
+            if max_bytes >= 0 and used + length > max_bytes and (out or not force_first):
+                return out, used, False
+            used += length
             b = buf[pos]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
+            if b == 1:  # -1: null key, the common case
+                key = None
                 pos += 1
             else:
                 klen, pos = rv(buf, pos)
-            if klen < 0:
-                key = None
-            else:
-                key = buf[pos : pos + klen]
-                pos += klen
+                if klen < 0:
+                    key = None
+                else:
+                    key = buf[pos : pos + klen]
+                    pos += klen
             b = buf[pos]
             if b < 0x80:
                 vlen = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (b & 0x7F) | (buf[pos + 1] << 7)
+                vlen = (v >> 1) ^ -(v & 1)
+                pos += 2
             else:
                 vlen, pos = rv(buf, pos)
             if vlen < 0:
@@ -420,12 +449,16 @@ def _decode_body(body, h: BatchHeader, skip_below: int, limit: int) -> list[Reco
                 headers, pos = _decode_headers(buf, pos)
             if pos != rec_end:
                 raise CorruptRecord(f"record at offset {offset} has {rec_end - pos} stray bytes")
-            out.append(Record(offset, max_ts if log_append else base_ts + tsd, key, value, headers))
+            out.append(
+                _new_record(
+                    Record, (offset, max_ts if log_append else base_ts + tsd, key, value, headers)
+                )
+            )
             if len(out) >= limit:
-                break
+                return out, used, pos >= end
     except IndexError:
         raise CorruptRecord("record truncated inside its batch") from None
-    return out
+    return out, used, True
 
 
 def _decode_headers(buf: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
@@ -449,12 +482,20 @@ def _decode_headers(buf: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     return tuple(headers), pos
 
 
-def decode_from(batch: bytes | memoryview, h: BatchHeader, start_offset: int, limit: int):
-    """Records of one batch with offset >= start_offset, at most `limit` of them."""
+def decode_from(
+    batch: bytes | memoryview,
+    h: BatchHeader,
+    start_offset: int,
+    limit: int,
+    max_bytes: int = -1,
+    force_first: bool = True,
+) -> tuple[list[Record], int, bool]:
+    """Records of one batch with offset >= start_offset, at most `limit` of them and at most
+    `max_bytes` (see ``_decode_body``); returns (records, bytes used, end of batch reached)."""
     body = memoryview(batch)[HEADER_SIZE : h.size]
     if h.codec:
         body = memoryview(compression.decompress(h.codec, body))
-    return _decode_body(body, h, start_offset, limit)
+    return _decode_body(body, h, start_offset, limit, max_bytes, force_first)
 
 
 def int32(buf: bytes | memoryview, pos: int) -> int:

@@ -32,10 +32,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from streams.errors import (
     DataDirLocked,
     InvalidPartitions,
+    RecordTooLarge,
     StoreClosed,
     TopicAlreadyExists,
     UnknownPartition,
@@ -62,12 +64,59 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclasses.dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     topic: str
     partition: int
     offset: int
     timestamp_ms: int
+
+
+class AppendResults(Sequence[AppendResult]):
+    """Where each record of an ``append_batch`` call landed, in input order.
+
+    Kept as one run per partition (base offset, timestamp) and built into ``AppendResult``s on
+    access, so a batch of thousands of records costs no per-record objects unless asked for.
+    """
+
+    def __init__(self, topic: str, count: int):
+        self.topic = topic
+        self._count = count
+        self._runs: list[tuple[list[int] | None, int, int, int, list[int | None] | None]] = []
+
+    def add_run(self, indexes, partition, base, default_ts, stamps) -> None:
+        """`indexes` None means all records in order; `stamps` None: all have `default_ts`."""
+        self._runs.append((indexes, partition, base, default_ts, stamps))
+        self._where = None
+
+    def _index(self) -> list[tuple[int, int, int]]:
+        if getattr(self, "_where", None) is None:
+            where: list = [None] * self._count
+            for indexes, partition, base, default_ts, stamps in self._runs:
+                for j, i in enumerate(range(self._count) if indexes is None else indexes):
+                    ts = default_ts if stamps is None or stamps[j] is None else stamps[j]
+                    where[i] = (partition, base + j, ts)
+            self._where = where
+        return self._where
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if len(self._runs) == 1 and self._runs[0][0] is None:
+            _, partition, base, default_ts, stamps = self._runs[0]
+            if not 0 <= i < self._count:
+                raise IndexError(i)
+            ts = default_ts if stamps is None or stamps[i] is None else stamps[i]
+            return AppendResult(self.topic, partition, base + i, ts)
+        partition, offset, ts = self._index()[i]
+        return AppendResult(self.topic, partition, offset, ts)
+
+    def __repr__(self) -> str:
+        return f"AppendResults({list(self)!r})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -450,38 +499,51 @@ class LogStore:
         topic: str,
         records: Iterable[ProducerRecord | tuple],
         partition: int | None = None,
-    ) -> list[AppendResult]:
+    ) -> AppendResults:
         """Append records, one batch per partition. Keyed records go to murmur2(key) % n;
-        unkeyed ones all go to one partition, which moves on with each call (sticky)."""
+        unkeyed ones all go to one partition, which moves on with each call (sticky).
+        Returns where each record landed, in input order, once durable per the flush policy."""
         t = self._topic(topic)
-        recs = [r if isinstance(r, ProducerRecord) else ProducerRecord(*r) for r in records]
+        recs = [r if type(r) is ProducerRecord else ProducerRecord(*r) for r in records]
         n = len(t.partitions)
         if partition is not None and not 0 <= partition < n:
             raise UnknownPartition(topic, partition, n)
+        results = AppendResults(topic, len(recs))
+        if partition is None and all(r.key is None for r in recs):
+            partition = t.sticky.next_partition(n)
+        if partition is not None:
+            self._append_group(t.partitions[partition], recs, None, results)
+            return results
         groups: dict[int, list[int]] = {}
         sticky = None
         for i, r in enumerate(recs):
-            if partition is not None:
-                p = partition
-            elif r.key is not None:
+            if r.key is not None:
                 p = partition_for_key(r.key, n)
             else:
                 if sticky is None:
                     sticky = t.sticky.next_partition(n)
                 p = sticky
             groups.setdefault(p, []).append(i)
-        results: list[AppendResult | None] = [None] * len(recs)
         for p, idxs in groups.items():
-            plog = t.partitions[p]
-            for chunk in _split_to_fit(idxs, recs, plog):
-                base, now = plog.append([recs[i] for i in chunk])
-                forced = plog.config.log_append_time
-                for j, i in enumerate(chunk):
-                    ts = recs[i].timestamp_ms
-                    results[i] = AppendResult(
-                        topic, p, base + j, now if forced or ts is None else ts
-                    )
-        return results  # type: ignore[return-value]
+            self._append_group(t.partitions[p], [recs[i] for i in idxs], idxs, results)
+        return results
+
+    def _append_group(self, plog: PartitionLog, recs, idxs, results: AppendResults) -> None:
+        """Append as one batch; a batch over max.message.bytes is split in halves."""
+        try:
+            base, now = plog.append(recs)
+        except RecordTooLarge:
+            if len(recs) == 1:
+                raise
+            half = len(recs) // 2
+            self._append_group(plog, recs[:half], (idxs or range(len(recs)))[:half], results)
+            self._append_group(plog, recs[half:], list(idxs or range(len(recs)))[half:], results)
+            return
+        if plog.config.log_append_time or all(r.timestamp_ms is None for r in recs):
+            stamps = None
+        else:
+            stamps = [r.timestamp_ms for r in recs]
+        results.add_run(list(idxs) if idxs is not None else None, plog.partition, base, now, stamps)
 
     def append_raw(self, topic: str, partition: int, batch: bytes) -> tuple[int, int, int]:
         """Store a client's v2 record batch as received (see ``PartitionLog.append_raw``)."""
@@ -566,22 +628,3 @@ def _check_partition_count(n: int) -> None:
         raise InvalidPartitions(
             f"partition count must be between 1 and {MAX_PARTITIONS}, got {n!r}"
         )
-
-
-def _split_to_fit(idxs: list[int], recs: list[ProducerRecord], plog: PartitionLog):
-    """Chunks of record indexes whose encoded batch stays under max.message.bytes (estimated
-    from payload sizes plus per-record overhead; the partition still checks the real size)."""
-    limit = plog.config.get("max.message.bytes")
-    chunk, size = [], 61
-    for i in idxs:
-        r = recs[i]
-        cost = 24 + len(r.key or b"") + len(r.value or b"")
-        for hk, hv in r.headers:
-            cost += 10 + len(hk) + len(hv or b"")
-        if chunk and size + cost > limit:
-            yield chunk
-            chunk, size = [], 61
-        chunk.append(i)
-        size += cost
-    if chunk:
-        yield chunk

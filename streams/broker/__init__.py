@@ -1,0 +1,1 @@
+"""The broker runtime: the one owner of a data directory and its background work."""

@@ -1,0 +1,168 @@
+"""Demo traffic: a background thread writing realistic JSON events into two topics.
+
+`orders` (3 partitions, keyed by customer id, so one customer's orders stay in order) carries an
+order's life: placed, then paid and shipped a little later. `page-views` (6 partitions, keyed by
+session id) carries page views of a small shop. A few records per second: enough to see offsets
+move and charts draw, little enough to leave a laptop idle.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+DEMO_TOPIC_CONFIG = {"retention.ms": str(24 * 3600 * 1000)}  # a day of demo data, then trimmed
+
+
+@dataclass(frozen=True)
+class DemoTopic:
+    name: str
+    partitions: int
+
+
+ORDERS = DemoTopic("orders", 3)
+PAGE_VIEWS = DemoTopic("page-views", 6)
+
+_PRODUCTS = [
+    ("SKU-1001", "Espresso beans 1kg", 24.90),
+    ("SKU-1002", "Pour-over kettle", 49.00),
+    ("SKU-1003", "Ceramic mug", 12.50),
+    ("SKU-1004", "Burr grinder", 139.00),
+    ("SKU-1005", "Paper filters x100", 5.90),
+    ("SKU-1006", "Cold brew jar", 29.00),
+]
+_PATHS = ["/", "/shop", "/shop/beans", "/shop/gear", "/cart", "/checkout", "/blog/brewing-guide"]
+_REFERRERS = [None, None, "https://www.example.com/search", "https://news.example.org/coffee"]
+_AGENTS = ["Firefox/128.0", "Chrome/126.0", "Safari/17.5", "Edg/126.0"]
+_COUNTRIES = ["DE", "FR", "NL", "US", "GB", "SE", "ES", "JP"]
+
+
+class DemoEvents:
+    """Builds the next demo event; pure apart from its seeded random source and clock."""
+
+    def __init__(self, rng: random.Random | None = None):
+        self._rng = rng or random.Random()
+        self._order_seq = 0
+        self._open_orders: deque[dict] = deque(maxlen=50)
+
+    def next(self, now_ms: int) -> tuple[str, bytes, bytes]:
+        """(topic, key, value) of the next event: about one in four is an order event."""
+        if self._rng.random() < 0.25:
+            return self._order_event(now_ms)
+        return self._page_view(now_ms)
+
+    def _order_event(self, now_ms: int) -> tuple[str, bytes, bytes]:
+        if self._open_orders and self._rng.random() < 0.5:
+            order = self._open_orders.popleft()
+            status = "paid" if order["status"] == "placed" else "shipped"
+            order = {**order, "status": status, "ts": _iso(now_ms)}
+            if status == "paid":
+                self._open_orders.append(order)
+        else:
+            order = self._new_order(now_ms)
+            self._open_orders.append(order)
+        event = {"event": f"order_{order['status']}", **order}
+        return ORDERS.name, order["customer_id"].encode(), _json(event)
+
+    def _new_order(self, now_ms: int) -> dict:
+        self._order_seq += 1
+        lines = [self._order_line() for _ in range(self._rng.randint(1, 3))]
+        total = round(sum(line["qty"] * line["unit_price"] for line in lines), 2)
+        return {
+            "order_id": f"ord-{self._order_seq:06d}",
+            "customer_id": f"cust-{self._rng.randint(1, 200):04d}",
+            "status": "placed",
+            "items": lines,
+            "total": total,
+            "currency": "EUR",
+            "ts": _iso(now_ms),
+        }
+
+    def _order_line(self) -> dict:
+        sku, name, price = self._rng.choice(_PRODUCTS)
+        return {"sku": sku, "name": name, "qty": self._rng.randint(1, 4), "unit_price": price}
+
+    def _page_view(self, now_ms: int) -> tuple[str, bytes, bytes]:
+        session = f"sess-{self._rng.randint(1, 500):05d}"
+        event = {
+            "session_id": session,
+            "user_id": self._rng.choice([None, f"cust-{self._rng.randint(1, 200):04d}"]),
+            "path": self._rng.choice(_PATHS),
+            "referrer": self._rng.choice(_REFERRERS),
+            "user_agent": self._rng.choice(_AGENTS),
+            "country": self._rng.choice(_COUNTRIES),
+            "duration_ms": int(self._rng.lognormvariate(8, 0.8)),
+            "ts": _iso(now_ms),
+        }
+        return PAGE_VIEWS.name, session.encode(), _json(event)
+
+
+class DemoTraffic:
+    """Runs `DemoEvents` into a store from a daemon thread until `stop()`.
+
+    A daemon thread, because Python joins non-daemon threads *before* running atexit handlers,
+    and the atexit handler is what stops this one.
+    """
+
+    def __init__(self, store, *, records_per_second: float = 4.0, seed: int | None = None):
+        self._store = store
+        self._interval = 1.0 / records_per_second
+        self._events = DemoEvents(random.Random(seed))
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        ensure_demo_topics(self._store)
+        self._thread = threading.Thread(target=self._run, name="tidelog-demo", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("demo traffic thread did not stop within %.0f s", timeout)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval):
+            try:
+                self._produce_one()
+            except Exception:
+                if self._stopping.is_set():
+                    return
+                log.exception("demo traffic: append failed; retrying in 5 s")
+                self._stopping.wait(5.0)
+
+    def _produce_one(self) -> None:
+        now_ms = int(time.time() * 1000)
+        topic, key, value = self._events.next(now_ms)
+        self._store.append(topic, value, key=key, timestamp_ms=now_ms)
+
+
+def ensure_demo_topics(store) -> None:
+    """Create the demo topics that are missing; existing ones are left as they are."""
+    from streams.errors import TopicAlreadyExists
+
+    existing = set(store.list_topics())
+    for topic in (ORDERS, PAGE_VIEWS):
+        if topic.name in existing:
+            continue
+        try:
+            store.create_topic(topic.name, partitions=topic.partitions, config=DEMO_TOPIC_CONFIG)
+        except TopicAlreadyExists:
+            pass
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _json(event: dict) -> bytes:
+    return json.dumps(event, separators=(",", ":")).encode()

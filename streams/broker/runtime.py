@@ -1,0 +1,74 @@
+"""`Broker`: the runtime that owns one data directory for the life of a process.
+
+It opens the log store (which takes the directory's exclusive lock), runs the background work
+(for now: optional demo traffic) and, on `close()`, stops that work before closing the store, so
+the store's last flush and recovery points see no appender still running.
+
+Thread-safety: `open` and `close` are meant to be called by one owner; `store` may be used from
+any thread (the store does its own locking). `close()` is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from streams.broker.demo import DemoTraffic
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, data_dir: Path, store, demo: DemoTraffic | None = None):
+        self.data_dir = data_dir
+        self._store = store
+        self._demo = demo
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, data_dir: str | Path, *, demo: bool = False) -> Broker:
+        """Open the store in `data_dir` (created if missing) and start the background work.
+
+        Raises `DataDirLocked` when another process holds the directory.
+        """
+        from streams.log import LogStore
+
+        data_dir = Path(data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        store = LogStore.open(data_dir)
+        try:
+            traffic = DemoTraffic(store) if demo else None
+            if traffic is not None:
+                traffic.start()
+        except BaseException:
+            store.close()
+            raise
+        log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
+        return cls(data_dir, store, traffic)
+
+    @property
+    def store(self):
+        """The `LogStore` this broker owns."""
+        return self._store
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._demo is not None:
+            self._demo.stop()
+        self._store.close()
+        log.info("broker on %s closed", self.data_dir)
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
