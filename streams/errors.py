@@ -96,3 +96,73 @@ class DataDirLocked(TidelogError):
 
 class StoreClosed(TidelogError):
     code = "store_closed"
+
+
+# --------------------------------------------------------------------------- consumer groups
+
+
+class GroupError(TidelogError):
+    """A group coordinator refusal; `kafka_code` is the Kafka error code it maps to."""
+
+    code = "group_error"
+    kafka_code = -1
+
+
+class UnknownGroup(GroupError):
+    code = "unknown_group"
+    kafka_code = 69  # GROUP_ID_NOT_FOUND
+
+    def __init__(self, group: str):
+        super().__init__(f"consumer group {group!r} does not exist")
+        self.group = group
+
+
+class UnknownMemberId(GroupError):
+    code = "unknown_member_id"
+    kafka_code = 25
+
+
+class IllegalGeneration(GroupError):
+    code = "illegal_generation"
+    kafka_code = 22
+
+
+class RebalanceInProgress(GroupError):
+    code = "rebalance_in_progress"
+    kafka_code = 27
+
+
+class InconsistentGroupProtocol(GroupError):
+    code = "inconsistent_group_protocol"
+    kafka_code = 23
+
+
+class InvalidSessionTimeout(GroupError):
+    code = "invalid_session_timeout"
+    kafka_code = 26
+
+
+class GroupNotEmpty(GroupError):
+    """The group has active members; offsets can only be reset (or the group deleted) when it
+    is Empty, as in Kafka."""
+
+    code = "group_not_empty"
+    kafka_code = 68  # NON_EMPTY_GROUP
+
+    def __init__(self, group: str, state: str, members: list[str]):
+        names = ", ".join(members) if members else "none"
+        super().__init__(
+            f"consumer group {group!r} is {state}, not Empty: active members {names}. "
+            "Stop its consumers (or wait for their sessions to expire) and try again"
+        )
+        self.group, self.state, self.members = group, state, members
+
+
+class NoOffsetForPartition(GroupError):
+    """auto.offset.reset=none and the partition has no committed offset (or it is out of range)."""
+
+    code = "no_offset_for_partition"
+
+
+class InvalidResetSpec(TidelogError):
+    code = "invalid_reset"
