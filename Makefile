@@ -1,0 +1,52 @@
+# Tidelog: `make run` serves the console and broker, `make test` runs the whole suite.
+# Both set up .venv (and, for tests, Debian's chromium and redis-server) on a fresh machine.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements-installed
+export TIDELOG_HTTP_PORT ?= 8000
+SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server
+
+.PHONY: run test bench lint venv system-deps
+
+venv: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when a requirements file is newer than the stamp.
+$(STAMP): requirements.txt requirements-dev.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py runserver --noreload --nostatic 127.0.0.1:$(TIDELOG_HTTP_PORT)
+
+# Installs what is missing when we may (root); otherwise says what to install.
+system-deps:
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium fonts-dejavu-core"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		echo "installing:$$missing"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	else \
+		echo "warning: missing$$missing; install with: sudo apt-get install$$missing" >&2; \
+	fi
+
+test: $(STAMP) system-deps
+	$(PY) -m pytest
+
+# make bench            all benchmarks in tests/bench/bench_*.py
+# make bench BENCH=log  only tests/bench/bench_log.py
+bench: $(STAMP) system-deps
+	$(PY) -m tests.bench $(BENCH)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .

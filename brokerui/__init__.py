@@ -1,0 +1,1 @@
+"""The Django project: settings, URLs, the ASGI app and the web console."""

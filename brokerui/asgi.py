@@ -1,0 +1,22 @@
+"""The ASGI entry point served by Daphne (`manage.py runserver` or the `daphne` command).
+
+Loading it starts the process-wide broker, so the data directory is locked and demo traffic
+flows from the moment the server starts, not from the first request; the broker is closed at
+interpreter exit (see `brokerui.broker`).
+"""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "brokerui.settings")
+
+from brokerui.routing import build_application  # noqa: E402
+
+application = build_application()
+
+from brokerui.broker import get_broker  # noqa: E402
+from streams.errors import DataDirLocked  # noqa: E402
+
+try:
+    get_broker()
+except DataDirLocked as exc:  # a second server on the same data: say so, without a traceback
+    raise SystemExit(f"tidelog: {exc}") from None

@@ -1,0 +1,128 @@
+"""Tidelog's configuration: every environment variable the project reads, parsed in one place.
+
+`Config.from_env()` turns the environment into a frozen value with safe defaults; settings.py
+reads it once. Nothing else in the project looks at `os.environ` for Tidelog settings.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value Tidelog cannot use."""
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: Path
+    debug: bool
+    demo: bool
+    http_port: int
+    kafka_port: int
+    allowed_hosts: tuple[str, ...]
+    database_url: str
+    redis_url: str | None
+    secret_key: str | None  # None: generated once and kept in <data_dir>/.secret_key
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if env is None else env
+        data_dir = _path(env.get("TIDELOG_DATA_DIR"), default=REPO_DIR / "data")
+        return cls(
+            data_dir=data_dir,
+            debug=_flag(env, "TIDELOG_DEBUG", default=False),
+            demo=_flag(env, "TIDELOG_DEMO", default=True),
+            http_port=_port(env, "TIDELOG_HTTP_PORT", default=8000),
+            kafka_port=_port(env, "TIDELOG_KAFKA_PORT", default=9092),
+            allowed_hosts=("127.0.0.1", "localhost", "[::1]")
+            + _csv(env.get("TIDELOG_ALLOWED_HOSTS", "")),
+            database_url=env.get("DATABASE_URL") or f"sqlite:///{data_dir / 'tidelog.sqlite3'}",
+            redis_url=env.get("REDIS_URL") or None,
+            secret_key=env.get("TIDELOG_SECRET_KEY") or None,
+        )
+
+
+def _path(value: str | None, *, default: Path) -> Path:
+    if not value:
+        return default
+    return Path(value).expanduser().resolve()
+
+
+def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    value = env.get(name)
+    if value is None:
+        return default
+    value = value.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={value!r}: expected 1 or 0 (also true/false, yes/no, on/off)")
+
+
+def _port(env: Mapping[str, str], name: str, *, default: int) -> int:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        port = int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r}: expected a TCP port number") from None
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"{name}={port}: a TCP port is between 1 and 65535")
+    return port
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def ensure_data_dir(data_dir: Path) -> Path:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return data_dir
+
+
+def load_or_create_secret_key(data_dir: Path) -> str:
+    """The key in `<data_dir>/.secret_key`, created (mode 0600) on first use.
+
+    Written to a temporary file and hard-linked into place, so two processes starting at once
+    agree on one key and no reader ever sees a half-written file.
+    """
+    path = data_dir / ".secret_key"
+    try:
+        return _read_secret(path)
+    except FileNotFoundError:
+        pass
+    tmp = data_dir / f".secret_key.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, secrets.token_urlsafe(50).encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another process won the race: use its key
+    finally:
+        tmp.unlink()
+    return _read_secret(path)
+
+
+def _read_secret(path: Path) -> str:
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)  # a key readable by others is tightened, not trusted as is
+    key = path.read_text(encoding="ascii").strip()
+    if len(key) < 32:
+        raise ConfigError(f"{path} holds a key shorter than 32 characters; delete it to renew")
+    return key

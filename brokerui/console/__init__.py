@@ -1,0 +1,1 @@
+"""The web console: pages over the broker's topics (grows into the full console later)."""

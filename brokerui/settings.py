@@ -1,0 +1,104 @@
+"""Django settings for Tidelog. Every value that varies comes from `brokerui.config`."""
+
+from __future__ import annotations
+
+import dj_database_url
+
+from brokerui.config import REPO_DIR, Config, ensure_data_dir, load_or_create_secret_key
+
+CONFIG = Config.from_env()
+BASE_DIR = REPO_DIR
+
+# The broker's data directory also holds the SQLite database and the generated secret key.
+TIDELOG_DATA_DIR = ensure_data_dir(CONFIG.data_dir)
+TIDELOG_DEMO = CONFIG.demo
+TIDELOG_HTTP_PORT = CONFIG.http_port
+TIDELOG_KAFKA_PORT = CONFIG.kafka_port
+
+SECRET_KEY = CONFIG.secret_key or load_or_create_secret_key(TIDELOG_DATA_DIR)
+DEBUG = CONFIG.debug
+ALLOWED_HOSTS = list(CONFIG.allowed_hosts)
+
+INSTALLED_APPS = [
+    "daphne",  # first, so that `manage.py runserver` is Daphne's ASGI server
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "brokerui.console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "brokerui.urls"
+ASGI_APPLICATION = "brokerui.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": dj_database_url.parse(CONFIG.database_url, conn_max_age=0)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if CONFIG.redis_url:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [CONFIG.redis_url]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# Served by the ASGI app itself (see brokerui/asgi.py), from these folders, with DEBUG on or off.
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "streams": {"handlers": ["console"], "level": "INFO"},
+        "brokerui": {"handlers": ["console"], "level": "INFO"},
+        # Daphne's one line per request under `manage.py runserver`.
+        "django.channels.server": {"handlers": ["console"], "level": "INFO"},
+    },
+}

@@ -1,0 +1,71 @@
+"""The broker runtime and its demo traffic (no Django involved)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+from streams.broker.demo import ORDERS, PAGE_VIEWS, DemoEvents, ensure_demo_topics
+from streams.broker.runtime import Broker
+
+
+def _wait_for_records(store, topic: str, timeout: float = 15.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        total = sum(p.end_offset for p in store.describe_topic(topic).partitions)
+        if total:
+            return total
+        time.sleep(0.1)
+    return 0
+
+
+def test_demo_traffic_creates_topics_and_writes_json_events(tmp_path):
+    with Broker.open(tmp_path, demo=True) as broker:
+        store = broker.store
+        assert store.list_topics() == ["orders", "page-views"]
+        assert len(store.describe_topic("orders").partitions) == 3
+        assert len(store.describe_topic("page-views").partitions) == 6
+        assert _wait_for_records(store, "page-views") > 0
+
+        partition = next(p for p in store.describe_topic("page-views").partitions if p.end_offset)
+        record = store.read("page-views", partition.partition, partition.log_start_offset)[0]
+        event = json.loads(record.value)
+        assert event["session_id"] == record.key.decode()
+        assert event["path"].startswith("/")
+
+
+def test_close_stops_the_traffic_and_releases_the_directory(tmp_path):
+    broker = Broker.open(tmp_path, demo=True)
+    broker.close()
+    broker.close()  # idempotent
+    assert broker.closed
+
+    with Broker.open(tmp_path, demo=False) as reopened:  # the lock was released
+        before = [p.end_offset for p in reopened.store.describe_topic("orders").partitions]
+        time.sleep(0.6)
+        after = [p.end_offset for p in reopened.store.describe_topic("orders").partitions]
+        assert before == after
+
+
+def test_existing_demo_topics_are_left_alone(tmp_path):
+    with Broker.open(tmp_path, demo=False) as broker:
+        broker.store.create_topic("orders", partitions=5)
+        ensure_demo_topics(broker.store)
+        assert len(broker.store.describe_topic("orders").partitions) == 5
+        assert len(broker.store.describe_topic("page-views").partitions) == 6
+
+
+def test_orders_are_keyed_by_customer_and_follow_an_order_life():
+    events = DemoEvents(random.Random(7))
+    produced = [events.next(1_700_000_000_000 + i) for i in range(400)]
+
+    orders = [(key, json.loads(value)) for topic, key, value in produced if topic == ORDERS.name]
+    assert {topic for topic, _, _ in produced} == {ORDERS.name, PAGE_VIEWS.name}
+    assert all(key.decode() == order["customer_id"] for key, order in orders)
+    seen: dict[str, list[str]] = {}
+    for _, order in orders:
+        seen.setdefault(order["order_id"], []).append(order["event"])
+    assert all(life == ["order_placed", "order_paid", "order_shipped"][: len(life)]
+               for life in seen.values())
+    assert any(len(life) == 3 for life in seen.values())
