@@ -420,9 +420,9 @@ class GroupCoordinator:
                 if g.state == GroupState.PREPARING_REBALANCE:
                     self._maybe_complete_join(g, now)
                 elif g.state == GroupState.COMPLETING_REBALANCE and now >= g.sync_deadline_ms:
-                    for m in list(g.members.values()):
-                        if m.sync_future is None:
-                            self._remove_member(g, m, now, "did not sync in time")
+                    laggards = [m for m in g.members.values() if m.sync_future is None]
+                    for m in laggards:
+                        self._remove_member(g, m, now, "did not sync in time")
             self._expire_offsets(now)
 
     def _expire_offsets(self, now: int) -> None:
