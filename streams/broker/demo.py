@@ -104,6 +104,9 @@ class DemoEvents:
         return PAGE_VIEWS.name, session.encode(), _json(event)
 
 
+DEMO_GROUP = "order-fulfilment"
+
+
 class DemoTraffic:
     """Runs `DemoEvents` into a store from a daemon thread until `stop()`.
 
@@ -111,24 +114,56 @@ class DemoTraffic:
     and the atexit handler is what stops this one.
     """
 
-    def __init__(self, store, *, records_per_second: float = 4.0, seed: int | None = None):
+    def __init__(
+        self,
+        store,
+        *,
+        coordinator=None,
+        records_per_second: float = 4.0,
+        seed: int | None = None,
+    ):
         self._store = store
+        self._coordinator = coordinator
         self._interval = 1.0 / records_per_second
         self._events = DemoEvents(random.Random(seed))
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         ensure_demo_topics(self._store)
-        self._thread = threading.Thread(target=self._run, name="tidelog-demo", daemon=True)
-        self._thread.start()
+        targets = [("tidelog-demo", self._run)]
+        if self._coordinator is not None:
+            targets.append(("tidelog-demo-consumer", self._consume))
+        for name, target in targets:
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("demo traffic thread did not stop within %.0f s", timeout)
+        for t in self._threads:
+            t.join(timeout)
+            if t.is_alive():
+                log.warning("%s thread did not stop within %.0f s", t.name, timeout)
+
+    def _consume(self) -> None:
+        """A consumer group that keeps up with orders only slowly, so lag shows in the console."""
+        from streams.client import Consumer
+
+        consumer = Consumer(self._store, self._coordinator, DEMO_GROUP, client_id="fulfilment-1",
+                            auto_offset_reset="earliest", auto_commit_interval_ms=1000)
+        consumer.subscribe([ORDERS.name])
+        try:
+            while not self._stopping.wait(0.5):
+                try:
+                    consumer.poll(0, max_records=1)
+                except Exception:
+                    if self._stopping.is_set():
+                        return
+                    log.exception("demo consumer: poll failed; retrying in 5 s")
+                    self._stopping.wait(5.0)
+        finally:
+            consumer.close()
 
     def _run(self) -> None:
         while not self._stopping.wait(self._interval):

@@ -1,8 +1,10 @@
 """`Broker`: the runtime that owns one data directory for the life of a process.
 
-It opens the log store (which takes the directory's exclusive lock), runs the background work
-(for now: optional demo traffic) and, on `close()`, stops that work before closing the store, so
-the store's last flush and recovery points see no appender still running.
+It opens the log store (which takes the directory's exclusive lock), starts the group
+coordinator over it (committed offsets live in the store's ``__consumer_offsets``), runs the
+background work (for now: optional demo traffic, with a demo consumer group) and, on `close()`,
+stops that work before the coordinator and then the store, so the store's last flush and
+recovery points see no appender still running.
 
 Thread-safety: `open` and `close` are meant to be called by one owner; `store` may be used from
 any thread (the store does its own locking). `close()` is idempotent.
@@ -20,9 +22,10 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, data_dir: Path, store, demo: DemoTraffic | None = None):
+    def __init__(self, data_dir: Path, store, coordinator, demo: DemoTraffic | None = None):
         self.data_dir = data_dir
         self._store = store
+        self._coordinator = coordinator
         self._demo = demo
         self._closed = False
         self._close_lock = threading.Lock()
@@ -33,25 +36,35 @@ class Broker:
 
         Raises `DataDirLocked` when another process holds the directory.
         """
+        from streams.groups import GroupCoordinator
         from streams.log import LogStore
 
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         store = LogStore.open(data_dir)
+        coordinator = None
         try:
-            traffic = DemoTraffic(store) if demo else None
+            coordinator = GroupCoordinator(store).start()
+            traffic = DemoTraffic(store, coordinator=coordinator) if demo else None
             if traffic is not None:
                 traffic.start()
         except BaseException:
+            if coordinator is not None:
+                coordinator.close()
             store.close()
             raise
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
-        return cls(data_dir, store, traffic)
+        return cls(data_dir, store, coordinator, traffic)
 
     @property
     def store(self):
         """The `LogStore` this broker owns."""
         return self._store
+
+    @property
+    def coordinator(self):
+        """The `GroupCoordinator` shared by every client of this broker."""
+        return self._coordinator
 
     @property
     def closed(self) -> bool:
@@ -64,6 +77,7 @@ class Broker:
             self._closed = True
         if self._demo is not None:
             self._demo.stop()
+        self._coordinator.close()
         self._store.close()
         log.info("broker on %s closed", self.data_dir)
 

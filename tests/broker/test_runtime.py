@@ -23,7 +23,7 @@ def _wait_for_records(store, topic: str, timeout: float = 15.0) -> int:
 def test_demo_traffic_creates_topics_and_writes_json_events(tmp_path):
     with Broker.open(tmp_path, demo=True) as broker:
         store = broker.store
-        assert store.list_topics() == ["orders", "page-views"]
+        assert store.list_topics(include_internal=False) == ["orders", "page-views"]
         assert len(store.describe_topic("orders").partitions) == 3
         assert len(store.describe_topic("page-views").partitions) == 6
         assert _wait_for_records(store, "page-views") > 0
@@ -69,3 +69,20 @@ def test_orders_are_keyed_by_customer_and_follow_an_order_life():
     assert all(life == ["order_placed", "order_paid", "order_shipped"][: len(life)]
                for life in seen.values())
     assert any(len(life) == 3 for life in seen.values())
+
+
+def test_demo_consumer_group_commits_and_shows_in_the_coordinator(tmp_path):
+    import time
+
+    from streams.broker.demo import DEMO_GROUP
+    from streams.groups import group_lag
+
+    with Broker.open(tmp_path, demo=True) as broker:
+        deadline = time.time() + 15
+        while time.time() < deadline and not broker.coordinator.committed(DEMO_GROUP):
+            time.sleep(0.1)
+        assert broker.coordinator.committed(DEMO_GROUP)
+        desc = broker.coordinator.describe_group(DEMO_GROUP)
+        assert desc.state == "Stable" and desc.members[0].client_id == "fulfilment-1"
+        lag = group_lag(broker.coordinator, broker.store, DEMO_GROUP)
+        assert lag.topics == ["orders"]
