@@ -150,8 +150,14 @@ class DemoTraffic:
         """A consumer group that keeps up with orders only slowly, so lag shows in the console."""
         from streams.client import Consumer
 
-        consumer = Consumer(self._store, self._coordinator, DEMO_GROUP, client_id="fulfilment-1",
-                            auto_offset_reset="earliest", auto_commit_interval_ms=1000)
+        consumer = Consumer(
+            self._store,
+            self._coordinator,
+            DEMO_GROUP,
+            client_id="fulfilment-1",
+            auto_offset_reset="earliest",
+            auto_commit_interval_ms=1000,
+        )
         consumer.subscribe([ORDERS.name])
         try:
             while not self._stopping.wait(0.5):

@@ -134,7 +134,7 @@ class Cleaner:
         tmp = os.path.join(plog.directory, TMP_DIR)
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
-        copy = LogSegment(tmp, old.base_offset, plog.config.get("index.interval.bytes"))
+        copy = LogSegment(tmp, old.base_offset, plog.config.get("index.interval.bytes"), False)
         for data, base, nxt, max_ts in batches:
             copy.append(data, base, nxt, max_ts, now)
         copy.next_offset = max(copy.next_offset, old.next_offset)
@@ -157,7 +157,7 @@ class Cleaner:
                 )
             fsync_dir(plog.directory)
             new = LogSegment(
-                plog.directory, old.base_offset, plog.config.get("index.interval.bytes")
+                plog.directory, old.base_offset, plog.config.get("index.interval.bytes"), False
             )
             new.load_closed()
             new.next_offset = max(new.next_offset, old.next_offset)

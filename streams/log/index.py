@@ -63,8 +63,9 @@ class OffsetIndex:
         if self.rel_offsets and rel <= self.rel_offsets[-1]:
             return
         os.write(self._fd, _OFF.pack(rel, position))
-        self.rel_offsets.append(rel)
+        # positions first: a lock-free reader bisects rel_offsets, then indexes positions
         self.positions.append(position)
+        self.rel_offsets.append(rel)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the floor entry for `offset`; (base, 0) when there is none."""
@@ -129,7 +130,7 @@ class TimeIndex:
 
     def is_sane(self) -> bool:
         ts, offs = self.timestamps, self.rel_offsets
-        return all(ts[i] > ts[i - 1] and offs[i] > offs[i - 1] for i in range(1, len(ts)))
+        return all(ts[i] >= ts[i - 1] and offs[i] > offs[i - 1] for i in range(1, len(ts)))
 
     @property
     def last(self) -> tuple[int, int] | None:
@@ -137,17 +138,21 @@ class TimeIndex:
             return None
         return self.timestamps[-1], self.base_offset + self.rel_offsets[-1]
 
-    def maybe_append(self, max_timestamp: int, last_offset: int) -> None:
-        """Add an entry when the segment's max timestamp grew since the last entry."""
+    def maybe_append(self, max_timestamp: int, last_offset: int, closing: bool = False) -> None:
+        """Add an entry when the segment's max timestamp grew since the last entry; a closing
+        entry (segment rolled) is added whenever its offset is new, so the last entry of a
+        closed segment always names its last offset."""
         if self.timestamps and (
-            max_timestamp <= self.timestamps[-1]
+            max_timestamp < self.timestamps[-1]
+            or (max_timestamp == self.timestamps[-1] and not closing)
             or last_offset - self.base_offset <= self.rel_offsets[-1]
         ):
             return
         rel = last_offset - self.base_offset
         os.write(self._fd, _TIME.pack(max_timestamp, rel))
-        self.timestamps.append(max_timestamp)
+        # offsets first: a lock-free reader bisects timestamps, then indexes rel_offsets
         self.rel_offsets.append(rel)
+        self.timestamps.append(max_timestamp)
 
     def scan_start(self, timestamp: int) -> int:
         """An offset from which scanning finds the first record with timestamp >= `timestamp`."""

@@ -66,8 +66,7 @@ class PartitionLog:
         self.partition = partition
         self.config = config
         self.clock = clock
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self._set_segments(segments)
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self._next_offset = segments[-1].next_offset
         self.high_watermark = self._next_offset
@@ -80,6 +79,7 @@ class PartitionLog:
         self._closed = False
         self.on_log_start_change: Callable[[PartitionLog], None] | None = None
         self.cleaner_next_horizon: int | None = None  # earliest tombstone delete horizon
+        self.contiguous = not config.compact  # set by open(): false once ever compacted
 
     # ------------------------------------------------------------------ opening
 
@@ -94,11 +94,13 @@ class PartitionLog:
         *,
         log_start_offset: int = 0,
         recovery_point: int | None = None,
+        contiguous: bool = True,
     ) -> PartitionLog:
         """Open (creating if needed) a partition directory.
 
         `recovery_point` None means the store was shut down cleanly; otherwise every batch at or
-        after it is re-validated and a torn or corrupt tail is cut (and logged).
+        after it is re-validated and a torn or corrupt tail is cut (and logged). `contiguous`
+        False (a topic that was ever compacted) allows gaps between batches.
         """
         os.makedirs(directory, exist_ok=True)
         _finish_interrupted_operations(directory)
@@ -109,13 +111,15 @@ class PartitionLog:
             if name.endswith(".log") and name[:-4].isdigit()
         )
         if not bases:
-            seg = LogSegment(directory, log_start_offset, interval)
+            seg = LogSegment(directory, log_start_offset, interval, contiguous)
             fsync_dir(directory)
-            return cls(directory, topic, partition, config, clock, [seg], log_start_offset)
-        segments = [LogSegment(directory, b, interval) for b in bases]
+            plog = cls(directory, topic, partition, config, clock, [seg], log_start_offset)
+            plog.contiguous = contiguous
+            return plog
+        segments = [LogSegment(directory, b, interval, contiguous) for b in bases]
         if recovery_point is None:
-            for seg in segments[:-1]:
-                seg.load_closed()
+            for seg, nxt in zip(segments, segments[1:], strict=False):
+                seg.load_closed(nxt.base_offset)
             segments[-1].load_active()
         else:
             segments = _recover(segments, recovery_point)
@@ -123,6 +127,7 @@ class PartitionLog:
         for seg in segments[:-1]:
             seg.closed = True
         plog = cls(directory, topic, partition, config, clock, segments, log_start_offset)
+        plog.contiguous = contiguous
         if plog.log_start_offset > plog._next_offset:
             log.warning(
                 "%s: log start offset %d is past the log end %d; starting an empty segment there",
@@ -262,10 +267,16 @@ class PartitionLog:
             old = self._segments[-1]
             old.seal()
             self._note_flushed(self._next_offset)
-        new = LogSegment(self.directory, self._next_offset, self.config.get("index.interval.bytes"))
+        new = self._new_segment(self._next_offset)
         fsync_dir(self.directory)
         self._set_segments(self._segments + [new])
         return new
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        cfg = self.config
+        return LogSegment(
+            self.directory, base_offset, cfg.get("index.interval.bytes"), self.contiguous
+        )
 
     def roll(self) -> None:
         """Force a new active segment (if the current one holds data)."""
@@ -320,9 +331,19 @@ class PartitionLog:
             raise OffsetOutOfRange(self.topic, self.partition, offset, start, hw)
         return hw
 
-    def _segments_from(self, offset: int) -> list[LogSegment]:
-        segs, bases = self._segments, self._bases
-        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+    def _segments_from(self, offset: int, clamp: bool = False) -> list[LogSegment]:
+        """The segments holding `offset` and after, from one snapshot of the segment list.
+
+        Raises OffsetOutOfRange when retention or delete-records removed `offset` after the
+        caller checked the range (the snapshot is taken after the check)."""
+        segs, bases = self._view
+        if clamp:
+            offset = max(offset, bases[0])
+        elif offset < bases[0] or offset < self.log_start_offset:
+            raise OffsetOutOfRange(
+                self.topic, self.partition, offset, self.log_start_offset, self.high_watermark
+            )
+        i = bisect.bisect_right(bases, offset) - 1
         return segs[i:]
 
     def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
@@ -372,7 +393,7 @@ class PartitionLog:
         """The first record whose timestamp is >= `timestamp`, or None."""
         hw = self.high_watermark
         start = self.log_start_offset
-        for seg in self._segments_from(start):
+        for seg in self._segments_from(start, clamp=True):
             if seg.max_timestamp < timestamp:
                 continue
             offset = max(seg.time_scan_start(timestamp), start)
@@ -392,7 +413,7 @@ class PartitionLog:
         self, start: int, end: int
     ) -> Iterable[tuple[LogSegment, rb.BatchHeader, memoryview]]:
         """Every batch overlapping [start, end) with its segment (for the cleaner and tools)."""
-        for seg in self._segments_from(start):
+        for seg in self._segments_from(start, clamp=True):
             if seg.base_offset >= end:
                 return
             for h, batch in seg.batches_from(start, seg.size):
@@ -484,8 +505,12 @@ class PartitionLog:
         return len(doomed)
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
-        self._bases = [s.base_offset for s in segments]
-        self._segments = segments
+        # one attribute, so a reader never pairs a new segment list with old base offsets
+        self._view = (segments, [s.base_offset for s in segments])
+
+    @property
+    def _segments(self) -> list[LogSegment]:
+        return self._view[0]
 
     def replace_segment(self, old: LogSegment, install: Callable[[], LogSegment]) -> bool:
         """Swap a cleaned copy in for the closed segment `old`: `install()` moves its files into
@@ -502,7 +527,7 @@ class PartitionLog:
         """Drop every segment and start empty at `offset` (log start beyond the log end)."""
         with self._write_lock:
             old = self._segments
-            new = LogSegment(self.directory, offset, self.config.get("index.interval.bytes"))
+            new = self._new_segment(offset)
             self._set_segments([new])
             self._next_offset = self.high_watermark = self._flushed = offset
         for seg in old:
@@ -569,26 +594,38 @@ def _finish_interrupted_operations(directory: str) -> None:
 
 
 def _recover(segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:
-    """Re-validate everything at or after the recovery point; cut at the first bad batch and
-    delete every later segment (their offsets would no longer follow on)."""
+    """Re-validate everything at or after the recovery point; cut at the first bad batch (or,
+    where offsets must be contiguous, at a segment that ends before the next one starts) and
+    delete every later segment: their offsets would no longer follow on."""
     bases = [s.base_offset for s in segments]
     first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
-    for seg in segments[:first]:
-        seg.load_closed()
+    for seg, nxt in zip(segments[:first], segments[1 : first + 1], strict=True):
+        seg.load_closed(nxt.base_offset)
     kept = segments[:first]
     for i in range(first, len(segments)):
         seg = segments[i]
         position = seg.index.lookup(recovery_point)[1] if i == first else 0
         cut = seg.rebuild_from(position)
         kept.append(seg)
-        if cut and i + 1 < len(segments):
-            for later in segments[i + 1 :]:
+        later = segments[i + 1 :]
+        if later and seg.contiguous and seg.next_offset != later[0].base_offset and not cut:
+            log.warning(
+                "%s: segment %s ends at offset %d but the next one starts at %d: the file was "
+                "cut short; dropping what follows",
+                seg.directory,
+                os.path.basename(seg.path),
+                seg.next_offset,
+                later[0].base_offset,
+            )
+            cut = 1
+        if cut and later:
+            for doomed in later:
                 log.warning(
-                    "%s: deleting segment %d after the corrupt one",
-                    later.directory,
-                    later.base_offset,
+                    "%s: deleting segment %d after the damaged one",
+                    doomed.directory,
+                    doomed.base_offset,
                 )
-                _unlink_segment_files(later)
+                _unlink_segment_files(doomed)
             break
     return kept
 

@@ -37,7 +37,16 @@ def segment_name(base_offset: int) -> str:
 
 
 class LogSegment:
-    def __init__(self, directory: str, base_offset: int, index_interval: int = 4096):
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        index_interval: int = 4096,
+        contiguous: bool = True,
+    ):
+        # contiguous: every batch starts where the previous one ended (false on compacted
+        # topics, whose cleaned segments have gaps); recovery then checks exact base offsets.
+        self.contiguous = contiguous
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval = index_interval
@@ -51,18 +60,34 @@ class LogSegment:
         self.max_timestamp = NO_TIMESTAMP
         self.first_append_ms: int | None = None  # wall clock of the first batch, for segment.ms
         self._bytes_since_index = 0
+        self._warned_index = False
         self.closed = False
 
     # ---------------------------------------------------------------- loading
 
-    def load_closed(self) -> None:
-        """Restore state of a rolled segment from its closing time-index entry (or a scan)."""
+    def load_closed(self, next_base: int | None = None) -> None:
+        """Restore state of a rolled segment from its closing time-index entry, when that entry
+        agrees with where the next segment starts; otherwise rebuild it by scanning."""
         last = self.time_index.last
         if last is not None and self.index.is_sane(self.size) and self.time_index.is_sane():
-            self.max_timestamp, last_offset = last
-            self.next_offset = last_offset + 1
-            self.first_append_ms = self.max_timestamp
-            return
+            max_ts, last_offset = last
+            fits = next_base is None or (
+                last_offset == next_base - 1
+                if self.contiguous
+                else self.base_offset <= last_offset < next_base
+            )
+            if fits:
+                self.max_timestamp = max_ts
+                self.next_offset = last_offset + 1
+                self.first_append_ms = max_ts
+                return
+            log.warning(
+                "%s: closing index entry (offset %d) disagrees with the next segment (%s); "
+                "rebuilding the indexes",
+                self.path,
+                last_offset,
+                next_base,
+            )
         self.rebuild_from(0)
 
     def load_active(self) -> None:
@@ -99,6 +124,14 @@ class LogSegment:
             self.time_index.reset()
             self.max_timestamp = NO_TIMESTAMP
             self.next_offset = self.base_offset
+        elif not self._entry_is_valid(*self.index.lookup_position(position)):
+            log.warning(
+                "%s: index entry at position %d does not point at a batch; "
+                "re-validating the whole segment",
+                self.path,
+                position,
+            )
+            return self.rebuild_from(0)
         else:
             offset, position = self.index.lookup_position(position)
             self.index.truncate_to_position(position)
@@ -112,10 +145,12 @@ class LogSegment:
         try:
             for pos, batch in self.iter_batches(position, self.size, strict=True):
                 h = rb.validate_batch(batch)
-                if h.base_offset < self.next_offset:
+                if h.base_offset < self.next_offset or (
+                    self.contiguous and h.base_offset != self.next_offset
+                ):
                     raise CorruptRecord(
-                        f"batch at position {pos} has offset {h.base_offset}, "
-                        f"expected at least {self.next_offset}"
+                        f"batch at position {pos} has base offset {h.base_offset}, expected "
+                        f"{'' if self.contiguous else 'at least '}{self.next_offset}"
                     )
                 self._index_batch(pos, h.base_offset, len(batch))
                 self._note_batch(h)
@@ -172,7 +207,7 @@ class LogSegment:
     def seal(self) -> None:
         """Called on roll: add the closing time-index entry and flush everything."""
         if self.next_offset > self.base_offset:
-            self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1)
+            self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1, closing=True)
         self.flush()
         self.closed = True
 
@@ -232,14 +267,34 @@ class LogSegment:
 
     def position_of(self, offset: int, exact_batch_start: bool = False) -> int:
         """File position of the batch containing `offset` (or the first batch after it)."""
-        _, position = self.index.lookup(offset)
+        entry, position = self.index.lookup(offset)
         end = self.size
+        if position and not self._entry_is_valid(entry, position):
+            if not self._warned_index:
+                self._warned_index = True
+                log.warning(
+                    "%s: index entry for offset %d is damaged; scanning the segment "
+                    "instead (it is rebuilt at the next unclean start)",
+                    self.path,
+                    entry,
+                )
+            position = 0
         for pos, h in self._headers_from(position, end):
             if h.next_offset > offset:
                 if exact_batch_start and h.base_offset != offset:
                     raise CorruptRecord(f"offset {offset} is not the start of a batch")
                 return pos
         return end
+
+    def _entry_is_valid(self, offset: int, position: int) -> bool:
+        """Does an index entry point at the start of a batch with that base offset?"""
+        if position == 0:
+            return offset == self.base_offset or not self.contiguous
+        head = os.pread(self.fd, rb.HEADER_SIZE, position)
+        if len(head) < rb.HEADER_SIZE:
+            return False
+        h = rb.parse_header(head)
+        return h.base_offset == offset and h.magic == rb.MAGIC
 
     def batches_from(self, offset: int, end: int) -> Iterator[tuple[rb.BatchHeader, memoryview]]:
         """Batches that hold offsets >= `offset`, starting with the one containing it."""

@@ -161,6 +161,9 @@ class _Topic:
     config: TopicConfig
     created_ms: int
     partitions: list[PartitionLog]
+    # False once the topic has ever been compacted: its offsets may have gaps, so recovery
+    # must not treat a gap as damage
+    contiguous: bool = True
     sticky: StickyPartitioner = dataclasses.field(default_factory=StickyPartitioner)
 
     def meta(self) -> dict:
@@ -170,6 +173,7 @@ class _Topic:
             "partitions": len(self.partitions),
             "config": dict(self.config.overrides),
             "created_ms": self.created_ms,
+            "contiguous": self.contiguous,
         }
 
 
@@ -263,6 +267,7 @@ class LogStore:
         for meta in metas:
             config = TopicConfig.from_mapping(meta["config"])
             topic = _Topic(meta["name"], meta["id"], config, meta["created_ms"], [])
+            topic.contiguous = meta.get("contiguous", not config.compact) and not config.compact
             for p in range(meta["partitions"]):
                 key = (topic.name, p)
                 plog = PartitionLog.open(
@@ -273,6 +278,7 @@ class LogStore:
                     self.clock,
                     log_start_offset=starts.get(key, 0),
                     recovery_point=None if clean else recovery.get(key, 0),
+                    contiguous=topic.contiguous,
                 )
                 plog.on_log_start_change = self._on_log_start_change
                 topic.partitions.append(plog)
@@ -393,7 +399,7 @@ class LogStore:
                 raise StoreClosed(f"the log store at {self.path} is closed")
             if name in self._topics:
                 raise TopicAlreadyExists(name)
-            topic = _Topic(name, uuid.uuid4().hex, cfg, self.clock(), [])
+            topic = _Topic(name, uuid.uuid4().hex, cfg, self.clock(), [], not cfg.compact)
             for p in range(partitions):
                 topic.partitions.append(self._open_new_partition(topic, p))
             self._write_meta(topic)
@@ -405,7 +411,9 @@ class LogStore:
         directory = self._partition_dir(topic.name, p)
         if os.path.exists(directory):
             shutil.rmtree(directory)
-        plog = PartitionLog.open(directory, topic.name, p, topic.config, self.clock)
+        plog = PartitionLog.open(
+            directory, topic.name, p, topic.config, self.clock, contiguous=topic.contiguous
+        )
         plog.on_log_start_change = self._on_log_start_change
         return plog
 
@@ -454,8 +462,10 @@ class LogStore:
             topic = self._topic(name)
             cfg = topic.config.updated(dict(set_ or {}), tuple(delete))
             topic.config = cfg
+            topic.contiguous = topic.contiguous and not cfg.compact
             for plog in topic.partitions:
                 plog.config = cfg
+                plog.contiguous = topic.contiguous
             self._write_meta(topic)
         return self.describe_topic(name)
 
