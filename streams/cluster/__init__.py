@@ -1,0 +1,256 @@
+"""The Cluster interface: everything the console, the JSON API and the command line may ask of a
+broker, in one place.
+
+``LocalCluster`` serves it from the broker in this process (log store + group coordinator). A
+``KafkaCluster`` speaking the wire protocol to Apache Kafka or Redpanda can implement the same
+methods later; the web layer only ever sees this interface, never a segment file.
+
+Writes are services with keyword arguments (``create_topic(name=..., partitions=...)``); reads
+return frozen dataclasses shaped for display. Errors are the engine's domain errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from streams.cluster.browse import BrowseRequest, BrowseResult, Filter, browse
+from streams.errors import InvalidRecord, UnknownTopic
+from streams.groups import (
+    GroupCoordinator,
+    GroupLag,
+    ResetPlan,
+    ResetScope,
+    ResetStrategy,
+    execute_plan,
+    group_lag,
+    plan_reset,
+)
+from streams.groups.coordinator import GroupDescription
+from streams.log import AppendResult, LogStore, TopicDescription
+from streams.log.store import is_internal
+
+__all__ = [
+    "BrowseRequest",
+    "BrowseResult",
+    "Filter",
+    "GroupDetail",
+    "GroupSummary",
+    "LocalCluster",
+    "ProduceRequest",
+    "PurgeResult",
+    "TopicSummary",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicSummary:
+    name: str
+    internal: bool
+    partitions: int
+    record_count: int
+    size_bytes: int
+    cleanup_policy: str
+    retention_ms: int
+    last_append_ms: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSummary:
+    group_id: str
+    state: str
+    members: int
+    topics: tuple[str, ...]
+    total_lag: int
+    fallen_behind: int  # partitions whose committed offset fell below the log start
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupDetail:
+    description: GroupDescription
+    lag: GroupLag
+
+    @property
+    def idle_members(self) -> list[str]:
+        return [m.member_id for m in self.description.members if not m.assignment]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProduceRequest:
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    partition: int | None = None
+    timestamp_ms: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PurgeResult:
+    topic: str
+    before: dict[int, int]  # partition -> log start offset before the purge
+    after: dict[int, int]  # partition -> log start offset after it
+
+    @property
+    def records_deleted(self) -> int:
+        return sum(self.after[p] - self.before[p] for p in self.after)
+
+
+class LocalCluster:
+    """The Cluster interface over an in-process store and coordinator."""
+
+    def __init__(self, store: LogStore, coordinator: GroupCoordinator):
+        self.store = store
+        self.coordinator = coordinator
+
+    # ================================================================== topics
+
+    def list_topics(
+        self, *, include_internal: bool = False, name_filter: str = ""
+    ) -> list[TopicSummary]:
+        needle = name_filter.strip().lower()
+        out = []
+        for name in self.store.list_topics(include_internal=include_internal):
+            if needle and needle not in name.lower():
+                continue
+            d = self.store.describe_topic(name)
+            last = [p.last_append_ms for p in d.partitions if p.last_append_ms is not None]
+            out.append(
+                TopicSummary(
+                    name=name,
+                    internal=d.internal,
+                    partitions=len(d.partitions),
+                    record_count=d.record_count,
+                    size_bytes=d.size_bytes,
+                    cleanup_policy=d.config["cleanup.policy"],
+                    retention_ms=int(d.config["retention.ms"]),
+                    last_append_ms=max(last, default=None),
+                )
+            )
+        return out
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self.store.describe_topic(name)
+
+    def topic_groups(self, name: str) -> list[tuple[str, str, int]]:
+        """(group, state, lag on this topic) for every group reading the topic."""
+        self.store.describe_topic(name)
+        out = []
+        for group_id in self.coordinator.groups_reading(name):
+            lag = group_lag(self.coordinator, self.store, group_id)
+            state = str(self.coordinator.group_state(group_id))
+            out.append((group_id, state, lag.by_topic().get(name, 0)))
+        return out
+
+    def create_topic(self, *, name: str, partitions: int = 1, config: dict | None = None):
+        return self.store.create_topic(name, partitions, config or {})
+
+    def alter_topic_config(
+        self, *, name: str, set_: dict | None = None, delete: Sequence[str] = ()
+    ):
+        return self.store.alter_config(name, set_ or {}, tuple(delete))
+
+    def add_partitions(self, *, name: str, total: int):
+        return self.store.add_partitions(name, total)
+
+    def delete_topic(self, *, name: str) -> None:
+        self.store.delete_topic(name)
+
+    def purge(
+        self,
+        *,
+        topic: str,
+        partitions: Sequence[int] | None = None,
+        before_offset: int | None = None,
+        before_timestamp_ms: int | None = None,
+    ) -> PurgeResult:
+        """Delete records (Kafka's DeleteRecords): below an offset, before a timestamp, or all
+        (neither given). Compact-only topics refuse, with the reason, as Kafka does."""
+        d = self.store.describe_topic(topic)
+        if d.config["cleanup.policy"] == "compact":
+            raise InvalidRecord(
+                f"topic {topic!r} is compacted (cleanup.policy=compact): its records are deleted "
+                "by key, with tombstones (a record with the key and no value). Purging by offset "
+                "would also drop the latest value of keys, so it is refused; switch the policy to "
+                "compact,delete first if that is what you want"
+            )
+        chosen = list(range(len(d.partitions))) if partitions is None else list(partitions)
+        before = {p: d.partitions[p].log_start_offset for p in chosen if p < len(d.partitions)}
+        targets = {}
+        for p in chosen:
+            start, end = self.store.offsets(topic, p)
+            if before_offset is not None:
+                target = min(max(before_offset, start), end)
+            elif before_timestamp_ms is not None:
+                found = self.store.offset_for_timestamp(topic, p, before_timestamp_ms)
+                target = end if found is None else max(found, start)
+            else:
+                target = end
+            targets[p] = target
+        after = self.store.delete_records(topic, targets)
+        return PurgeResult(topic, before, after)
+
+    # ================================================================== records
+
+    def browse(self, request: BrowseRequest) -> BrowseResult:
+        return browse(self.store, request)
+
+    def produce(self, *, topic: str, records: Sequence[ProduceRequest]) -> list[AppendResult]:
+        if not records:
+            raise InvalidRecord("nothing to produce")
+        out = []
+        for r in records:  # partitions may differ per record: one append each, in order
+            out.append(
+                self.store.append(topic, r.value, r.key, r.headers, r.partition, r.timestamp_ms)
+            )
+        return out
+
+    def read(self, *, topic: str, partition: int, offset: int, max_records: int = 100):
+        return self.store.read(topic, partition, offset, max_records=max_records)
+
+    def offset_for_timestamp(self, *, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        return self.store.offset_for_timestamp(topic, partition, timestamp_ms)
+
+    # ================================================================== groups
+
+    def list_groups(self) -> list[GroupSummary]:
+        out = []
+        for group_id, state in self.coordinator.list_groups():
+            lag = group_lag(self.coordinator, self.store, group_id)
+            desc = self.coordinator.describe_group(group_id)
+            topics = sorted(set(lag.topics) | {t for m in desc.members for t in m.subscription})
+            out.append(
+                GroupSummary(
+                    group_id,
+                    state,
+                    len(desc.members),
+                    tuple(topics),
+                    lag.total,
+                    sum(1 for p in lag.partitions if p.fallen_behind_retention),
+                )
+            )
+        return out
+
+    def describe_group(self, group_id: str) -> GroupDetail:
+        return GroupDetail(
+            self.coordinator.describe_group(group_id),
+            group_lag(self.coordinator, self.store, group_id),
+        )
+
+    def plan_reset(self, *, group_id: str, strategy: ResetStrategy, scope: ResetScope) -> ResetPlan:
+        return plan_reset(self.coordinator, self.store, group_id, strategy, scope)
+
+    def execute_reset(self, *, plan: ResetPlan) -> None:
+        execute_plan(self.coordinator, plan)
+
+    def delete_group(self, *, group_id: str) -> None:
+        self.coordinator.delete_group(group_id)
+
+    def delete_group_offsets(self, *, group_id: str, topic: str) -> list[tuple[str, int]]:
+        if topic not in self.store.list_topics() and not any(
+            t == topic for t, _ in self.coordinator.committed(group_id)
+        ):
+            raise UnknownTopic(topic)
+        return self.coordinator.delete_offsets(group_id, topic)
+
+    def is_internal(self, topic: str) -> bool:
+        return is_internal(topic)
