@@ -11,7 +11,6 @@ commit, JoinGroup, leader computes the assignment, SyncGroup) runs inside ``poll
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import socket
@@ -19,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
 
 from streams.errors import (
     GroupError,
@@ -46,8 +46,7 @@ class CommitFailed(TidelogError):
     code = "commit_failed"
 
 
-@dataclasses.dataclass(frozen=True)
-class ConsumerRecord:
+class ConsumerRecord(NamedTuple):
     topic: str
     partition: int
     offset: int
@@ -55,6 +54,9 @@ class ConsumerRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple = ()
+
+
+_new_record = tuple.__new__  # skips NamedTuple's Python-level __new__: this is per record
 
 
 class Consumer:
@@ -186,12 +188,8 @@ class Consumer:
                     self._positions[tp] = end
                 continue
             topic, partition = tp
-            out.extend(
-                ConsumerRecord(
-                    topic, partition, r.offset, r.timestamp_ms, r.key, r.value, r.headers
-                )
-                for r in recs
-            )
+            head = (topic, partition)
+            out.extend(_new_record(ConsumerRecord, head + r) for r in recs)
             self._positions[tp] = recs[-1].offset + 1
         self._rr = (self._rr + 1) % max(n, 1)
         return out

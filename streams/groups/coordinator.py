@@ -515,7 +515,9 @@ class GroupCoordinator:
                 m.last_heartbeat_ms = now
             if g is None or g.state == GroupState.DEAD:
                 g = self._groups[group_id] = Group(group_id, state_timestamp_ms=now)
-            self.offsets.commit(group_id, normalised, now)
+            # a member's commit may reach disk within flush.ms; an admin commit (a reset) is
+            # flushed before it returns
+            self.offsets.commit(group_id, normalised, now, durable=generation < 0)
 
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         with self._lock:

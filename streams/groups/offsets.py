@@ -24,10 +24,15 @@ from streams.log import LogStore, ProducerRecord
 
 log = logging.getLogger(__name__)
 
+# Like Kafka, member commits are not fsynced one by one: a commit lost in a power cut only
+# means records are delivered again (at-least-once holds). They reach disk within flush.ms.
+# Admin writes (offset resets, deletions) are flushed before they return: see `_write`.
 OFFSETS_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 * 1024 * 1024),
     "min.compaction.lag.ms": "0",
+    "flush.messages": "10000",
+    "flush.ms": "1000",
 }
 
 TopicPartition = tuple[str, int]
@@ -52,6 +57,11 @@ class OffsetStore:
         topic = schemas.OFFSETS_TOPIC
         if topic not in self.store.list_topics():
             self.store.create_topic(topic, self.partitions, OFFSETS_TOPIC_CONFIG)
+        elif any(
+            self.store.describe_topic(topic).overrides.get(k) != v
+            for k, v in OFFSETS_TOPIC_CONFIG.items()
+        ):
+            self.store.alter_config(topic, OFFSETS_TOPIC_CONFIG)
         self.partitions = self.store.partition_count(topic)
         count = 0
         for p in range(self.partitions):
@@ -89,15 +99,22 @@ class OffsetStore:
 
     # ------------------------------------------------------------------ writes
 
-    def _write(self, group: str, records: list[ProducerRecord]) -> None:
-        """One batch on the group's partition: all of it lands or none of it."""
+    def _write(self, group: str, records: list[ProducerRecord], durable: bool = True) -> None:
+        """One batch on the group's partition: all of it lands or none of it. `durable`: on
+        disk before returning (admin writes); otherwise within the topic's flush.ms."""
         partition = schemas.offsets_partition_for(group, self.partitions)
         self.store.append_batch(schemas.OFFSETS_TOPIC, records, partition=partition)
+        if durable:
+            self.store.partition_log(schemas.OFFSETS_TOPIC, partition).flush()
         for r in records:
             self._apply(r.key, r.value)
 
     def commit(
-        self, group: str, offsets: dict[TopicPartition, tuple[int, str]], now_ms: int
+        self,
+        group: str,
+        offsets: dict[TopicPartition, tuple[int, str]],
+        now_ms: int,
+        durable: bool = True,
     ) -> None:
         records = [
             ProducerRecord(
@@ -107,7 +124,7 @@ class OffsetStore:
             for (topic, partition), (offset, metadata) in sorted(offsets.items())
         ]
         if records:
-            self._write(group, records)
+            self._write(group, records, durable)
 
     def delete_offsets(self, group: str, partitions: list[TopicPartition]) -> None:
         records = [

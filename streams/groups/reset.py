@@ -233,8 +233,10 @@ def _partitions_in_scope(store, committed, strategy, scope) -> list[tuple[str, i
     if strategy.kind == "from-file":
         tps = sorted(strategy.value)  # type: ignore[arg-type]
     elif scope.all_topics:
-        tps = sorted(committed)
-        if not tps:
+        known = set(store.list_topics())
+        # offsets left behind by deleted topics cannot be reset: they are skipped
+        tps = sorted(tp for tp in committed if tp[0] in known)
+        if not committed:
             raise InvalidResetSpec(
                 "the group has no committed offsets; name a --topic instead of --all-topics"
             )
