@@ -608,6 +608,8 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> list[LogSegment
         cut = seg.rebuild_from(position)
         kept.append(seg)
         later = segments[i + 1 :]
+        if later:
+            seg.add_closing_entry()
         if later and seg.contiguous and seg.next_offset != later[0].base_offset and not cut:
             log.warning(
                 "%s: segment %s ends at offset %d but the next one starts at %d: the file was "

@@ -378,8 +378,24 @@ def _decode_body(
     used = 0
     out: list[Record] = []
     rv = read_varint
+    count = h.count
     try:
-        for _ in range(h.count):
+        if skip_below > base and count == h.last_offset_delta + 1:
+            # no gaps: record i has offset base + i, so skip the first ones by their lengths
+            for _ in range(min(skip_below - base, count)):
+                b = buf[pos]
+                if b < 0x80:
+                    pos += 1 + ((b >> 1) ^ -(b & 1))
+                elif buf[pos + 1] < 0x80:
+                    v = (b & 0x7F) | (buf[pos + 1] << 7)
+                    pos += 2 + ((v >> 1) ^ -(v & 1))
+                else:
+                    length, pos = rv(buf, pos)
+                    pos += length
+                count -= 1
+            if pos > end:
+                raise CorruptRecord("record lengths overrun their batch")
+        for _ in range(count):
             b = buf[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)

@@ -89,6 +89,7 @@ class LogSegment:
                 next_base,
             )
         self.rebuild_from(0)
+        self.add_closing_entry()  # so the next open reads it instead of scanning again
 
     def load_active(self) -> None:
         """Restore the tail state of a cleanly closed active segment: one interval is scanned."""
@@ -206,10 +207,15 @@ class LogSegment:
 
     def seal(self) -> None:
         """Called on roll: add the closing time-index entry and flush everything."""
-        if self.next_offset > self.base_offset:
-            self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1, closing=True)
+        self.add_closing_entry()
         self.flush()
         self.closed = True
+
+    def add_closing_entry(self) -> None:
+        """The time-index entry naming a closed segment's last offset, which later opens read
+        instead of scanning the segment (``load_closed``)."""
+        if self.next_offset > self.base_offset:
+            self.time_index.maybe_append(self.max_timestamp, self.next_offset - 1, closing=True)
 
     def flush(self) -> None:
         os.fdatasync(self.fd)
