@@ -238,14 +238,18 @@ class PartitionLog:
             seg.append(batch, base, base + count, max_ts, now)
             end = self._next_offset = base + count
             self.last_append_ms = now
-            self._unflushed_records += count
             sync = self._sync_each_append
+            flush_due = False
             if not sync:
                 self.high_watermark = end
-        if sync:
+                self._unflushed_records += count
+                # the appender that crosses flush.messages claims the flush, under the lock,
+                # so concurrent appenders do not all sync for the same records
+                if self._unflushed_records >= self.config.get("flush.messages"):
+                    self._unflushed_records = 0
+                    flush_due = True
+        if sync or flush_due:
             self._sync_to(end)
-        elif self._unflushed_records >= self.config.get("flush.messages"):
-            self.flush()
         return base
 
     def _should_roll(self, seg: LogSegment, size: int, count: int, now: int) -> bool:
@@ -298,7 +302,6 @@ class PartitionLog:
     def _note_flushed(self, target: int) -> None:
         if target > self._flushed:
             self._flushed = target
-            self._unflushed_records = 0
             self._last_flush_ms = self.clock()
             if self._sync_each_append and target > self.high_watermark:
                 self.high_watermark = target
@@ -311,6 +314,8 @@ class PartitionLog:
         if self._flushed < self._next_offset and now - self._last_flush_ms >= self.config.get(
             "flush.ms"
         ):
+            with self._write_lock:
+                self._unflushed_records = 0
             self.flush()
 
     def checkpoint_recovery_point(self) -> int:

@@ -98,6 +98,10 @@ class LogSegment:
             self.rebuild_from(0)
             return
         offset, position = self.index.lookup(2**62)
+        if position and not self._entry_is_valid(offset, position):
+            log.warning("%s: last index entry does not point at a batch; rebuilding", self.path)
+            self.rebuild_from(0)
+            return
         last = self.time_index.last
         self.max_timestamp = last[0] if last else NO_TIMESTAMP
         self.next_offset = max(self.base_offset, offset)
@@ -135,7 +139,8 @@ class LogSegment:
             return self.rebuild_from(0)
         else:
             offset, position = self.index.lookup_position(position)
-            self.index.truncate_to_position(position)
+            # keep the (verified) entry we restart from; the scan re-adds the ones after it
+            self.index.truncate_to_position(position + 1)
             self.time_index.truncate_after_offset(offset)
             last = self.time_index.last
             self.max_timestamp = last[0] if last else NO_TIMESTAMP
