@@ -26,10 +26,12 @@ def test_assigned_partitions_without_commits_show_owner_and_no_lag(store, coordi
     store.create_topic("t", 2)
     store.append_batch("t", [(b"v",)] * 3, partition=1)
     meta = Subscription(("t",)).encode()
-    r = coordinator.join_group("g", "", client_id="app-1", host="box",
-                               protocols=[("range", meta)]).result(0)
-    coordinator.sync_group("g", r.generation, r.member_id,
-                           {r.member_id: Assignment({"t": [0, 1]}).encode()}).result(0)
+    r = coordinator.join_group(
+        "g", "", client_id="app-1", host="box", protocols=[("range", meta)]
+    ).result(0)
+    coordinator.sync_group(
+        "g", r.generation, r.member_id, {r.member_id: Assignment({"t": [0, 1]}).encode()}
+    ).result(0)
     rows = {(x.topic, x.partition): x for x in group_lag(coordinator, store, "g").partitions}
     assert rows[("t", 1)].committed is None and rows[("t", 1)].lag is None
     assert (rows[("t", 1)].client_id, rows[("t", 1)].host) == ("app-1", "box")

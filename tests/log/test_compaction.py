@@ -68,14 +68,23 @@ def check_against_model(store, written, latest, cleaned_below, tombstones_may_be
     assert len(cleaned_keys) == len(set(cleaned_keys)), "one record per key in the cleaned range"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=ops_strategy)
 def test_compacted_partition_matches_dict_model(tmp_path_factory, ops):
     path = tmp_path_factory.mktemp("c")
     clock = Clock()
     store = LogStore.open(path, clock=clock, background=False)
-    store.create_topic("t", 1, {"cleanup.policy": "compact", "delete.retention.ms": "1000",
-                                "min.cleanable.dirty.ratio": "0.01"})
+    store.create_topic(
+        "t",
+        1,
+        {
+            "cleanup.policy": "compact",
+            "delete.retention.ms": "1000",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
     written: dict[int, tuple] = {}
     latest: dict[bytes, tuple] = {}
     cleaned_below = 0
@@ -172,7 +181,9 @@ def test_crash_during_cleaning_leaves_a_correct_log(tmp_path, crash_at):
     reopened = LogStore.open(tmp_path, clock=clock, background=False)
     assert not any(n.endswith(".swap") for n in os.listdir(tmp_path / "t-0"))
     # before the commit point nothing changed; after it, the first segment is the cleaned copy
-    cleaned = reopened.partition_log("t", 0).segments[1].base_offset if crash_at == "committed" else 0
+    cleaned = (
+        reopened.partition_log("t", 0).segments[1].base_offset if crash_at == "committed" else 0
+    )
     check_against_model(reopened, written, latest, cleaned, tombstones_may_be_gone=False)
     assert reopened.offsets("t", 0) == (0, 200)
     reopened.compact(force=True)

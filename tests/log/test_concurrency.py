@@ -227,8 +227,7 @@ def test_concurrent_appenders_and_tailing_readers(tmp_path):
         assert plog.high_watermark == end
         segments = len(plog.segments)
     every = check_appended(appended, end)
-    print(f"{end} records in {segments} segments; reads per reader: "
-          f"{[r.reads for r in readers]}")
+    print(f"{end} records in {segments} segments; reads per reader: {[r.reads for r in readers]}")
     assert segments > 10, "the segments hardly rolled"
     for r in readers:
         assert r.seen == every, f"{r.name} did not see exactly every record as appended"

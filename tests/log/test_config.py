@@ -8,15 +8,24 @@ from streams.errors import InvalidConfig, InvalidPartitions, InvalidTopicName, T
 from streams.log import LogStore, TopicConfig, validate_topic_name
 
 
-@pytest.mark.parametrize("name", ["a", "orders.v1", "page_views-2", "A" * 249, "__consumer_offsets"])
+@pytest.mark.parametrize(
+    "name", ["a", "orders.v1", "page_views-2", "A" * 249, "__consumer_offsets"]
+)
 def test_valid_topic_names(name):
     validate_topic_name(name)
 
 
 @pytest.mark.parametrize(
     "name, message",
-    [("", "empty"), (".", "cannot be"), ("..", "cannot be"), ("a" * 250, "limit is 249"),
-     ("with space", "' '"), ("sl/ash", "'/'"), ("ünï", "allowed are")],
+    [
+        ("", "empty"),
+        (".", "cannot be"),
+        ("..", "cannot be"),
+        ("a" * 250, "limit is 249"),
+        ("with space", "' '"),
+        ("sl/ash", "'/'"),
+        ("ünï", "allowed are"),
+    ],
 )
 def test_invalid_topic_names(name, message):
     with pytest.raises(InvalidTopicName, match=message):
@@ -68,7 +77,10 @@ def test_store_topic_admin(tmp_path):
             store.create_topic("zero", 0)
         assert len(store.add_partitions("orders", 5).partitions) == 5
         desc = store.alter_config("orders", {"cleanup.policy": "compact"}, delete=["retention.ms"])
-        assert desc.config["cleanup.policy"] == "compact" and desc.config["retention.ms"] == "604800000"
+        assert (
+            desc.config["cleanup.policy"] == "compact"
+            and desc.config["retention.ms"] == "604800000"
+        )
         assert desc.overrides == {"cleanup.policy": "compact"}
         store.create_topic("__internal", 1)
         assert store.list_topics(include_internal=False) == ["orders"]

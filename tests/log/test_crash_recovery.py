@@ -174,7 +174,7 @@ def verify_log(
                         assert tw.sha(r.value) == digest, f"partition {p} offset {pos}: wrong value"
                     pos += 1
             ends[p] = hw
-        for (p, offset) in acked:
+        for p, offset in acked:
             assert offset < ends[p], (
                 f"acknowledged record {p}/{offset} lost: partition {p} ends at {ends[p]}"
             )

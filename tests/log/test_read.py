@@ -21,8 +21,10 @@ def store(tmp_path):
 def fill(store, n, batch=7, topic="t", ts0=1_000_000):
     """n records in batches of `batch`, value = offset as text, timestamp = ts0 + offset."""
     for start in range(0, n, batch):
-        recs = [ProducerRecord(b"value-%d" % i, b"k%d" % (i % 13), (("i", b"%d" % i),), ts0 + i)
-                for i in range(start, min(n, start + batch))]
+        recs = [
+            ProducerRecord(b"value-%d" % i, b"k%d" % (i % 13), (("i", b"%d" % i),), ts0 + i)
+            for i in range(start, min(n, start + batch))
+        ]
         store.append_batch(topic, recs, partition=0)
 
 

@@ -32,8 +32,12 @@ SAMPLE = [
 
 def kafka_python_batch(codec: int, producer_id: int = -1) -> bytes:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=False, producer_id=producer_id,
-        producer_epoch=0 if producer_id >= 0 else -1, base_sequence=0 if producer_id >= 0 else -1,
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
         batch_size=1 << 20,
     )
     for i, (ts, key, value, headers) in enumerate(SAMPLE):
@@ -74,9 +78,19 @@ def test_uncompressed_bytes_identical_to_kafka_python():
 
 def test_raw_snappy_as_librdkafka_writes_it():
     body = rb.encode_records([ProducerRecord(b"v%d" % i) for i in range(50)], 1000, 1000)
-    batch = rb._assemble(0, compression.SNAPPY, 49, 1000, 1000, -1, -1, -1, 50,
-                         compression.compress(compression.SNAPPY, body))
-    assert not batch[rb.HEADER_SIZE:].startswith(b"\x82SNAPPY")
+    batch = rb._assemble(
+        0,
+        compression.SNAPPY,
+        49,
+        1000,
+        1000,
+        -1,
+        -1,
+        -1,
+        50,
+        compression.compress(compression.SNAPPY, body),
+    )
+    assert not batch[rb.HEADER_SIZE :].startswith(b"\x82SNAPPY")
     assert [r.value for r in rb.decode_records(batch)] == [b"v%d" % i for i in range(50)]
 
 
@@ -84,7 +98,11 @@ def test_zstd_frame_without_content_size():
     body = rb.encode_records([ProducerRecord(b"z" * i) for i in range(100)], 5, 5)
     cobj = zstandard.ZstdCompressor().compressobj()  # streaming: the frame has no content size
     blob = cobj.compress(body) + cobj.flush()
-    assert zstandard.get_frame_parameters(blob).content_size in (0, -1, zstandard.CONTENTSIZE_UNKNOWN)
+    assert zstandard.get_frame_parameters(blob).content_size in (
+        0,
+        -1,
+        zstandard.CONTENTSIZE_UNKNOWN,
+    )
     batch = rb._assemble(0, compression.ZSTD, 99, 5, 5, -1, -1, -1, 100, blob)
     assert [r.value for r in rb.decode_records(batch)] == [b"z" * i for i in range(100)]
 
@@ -117,7 +135,9 @@ def test_validate_rejects_malformed_batches(mutate, message):
         rb.validate_batch(mutate(batch))
 
 
-@pytest.mark.parametrize("n", [0, 1, -1, 63, -64, 64, 8191, 8192, -8193, 2**31 - 1, -(2**31), 2**62])
+@pytest.mark.parametrize(
+    "n", [0, 1, -1, 63, -64, 64, 8191, 8192, -8193, 2**31 - 1, -(2**31), 2**62]
+)
 def test_varint_round_trip(n):
     enc = rb.varint(n)
     assert rb.read_varint(enc + b"\xff", 0) == (n, len(enc))

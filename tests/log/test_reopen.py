@@ -39,8 +39,7 @@ def test_segments_rebuilt_by_recovery_are_trusted_on_the_next_clean_open(
 def test_read_from_the_middle_of_a_large_batch_skips_by_length(tmp_path):
     with LogStore.open(tmp_path, background=False) as store:
         store.create_topic("t", 1)
-        store.append_batch("t", [(b"x" * (i % 300), b"k%d" % i) for i in range(5000)],
-                           partition=0)
+        store.append_batch("t", [(b"x" * (i % 300), b"k%d" % i) for i in range(5000)], partition=0)
         for off in (0, 1, 127, 128, 2500, 4999):
             got = store.read("t", 0, off, max_records=3)
             assert [r.offset for r in got] == list(range(off, min(off + 3, 5000)))

@@ -26,7 +26,7 @@ def test_time_retention_deletes_expired_segments_only(tmp_path, caplog):
     clock = Clock()
     store = LogStore.open(tmp_path, clock=clock, background=False)
     store.create_topic("t", 1, {"retention.ms": "60000", "segment.bytes": "2048"})
-    for i in range(100):  # ~100 records over 100 s of record time
+    for _ in range(100):  # ~100 records over 100 s of record time
         clock.now += 1000
         store.append("t", b"x" * 50, partition=0)
     before = seg_bases(store)
@@ -61,8 +61,9 @@ def test_everything_expired_rolls_and_keeps_the_log_end(tmp_path):
 
 def test_size_retention_deletes_oldest_while_the_rest_exceeds_the_limit(tmp_path):
     with LogStore.open(tmp_path, background=False) as store:
-        store.create_topic("t", 1, {"retention.bytes": "10000", "segment.bytes": "2048",
-                                    "retention.ms": "-1"})
+        store.create_topic(
+            "t", 1, {"retention.bytes": "10000", "segment.bytes": "2048", "retention.ms": "-1"}
+        )
         for _ in range(300):
             store.append("t", b"y" * 60, partition=0)
         plog = store.partition_log("t", 0)
@@ -77,8 +78,9 @@ def test_size_retention_deletes_oldest_while_the_rest_exceeds_the_limit(tmp_path
 def test_compact_only_topics_are_not_deleted_by_retention(tmp_path):
     clock = Clock()
     with LogStore.open(tmp_path, clock=clock, background=False) as store:
-        store.create_topic("t", 1, {"cleanup.policy": "compact", "retention.ms": "1",
-                                    "segment.bytes": "1024"})
+        store.create_topic(
+            "t", 1, {"cleanup.policy": "compact", "retention.ms": "1", "segment.bytes": "1024"}
+        )
         for i in range(100):
             store.append("t", b"v" * 30, key=b"k%d" % i, partition=0)
         clock.now += 10_000
@@ -104,8 +106,10 @@ def test_delete_records_survives_restart_and_deletes_segments(tmp_path):
         for _ in range(200):
             store.append("t", b"w" * 40, partition=0)
         assert store.delete_records("t", {0: 150}) == {0: 150}
-        assert seg_bases(store)[0] <= 150 < store.partition_log("t", 0).segments[0].next_offset or \
-            seg_bases(store)[0] == 150
+        assert (
+            seg_bases(store)[0] <= 150 < store.partition_log("t", 0).segments[0].next_offset
+            or seg_bases(store)[0] == 150
+        )
         assert store.read("t", 0, 150, 1)[0].offset == 150
         with pytest.raises(OffsetOutOfRange):
             store.delete_records("t", {0: 201})
