@@ -56,7 +56,7 @@ def base_ms():
 
 
 @pytest.fixture
-def data_dir(settings, tmp_path, base_ms):
+def data_dir(settings, tmp_path, base_ms, db):
     """orders (3 partitions: 10, 20, 30 records, one a minute from an hour ago), audit (1
     partition, 5 records); group billing with BILLING's offsets, group idle with orders-2 at 1.
     Closed again, so the command can take the directory's lock."""
@@ -723,3 +723,17 @@ def test_offsets_of_a_deleted_topic(data_dir):
     run("--delete-offsets", "--group", "billing", "--topic", "audit")
     out = run("--reset-offsets", "--group", "billing", "--all-topics", "--to-earliest")
     assert new_offsets(out) == {("orders", 0): 0, ("orders", 1): 0}
+
+
+@pytest.mark.django_db
+def test_changes_from_the_command_line_are_audited(data_dir):
+    from brokerui.audit.models import AuditEntry
+
+    run("--reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest",
+        "--execute")
+    entry = AuditEntry.objects.get(action="group.reset")
+    assert entry.source == "cli" and entry.username.startswith("cli:")
+    assert entry.target == "group billing" and entry.after["orders-0"] == 0
+    with engine(data_dir) as (store, _):
+        audit = store.read("__audit", 0, 0)
+    assert b'"group.reset"' in audit[-1].value

@@ -269,6 +269,9 @@ class Command(BaseCommand):
             ) from None
         if options["execute"]:
             execute_plan(coordinator, plan)  # GroupNotEmpty unless Empty, checked at commit
+            _audit(store, coordinator, "group.reset", f"group {group}",
+                   before={f"{r.topic}-{r.partition}": r.current for r in plan.rows},
+                   after={f"{r.topic}-{r.partition}": r.target for r in plan.rows})
         notes = []
         if not exists:
             verb = "was created" if options["execute"] else "will be created by --execute"
@@ -332,6 +335,7 @@ class Command(BaseCommand):
             try:
                 coordinator.delete_group(group)
                 deleted.append(group)
+                _audit(store, coordinator, "group.delete", f"group {group}")
             except UnknownGroup:
                 failed.append(f"Group '{group}' could not be deleted: it does not exist")
             except TidelogError as exc:
@@ -364,9 +368,24 @@ class Command(BaseCommand):
             topics.append(topic)
         for i, topic in enumerate(dict.fromkeys(topics)):
             doomed = coordinator.delete_offsets(group, topic)
+            _audit(store, coordinator, "group.offsets.delete", f"group {group}",
+                   before={"topic": topic, "partitions": [p for _, p in doomed]})
             if i:
                 self.stdout.write("")
             self.stdout.write(fmt.deleted_offsets(group, topic, doomed))
+
+
+def _audit(store, coordinator, action: str, target: str, *, before=None, after=None) -> None:
+    """Changes made from the command line are audited like the console's (source "cli"),
+    under the operating-system user who ran the command."""
+    import getpass
+
+    from brokerui.audit.services import record
+    from streams.cluster import LocalCluster
+
+    who = type("CliUser", (), {"username": f"cli:{getpass.getuser()}", "is_authenticated": False})
+    record(who, action, target, before=before, after=after, source="cli",
+           cluster=LocalCluster(store, coordinator))
 
 
 def _in_scope(row, scope: ResetScope) -> bool:
