@@ -51,6 +51,19 @@ class InvalidConfig(TidelogError):
         self.key, self.value, self.reason = key, value, reason
 
 
+class InternalTopic(TidelogError):
+    """Internal topics (``__consumer_offsets``, ``__audit``) are written by Tidelog only."""
+
+    code = "internal_topic"
+
+    def __init__(self, topic: str, action: str):
+        super().__init__(
+            f"{topic!r} is an internal topic, kept by Tidelog itself; it cannot be {action} "
+            "from the console, the API or the command line"
+        )
+        self.topic = topic
+
+
 class InvalidPartitions(TidelogError):
     code = "invalid_partitions"
 

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from streams.cluster.browse import BrowseRequest, BrowseResult, Filter, browse
-from streams.errors import InvalidRecord, UnknownTopic
+from streams.errors import InternalTopic, InvalidRecord, UnknownTopic
 from streams.groups import (
     GroupCoordinator,
     GroupLag,
@@ -142,17 +142,21 @@ class LocalCluster:
         return out
 
     def create_topic(self, *, name: str, partitions: int = 1, config: dict | None = None):
+        _refuse_internal(name, "created")
         return self.store.create_topic(name, partitions, config or {})
 
     def alter_topic_config(
         self, *, name: str, set_: dict | None = None, delete: Sequence[str] = ()
     ):
+        _refuse_internal(name, "reconfigured")
         return self.store.alter_config(name, set_ or {}, tuple(delete))
 
     def add_partitions(self, *, name: str, total: int):
+        _refuse_internal(name, "given partitions")
         return self.store.add_partitions(name, total)
 
     def delete_topic(self, *, name: str) -> None:
+        _refuse_internal(name, "deleted")
         self.store.delete_topic(name)
 
     def purge(
@@ -165,6 +169,7 @@ class LocalCluster:
     ) -> PurgeResult:
         """Delete records (Kafka's DeleteRecords): below an offset, before a timestamp, or all
         (neither given). Compact-only topics refuse, with the reason, as Kafka does."""
+        _refuse_internal(topic, "purged")
         d = self.store.describe_topic(topic)
         if d.config["cleanup.policy"] == "compact":
             raise InvalidRecord(
@@ -195,6 +200,7 @@ class LocalCluster:
         return browse(self.store, request)
 
     def produce(self, *, topic: str, records: Sequence[ProduceRequest]) -> list[AppendResult]:
+        _refuse_internal(topic, "written to")
         if not records:
             raise InvalidRecord("nothing to produce")
         out = []
@@ -254,3 +260,8 @@ class LocalCluster:
 
     def is_internal(self, topic: str) -> bool:
         return is_internal(topic)
+
+
+def _refuse_internal(topic: str, action: str) -> None:
+    if is_internal(topic):
+        raise InternalTopic(topic, action)

@@ -77,11 +77,16 @@ class ResetStrategy:
             return cls(kind, parse_datetime_ms(value))
         if kind == "by-duration":
             return cls(kind, parse_duration_ms(value))
-        try:
+        try:  # a path: the command line's --from-file (the web passes content: from_csv)
             with open(value, encoding="utf-8") as f:
-                return cls(kind, parse_offsets_csv(f.read()))
+                return cls.from_csv(f.read())
         except OSError as exc:
             raise InvalidResetSpec(f"cannot read {value}: {exc.strerror}") from None
+
+    @classmethod
+    def from_csv(cls, text: str) -> ResetStrategy:
+        """from-file with the file's content (uploads): never opens a path."""
+        return cls("from-file", parse_offsets_csv(text))
 
     def describe(self) -> str:
         if self.kind == "to-datetime":
@@ -335,7 +340,7 @@ def parse_offsets_csv(text: str) -> dict[tuple[str, int], int]:
         if n == 1 and row[0].strip().lower() == "topic":
             continue  # a header line
         if len(row) < 3:
-            raise InvalidResetSpec(f"line {n}: expected topic,partition,offset, got {row}")
+            raise InvalidResetSpec(f"line {n}: expected topic,partition,offset")
         try:
             out[(row[0].strip(), int(row[1]))] = int(row[2])
         except ValueError:
