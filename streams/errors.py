@@ -171,6 +171,19 @@ class GroupNotEmpty(GroupError):
         self.group, self.state, self.members = group, state, members
 
 
+class OffsetsChanged(GroupError):
+    """A reset plan was computed against committed offsets that have changed since."""
+
+    code = "offsets_changed"
+
+    def __init__(self, group: str, changed: list[str]):
+        super().__init__(
+            f"the committed offsets of group {group!r} changed since the plan was made "
+            f"({', '.join(changed)}); nothing was applied: preview the reset again"
+        )
+        self.group, self.changed = group, changed
+
+
 class NoOffsetForPartition(GroupError):
     """auto.offset.reset=none and the partition has no committed offset (or it is out of range)."""
 

@@ -35,6 +35,7 @@ from streams.errors import (
     IllegalGeneration,
     InconsistentGroupProtocol,
     InvalidSessionTimeout,
+    OffsetsChanged,
     RebalanceInProgress,
     UnknownGroup,
     UnknownMemberId,
@@ -483,8 +484,12 @@ class GroupCoordinator:
         *,
         member_id: str = "",
         generation: int = -1,
+        expect: dict[TopicPartition, int | None] | None = None,
     ) -> None:
         """OffsetCommit, all partitions in one atomic write.
+
+        `expect` (offset resets): the committed offsets the plan was computed against
+        (None: none committed); if any differs, nothing is written (OffsetsChanged).
 
         generation < 0 (admin tools, offset resets, ``assign()`` users) is accepted only while
         the group is Empty — checked here, under the same lock as membership changes, so a
@@ -513,11 +518,24 @@ class GroupCoordinator:
                 if g.state == GroupState.COMPLETING_REBALANCE:
                     raise RebalanceInProgress(f"group {group_id!r} is completing a rebalance")
                 m.last_heartbeat_ms = now
+            if expect is not None:
+                self._check_expected(group_id, expect)
             if g is None or g.state == GroupState.DEAD:
                 g = self._groups[group_id] = Group(group_id, state_timestamp_ms=now)
             # a member's commit may reach disk within flush.ms; an admin commit (a reset) is
             # flushed before it returns
             self.offsets.commit(group_id, normalised, now, durable=generation < 0)
+
+    def _check_expected(self, group_id: str, expect: dict[TopicPartition, int | None]) -> None:
+        committed = self.offsets.committed(group_id)
+        changed = []
+        for (topic, partition), offset in sorted(expect.items()):
+            c = committed.get((topic, partition))
+            now_at = None if c is None else c.offset
+            if now_at != offset:
+                changed.append(f"{topic}-{partition}: {offset} -> {now_at}")
+        if changed:
+            raise OffsetsChanged(group_id, changed)
 
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         with self._lock:

@@ -167,14 +167,16 @@ class ResetPlan:
         return sum(r.to_skip for r in self.rows)
 
     def to_csv(self) -> str:
+        """The plan as CSV; topic, partition and new offset come first, so the file is valid
+        input for from-file (``parse_offsets_csv`` reads those three columns)."""
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow(
             [
                 "topic",
                 "partition",
-                "current_offset",
                 "new_offset",
+                "current_offset",
                 "log_start_offset",
                 "log_end_offset",
                 "records_to_replay",
@@ -187,8 +189,8 @@ class ResetPlan:
                 [
                     r.topic,
                     r.partition,
-                    "" if r.current is None else r.current,
                     r.target,
+                    "" if r.current is None else r.current,
                     r.log_start_offset,
                     r.end_offset,
                     r.to_replay,
@@ -230,8 +232,14 @@ def plan_reset(
 
 
 def execute_plan(coordinator: GroupCoordinator, plan: ResetPlan) -> None:
-    """Commit every row of the plan atomically; GroupNotEmpty if the group has members."""
-    coordinator.commit_offsets(plan.group_id, plan.as_offsets())
+    """Commit every row of the plan atomically — exactly the plan that was previewed: the
+    coordinator refuses (OffsetsChanged) if a committed offset moved since, and GroupNotEmpty
+    if the group has members, both checked under its lock at commit time."""
+    coordinator.commit_offsets(
+        plan.group_id,
+        plan.as_offsets(),
+        expect={(r.topic, r.partition): r.current for r in plan.rows},
+    )
 
 
 def _partitions_in_scope(store, committed, strategy, scope) -> list[tuple[str, int]]:

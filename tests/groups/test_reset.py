@@ -94,8 +94,11 @@ def test_replay_and_skip_counts_and_csv(setup):
     rows, p = plan(setup, "to-latest")
     assert (rows[("t", 0)].to_skip, rows[("t", 1)].to_skip) == (4, 4)
     lines = p.to_csv().splitlines()
-    assert lines[0].startswith("topic,partition,current_offset,new_offset")
-    assert lines[1] == "t,0,6,10,2,10,0,4,"
+    assert lines[0].startswith("topic,partition,new_offset,current_offset")
+    assert lines[1] == "t,0,10,6,2,10,0,4,"
+    from streams.groups.reset import parse_offsets_csv
+
+    assert parse_offsets_csv(p.to_csv()) == {("t", 0): 10, ("t", 1): 5}  # re-uploadable
 
 
 def test_scopes(setup):
@@ -161,6 +164,17 @@ def test_execute_commits_all_rows_in_one_batch(setup):
     h = rb.parse_header(raw)
     assert h.size == len(raw) and h.count == after - before == 2  # one batch, both rows
     assert {tp: c.offset for tp, c in co.committed("g").items()} == {("t", 0): 2, ("t", 1): 0}
+
+
+def test_execute_refused_when_committed_offsets_moved_since_the_preview(setup):
+    from streams.errors import OffsetsChanged
+
+    store, co, _ = setup
+    _, p = plan(setup, "to-earliest")
+    co.commit_offsets("g", {("t", 1): 3})  # another reset (or a standalone consumer) landed
+    with pytest.raises(OffsetsChanged, match=r"t-1: 1 -> 3"):
+        execute_plan(co, p)
+    assert co.committed("g")[("t", 0)].offset == 6  # nothing applied
 
 
 def test_execute_refused_while_members_are_active_even_after_an_empty_preview(setup):
