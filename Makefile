@@ -25,6 +25,7 @@ $(STAMP): requirements.txt requirements-dev.txt | $(PY)
 
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py ensure_admin
 	$(PY) manage.py runserver --noreload --nostatic 127.0.0.1:$(TIDELOG_HTTP_PORT)
 
 # Installs what is missing when we may (root); otherwise says what to install.

@@ -27,7 +27,13 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "django_htmx",
     "brokerui.console",
+    "brokerui.audit",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "brokerui.api",
 ]
 
 MIDDLEWARE = [
@@ -36,6 +42,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "brokerui.console.middleware.HtmxLoginRedirectMiddleware",
+    # every page needs a login; the login view itself is exempt (Django 5.1+)
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -53,6 +63,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "brokerui.console.context_processors.roles",
             ],
         },
     },
@@ -84,8 +95,35 @@ USE_I18N = True
 USE_TZ = True
 
 # Served by the ASGI app itself (see brokerui/asgi.py), from these folders, with DEBUG on or off.
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "console:home"
+LOGOUT_REDIRECT_URL = "login"
+
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# The JSON API under /api/v1/ (brokerui.api): token or session auth, JSON errors with stable codes.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        # first, so an anonymous request gets 401 with `WWW-Authenticate: Token`
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["brokerui.api.parsers.LimitedJSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "brokerui.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tidelog API",
+    "VERSION": "v1",
+    "DESCRIPTION": "Topics, records and consumer groups of a Tidelog broker.",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+}
 
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"

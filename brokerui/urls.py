@@ -3,5 +3,7 @@
 from django.urls import include, path
 
 urlpatterns = [
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("api/v1/", include("brokerui.api.urls")),
     path("", include("brokerui.console.urls")),
 ]

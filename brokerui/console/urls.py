@@ -1,9 +1,19 @@
+"""Console routes. Each area (topics, messages, groups, audit) owns its routes and views."""
+
 from django.urls import path
 
 from brokerui.console import views
+from brokerui.console.audit_log import urls as audit_urls
+from brokerui.console.groups import urls as group_urls
+from brokerui.console.messages import urls as message_urls
+from brokerui.console.topics import urls as topic_urls
 
 app_name = "console"
 
 urlpatterns = [
     path("", views.home, name="home"),
+    *topic_urls.urlpatterns,
+    *message_urls.urlpatterns,
+    *group_urls.urlpatterns,
+    *audit_urls.urlpatterns,
 ]

@@ -1,14 +1,61 @@
-"""Console pages. Each view parses input, calls one selector or service, renders."""
+"""Console pages outside the areas: the overview at `/`.
+
+The overview answers "is everything all right?" at a glance: totals, the topics taking the most
+writes right now, and the consumer groups that are behind. It refreshes itself every 10 s while the
+tab is visible (htmx polling, dropped while a refresh is still in flight).
+"""
 
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from brokerui.broker import get_broker
-from brokerui.console.selectors import topics_overview
+from brokerui.cluster import get_cluster
+from brokerui.console.topics.stats import RATE_WINDOW_MS, TopicRow, now_ms, topic_rate
+from streams.errors import UnknownTopic
+
+BUSIEST = 8
+GROUPS = 10
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    overview = topics_overview(get_broker().store)
-    return render(request, "console/home.html", {"overview": overview})
+    cluster = get_cluster()
+    now = now_ms()
+    everything = cluster.list_topics(include_internal=True)
+    topics = [t for t in everything if not t.internal]
+    internal = [t for t in everything if t.internal]
+    rows = [TopicRow(t, _rate(cluster, t, now)) for t in topics]
+    busiest = sorted(rows, key=lambda r: (r.rate, r.topic.last_append_ms or -1, r.topic.name),
+                     reverse=True)[:BUSIEST]
+    groups = sorted(cluster.list_groups(), key=lambda g: (-g.total_lag, g.group_id))
+    context = {
+        "nav": "overview",
+        "now_ms": now,
+        "topics": topics,
+        "totals": {
+            "topics": len(topics),
+            "partitions": sum(t.partitions for t in topics),
+            "records": sum(t.record_count for t in topics),
+            "size": sum(t.size_bytes for t in topics),
+            "rate": TopicRow(None, sum(r.rate for r in rows)).rate_text,
+            "internal": len(internal),
+            "internal_size": sum(t.size_bytes for t in internal),
+        },
+        "busiest": busiest,
+        "groups": groups[:GROUPS],
+        "group_count": len(groups),
+        "lagging": sum(1 for g in groups if g.total_lag),
+        "behind": sum(1 for g in groups if g.fallen_behind),
+        "total_lag": sum(g.total_lag for g in groups),
+        "rate_window_s": RATE_WINDOW_MS // 1000,
+    }
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "console/topics/partials/overview.html", context)
+    return render(request, "console/home.html", context)
+
+
+def _rate(cluster, summary, now) -> float:
+    try:
+        return topic_rate(cluster, summary, now)
+    except UnknownTopic:
+        return 0.0

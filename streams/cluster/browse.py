@@ -147,7 +147,10 @@ def browse(store: LogStore, req: BrowseRequest, clock: Callable[[], float] = tim
     bounds = {p: store.offsets(req.topic, p) for p in partitions}
     if req.cursor:
         direction, positions = decode_cursor(req.cursor)
-        positions = {p: o for p, o in positions.items() if p in bounds}
+        # a cursor is user input (it travels in URLs): keep it inside each partition's range
+        positions = {
+            p: min(max(o, bounds[p][0]), bounds[p][1]) for p, o in positions.items() if p in bounds
+        }
     else:
         direction, positions = _start_positions(store, req, bounds)
     scan = _Scan(store, req, bounds, started, clock)
@@ -277,12 +280,14 @@ class _Scan:
         heapq.heapify(heap)
         out: list[tuple[int, Record]] = []
         filters = self.req.filters
+        examined = 0
         while heap:
             if len(out) >= self.req.page_size:
                 return out, "page full", pos
-            stop = self._budget_left()
+            stop = self._budget_left() if examined else None  # always make some progress
             if stop:
                 return out, stop, pos
+            examined += 1
             *_, p, r = heapq.heappop(heap)
             pos[p] = r.offset + 1 if forward else r.offset
             if all(f.matches(r) for f in filters):

@@ -54,6 +54,7 @@ ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
 NO_PRODUCER_ID = -1
+MAX_TIMESTAMP = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 NO_SEQUENCE = -1
 
 Header = tuple[str, bytes | None]
@@ -214,6 +215,10 @@ def build_batch(
         stamps = [now_ms if r.timestamp_ms is None else r.timestamp_ms for r in records]
     first_ts = stamps[0]
     max_ts = max(stamps)
+    if min(stamps) < 0 or max_ts > MAX_TIMESTAMP:
+        raise InvalidRecord(
+            f"record timestamps must be between 0 and {MAX_TIMESTAMP} ms since the epoch"
+        )
     if base_ts is None:
         base_ts = first_ts
     body = encode_records(records, base_ts, now_ms, offset_deltas)

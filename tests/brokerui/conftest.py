@@ -15,3 +15,35 @@ def broker(settings, tmp_path):
     settings.TIDELOG_DEMO = False
     yield get_broker()
     close_broker()
+
+
+@pytest.fixture
+def operator(db):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user("olivia", password="operator-pass-123")
+    user.groups.add(Group.objects.get(name="operator"))
+    return user
+
+
+@pytest.fixture
+def viewer(db):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user("victor", password="viewer-pass-123")
+    user.groups.add(Group.objects.get(name="viewer"))
+    return user
+
+
+@pytest.fixture
+def operator_client(client, operator):
+    """A logged-in operator (may change things)."""
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def viewer_client(client, viewer):
+    """A logged-in viewer (read only)."""
+    client.force_login(viewer)
+    return client

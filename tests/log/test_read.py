@@ -144,3 +144,13 @@ def test_raw_client_batch_stored_byte_for_byte(store):
     stored = store.read_batches("t", 0, 1, 1 << 20)
     assert stored[8:] == raw[8:] and int.from_bytes(stored[:8], "big") == 1
     assert [r.value for r in store.read("t", 0, 1, 100)] == [b"r%d" % i for i in range(10)]
+
+
+@pytest.mark.parametrize("ts", [-5, 2**63, 10**17])
+def test_timestamps_outside_the_calendar_are_refused(store, ts):
+    from streams.errors import InvalidRecord
+
+    store.create_topic("t", 1)
+    with pytest.raises(InvalidRecord, match="timestamps must be between"):
+        store.append("t", b"v", timestamp_ms=ts)
+    assert store.offsets("t", 0) == (0, 0)

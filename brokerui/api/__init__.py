@@ -1,0 +1,1 @@
+"""The JSON API under ``/api/v1/`` (Django REST framework, OpenAPI by drf-spectacular)."""

@@ -1,0 +1,28 @@
+"""The console's two roles, for the API: viewers read, operators (and superusers) change.
+
+Authentication (token or session) is required everywhere (``IsAuthenticated``, the default);
+``IsOperatorOrReadOnly`` then refuses unsafe methods to non-operators with 403
+``operator_required``. An offset reset preview (``dry_run``, the default) changes nothing and is
+open to viewers; the view itself asks for the operator role before executing a plan.
+"""
+
+from __future__ import annotations
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+from brokerui.console.roles import is_operator
+
+OPERATOR_MESSAGE = "This needs the operator role."
+OPERATOR_CODE = "operator_required"
+
+
+class IsOperatorOrReadOnly(BasePermission):
+    message = OPERATOR_MESSAGE
+    code = OPERATOR_CODE
+
+    def has_permission(self, request, view):
+        if request.method in SAFE_METHODS:
+            return True
+        if getattr(view, "action", None) in getattr(view, "read_only_actions", ()):
+            return True  # the view checks the operator role itself when it changes something
+        return is_operator(request.user)

@@ -1,0 +1,562 @@
+"""The JSON API under ``/api/v1/``: a thin layer over the ``Cluster`` interface.
+
+Each endpoint validates its input (``serializers``), makes one or two cluster calls, audits what
+it changed (source ``api``) and renders the result. Engine errors become JSON errors with a
+stable code in ``errors.exception_handler``.
+
+Authentication is token (``Authorization: Token <key>``, from ``manage.py drf_create_token``) or
+the console's session (with its CSRF token for unsafe methods). Django's LoginRequiredMiddleware
+would redirect anonymous requests to the login page, so every API view is exempt from it
+(``login_not_required``) and answers 401 JSON itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import JsonResponse
+from django.shortcuts import render
+from django.urls import Resolver404, resolve
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+
+from brokerui.api import docs
+from brokerui.api import serializers as s
+from brokerui.api.errors import InternalTopic, error_body
+from brokerui.api.permissions import OPERATOR_CODE, OPERATOR_MESSAGE, IsOperatorOrReadOnly
+from brokerui.audit.services import record as audit_record
+from brokerui.cluster import get_cluster
+from brokerui.console.roles import is_operator
+from streams.cluster import ProduceRequest
+from streams.cluster.browse import BrowsedRecord
+from streams.errors import InvalidConfig, TidelogError, UnknownPartition
+from streams.groups import ResetScope, ResetStrategy
+from streams.groups.reset import parse_offsets_csv
+from streams.log.config import SCHEMA as TOPIC_CONFIG_SCHEMA
+
+EMPTY_STATES = ("Empty", "Dead")
+
+
+ERROR_MEANINGS = {
+    400: "invalid input: invalid_request, or the engine's invalid_* code",
+    401: "not_authenticated or authentication_failed",
+    403: "operator_required, csrf_failed or internal_topic",
+    404: "unknown_topic, unknown_partition or unknown_group",
+    409: "topic_already_exists or group_not_empty (with the group's state and members)",
+    413: "record_too_large or request_too_large",
+    416: "offset_out_of_range, with log_start_offset and end_offset",
+}
+
+
+def _errors(*statuses: int) -> dict:
+    """Error responses of an operation (401 always)."""
+    return {
+        code: OpenApiResponse(s.ErrorSerializer, description=ERROR_MEANINGS[code])
+        for code in (401, *statuses)
+    }
+
+
+class ApiAutoSchema(AutoSchema):
+    """Responses are objects (lists come in an envelope with a count), never bare arrays."""
+
+    def _is_list_view(self, serializer=None) -> bool:
+        return False
+
+
+class ApiViewSet(viewsets.ViewSet):
+    # Authenticated; unsafe methods need the operator role; exempt from the login redirect.
+    schema = ApiAutoSchema()
+    permission_classes = [IsAuthenticated, IsOperatorOrReadOnly]
+    lookup_value_regex = r"[^/]+"
+    read_only_actions: tuple[str, ...] = ()
+
+    @classmethod
+    def as_view(cls, *args, **kwargs):
+        return login_not_required(super().as_view(*args, **kwargs))
+
+    def audit(self, action_: str, target: str, *, before=None, after=None, cluster=None):
+        audit_record(
+            self.request.user, action_, target, before=before, after=after, source="api",
+            cluster=cluster,
+        )
+
+
+def _valid(serializer_class, data):
+    ser = serializer_class(data=data)
+    ser.is_valid(raise_exception=True)
+    return ser.validated_data
+
+
+def _refuse_internal(cluster, name: str) -> None:
+    if cluster.is_internal(name):
+        raise InternalTopic(
+            f"{name!r} is an internal topic (its name starts with '__'); the broker manages "
+            "it and the API does not change it",
+            topic=name,
+        )
+
+
+# ===================================================================================== topics
+
+
+def _topic_detail(cluster, name: str) -> dict:
+    d = cluster.describe_topic(name)
+    groups = [{"group_id": g, "state": st, "lag": lag} for g, st, lag in cluster.topic_groups(name)]
+    return {
+        "name": d.name, "topic_id": d.topic_id, "internal": d.internal,
+        "created_ms": d.created_ms, "record_count": d.record_count, "size_bytes": d.size_bytes,
+        "partitions": d.partitions, "config": d.config, "overrides": d.overrides,
+        "groups": groups,
+    }
+
+
+def _config_view(d) -> dict:
+    return {"name": d.name, "config": d.config, "overrides": d.overrides}
+
+
+NAME_PARAM = OpenApiParameter("name", str, OpenApiParameter.PATH, description="topic name")
+
+
+@extend_schema(tags=["topics"])
+class TopicViewSet(ApiViewSet):
+    lookup_field = "name"
+
+    @extend_schema(
+        operation_id="topics_list",
+        summary="List topics",
+        parameters=[s.TopicListQuery],
+        responses={200: s.TopicListSerializer, **_errors(400)},
+    )
+    def list(self, request):
+        q = _valid(s.TopicListQuery, request.query_params)
+        topics = get_cluster().list_topics(
+            include_internal=q["include_internal"], name_filter=q["filter"]
+        )
+        return Response(s.TopicListSerializer({"count": len(topics), "topics": topics}).data)
+
+    @extend_schema(
+        operation_id="topics_create",
+        summary="Create a topic",
+        request=s.TopicCreate,
+        responses={201: s.TopicDetailSerializer, **_errors(400, 403, 409)},
+    )
+    def create(self, request):
+        v = _valid(s.TopicCreate, request.data)
+        cluster = get_cluster()
+        if cluster.is_internal(v["name"]):
+            raise InternalTopic(
+                "topic names starting with '__' are reserved for the broker's internal topics",
+                topic=v["name"],
+            )
+        d = cluster.create_topic(name=v["name"], partitions=v["partitions"], config=v["config"])
+        self.audit("topic.create", f"topic {d.name}", cluster=cluster,
+                   after={"partitions": len(d.partitions), "config": d.overrides})
+        body = s.TopicDetailSerializer(_topic_detail(cluster, d.name)).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        operation_id="topics_describe",
+        parameters=[NAME_PARAM],
+        summary="Describe a topic: partitions with offsets and sizes, config, groups reading it",
+        responses={200: s.TopicDetailSerializer, **_errors(404)},
+    )
+    def retrieve(self, request, name: str):
+        return Response(s.TopicDetailSerializer(_topic_detail(get_cluster(), name)).data)
+
+    @extend_schema(
+        operation_id="topics_delete",
+        parameters=[NAME_PARAM],
+        summary="Delete a topic and all its records",
+        responses={204: None, **_errors(403, 404)},
+    )
+    def destroy(self, request, name: str):
+        cluster = get_cluster()
+        d = cluster.describe_topic(name)
+        _refuse_internal(cluster, name)
+        cluster.delete_topic(name=name)
+        self.audit("topic.delete", f"topic {name}", cluster=cluster, before={
+            "partitions": len(d.partitions), "records": d.record_count, "config": d.overrides,
+        })
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        operation_id="topics_config",
+        parameters=[NAME_PARAM],
+        summary="Topic config: effective values and explicit overrides",
+        responses={200: s.TopicConfigSerializer, **_errors(404)},
+    )
+    @action(detail=True, methods=["get"], url_path="config")
+    def config(self, request, name: str):
+        d = get_cluster().describe_topic(name)
+        return Response(s.TopicConfigSerializer(_config_view(d)).data)
+
+    @extend_schema(
+        operation_id="topics_config_update",
+        parameters=[NAME_PARAM],
+        summary="Change topic config: set keys and/or delete them (back to the default)",
+        request=s.TopicConfigPatch,
+        responses={200: s.TopicConfigSerializer, **_errors(400, 403, 404)},
+    )
+    @config.mapping.patch
+    def alter_config(self, request, name: str):
+        v = _valid(s.TopicConfigPatch, request.data)
+        for key in v["delete"]:  # the engine ignores unknown keys to delete: refuse them here
+            if key not in TOPIC_CONFIG_SCHEMA:
+                raise InvalidConfig(key, None, "unknown topic config, nothing to delete")
+        cluster = get_cluster()
+        before = cluster.describe_topic(name)
+        _refuse_internal(cluster, name)
+        d = cluster.alter_topic_config(name=name, set_=v["set"], delete=v["delete"])
+        self.audit("topic.config", f"topic {name}", cluster=cluster,
+                   before=before.overrides, after=d.overrides)
+        return Response(s.TopicConfigSerializer(_config_view(d)).data)
+
+    @extend_schema(
+        operation_id="topics_add_partitions",
+        parameters=[NAME_PARAM],
+        summary="Add partitions (give the new total; partitions are never removed)",
+        request=s.AddPartitions,
+        responses={200: s.TopicDetailSerializer, **_errors(400, 403, 404)},
+    )
+    @action(detail=True, methods=["post"], url_path="partitions")
+    def partitions(self, request, name: str):
+        v = _valid(s.AddPartitions, request.data)
+        cluster = get_cluster()
+        before = cluster.describe_topic(name)
+        _refuse_internal(cluster, name)
+        d = cluster.add_partitions(name=name, total=v["total"])
+        self.audit("topic.partitions", f"topic {name}", cluster=cluster,
+                   before={"partitions": len(before.partitions)},
+                   after={"partitions": len(d.partitions)})
+        return Response(s.TopicDetailSerializer(_topic_detail(cluster, name)).data)
+
+    @extend_schema(
+        operation_id="topics_purge",
+        parameters=[NAME_PARAM],
+        summary="Purge records: below an offset, before a time, or all (one or more partitions)",
+        request=s.Purge,
+        responses={200: s.PurgeResultSerializer, **_errors(400, 403, 404)},
+    )
+    @action(detail=True, methods=["post"], url_path="purge")
+    def purge(self, request, name: str):
+        v = _valid(s.Purge, request.data)
+        cluster = get_cluster()
+        cluster.describe_topic(name)
+        _refuse_internal(cluster, name)
+        result = cluster.purge(
+            topic=name,
+            partitions=v.get("partitions"),
+            before_offset=v.get("before_offset"),
+            before_timestamp_ms=v.get("before_timestamp"),
+        )
+        rows = [
+            {"partition": p, "log_start_offset_before": result.before[p],
+             "log_start_offset_after": after, "records_deleted": after - result.before[p]}
+            for p, after in sorted(result.after.items())
+        ]
+        bound = {k: v[k] for k in ("before_offset", "before_timestamp") if k in v} or {"all": True}
+        self.audit("topic.purge", f"topic {name}", cluster=cluster,
+                   before={"log_start_offsets": {str(p): o for p, o in result.before.items()}},
+                   after={"log_start_offsets": {str(p): o for p, o in result.after.items()},
+                          "records_deleted": result.records_deleted, **bound})
+        body = {"topic": name, "records_deleted": result.records_deleted, "partitions": rows}
+        return Response(s.PurgeResultSerializer(body).data)
+
+    # ------------------------------------------------------------------------------ records
+
+    @extend_schema(
+        operation_id="records_fetch",
+        tags=["records"],
+        summary="Fetch records from one partition, from an offset or a timestamp",
+        description=(
+            "Starts at `offset`, at the first record at or after `timestamp`, or (neither) at "
+            "the log start. An offset outside [log_start_offset, end_offset] is 416 "
+            "`offset_out_of_range`, with both bounds in the body. Keys, values and header "
+            "values come as `{text, base64, size}`; `text` is null when not UTF-8."
+        ),
+        parameters=[NAME_PARAM, s.RecordsQuery],
+        responses={200: s.FetchResultSerializer, **_errors(400, 404, 416)},
+    )
+    @action(detail=True, methods=["get"], url_path="records")
+    def records(self, request, name: str):
+        q = _valid(s.RecordsQuery, request.query_params)
+        cluster = get_cluster()
+        d = cluster.describe_topic(name)
+        p = q["partition"]
+        if not 0 <= p < len(d.partitions):
+            raise UnknownPartition(name, p, len(d.partitions))
+        part = d.partitions[p]
+        if "timestamp" in q:
+            found = cluster.offset_for_timestamp(topic=name, partition=p,
+                                                 timestamp_ms=q["timestamp"])
+            offset = part.end_offset if found is None else found
+        else:
+            offset = q.get("offset", part.log_start_offset)
+        recs = cluster.read(topic=name, partition=p, offset=offset, max_records=q["limit"])
+        if recs:
+            next_offset = recs[-1].offset + 1
+        else:  # nothing at or after `offset` below the end (compaction may leave gaps)
+            next_offset = max(offset, part.end_offset)
+        body = {
+            "topic": name, "partition": p, "log_start_offset": part.log_start_offset,
+            "end_offset": max(part.end_offset, next_offset), "next_offset": next_offset,
+            "records": [
+                BrowsedRecord(name, p, r.offset, r.timestamp_ms, r.key, r.value, r.headers)
+                for r in recs
+            ],
+        }
+        return Response(s.FetchResultSerializer(body).data)
+
+    @extend_schema(
+        operation_id="records_produce",
+        parameters=[NAME_PARAM],
+        tags=["records"],
+        summary="Produce one or more records",
+        description=(
+            "The body is `{\"records\": [...]}`, a list of records, or one record. Each record "
+            "has `value` (required; null is a tombstone) and optionally `key`, `headers`, "
+            "`partition` and `timestamp`; bytes are a UTF-8 string, `{\"base64\": ...}` or "
+            "null. A fetched record can be posted back as it is (`offset` and `size` are "
+            "ignored). Records are appended in order; if one is refused, the error carries "
+            "`record_index` and the records already `produced`."
+        ),
+        request=s.Produce,
+        responses={201: s.ProduceResultSerializer, **_errors(400, 403, 404, 413)},
+    )
+    @records.mapping.post
+    def produce(self, request, name: str):
+        data = request.data
+        if isinstance(data, list):
+            data = {"records": data}
+        elif isinstance(data, dict) and "records" not in data and data:
+            data = {"records": [data]}
+        v = _valid(s.Produce, data)
+        cluster = get_cluster()
+        d = cluster.describe_topic(name)
+        _refuse_internal(cluster, name)
+        count = len(d.partitions)
+        for i, r in enumerate(v["records"]):  # refuse before writing anything when we can
+            if r["partition"] is not None and not 0 <= r["partition"] < count:
+                exc = UnknownPartition(name, r["partition"], count)
+                exc.record_index = i
+                raise exc
+        produced = []
+        try:
+            for i, r in enumerate(v["records"]):
+                req = ProduceRequest(
+                    value=r["value"], key=r["key"],
+                    headers=tuple((h["key"], h["value"]) for h in r["headers"]),
+                    partition=r["partition"], timestamp_ms=r["timestamp_ms"],
+                )
+                try:
+                    produced += cluster.produce(topic=name, records=[req])
+                except TidelogError as exc:
+                    exc.record_index = i
+                    exc.produced = [
+                        {"partition": a.partition, "offset": a.offset,
+                         "timestamp_ms": a.timestamp_ms} for a in produced
+                    ]
+                    raise
+        finally:
+            if produced:
+                self._audit_produce(cluster, name, produced)
+        body = {"topic": name, "records": produced}
+        return Response(s.ProduceResultSerializer(body).data, status=status.HTTP_201_CREATED)
+
+    def _audit_produce(self, cluster, name, produced) -> None:
+        ranges: dict[str, list[int]] = {}
+        for a in produced:
+            lo, hi = ranges.get(str(a.partition), [a.offset, a.offset])
+            ranges[str(a.partition)] = [min(lo, a.offset), max(hi, a.offset)]
+        self.audit("records.produce", f"topic {name}", cluster=cluster,
+                   after={"records": len(produced), "offsets": ranges})
+
+
+# ===================================================================================== groups
+
+GROUP_PARAM = OpenApiParameter("group_id", str, OpenApiParameter.PATH, description="group id")
+
+
+def _plan_key(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+@extend_schema(tags=["groups"])
+class GroupViewSet(ApiViewSet):
+    lookup_field = "group_id"
+    read_only_actions = ("reset",)  # a dry run changes nothing; execution checks the role
+
+    @extend_schema(
+        operation_id="groups_list",
+        summary="List consumer groups with state, members, topics and total lag",
+        responses={200: s.GroupListSerializer, **_errors()},
+    )
+    def list(self, request):
+        groups = get_cluster().list_groups()
+        return Response(s.GroupListSerializer({"count": len(groups), "groups": groups}).data)
+
+    @extend_schema(
+        operation_id="groups_describe",
+        summary="Describe a group: members, and per partition committed offset, end and lag",
+        parameters=[GROUP_PARAM, s.GroupDescribeQuery],
+        responses={200: s.GroupDetailSerializer, **_errors(400, 404)},
+    )
+    def retrieve(self, request, group_id: str):
+        q = _valid(s.GroupDescribeQuery, request.query_params)
+        detail = get_cluster().describe_group(group_id)
+        total = detail.lag.total
+        if q["lagging"]:
+            rows = tuple(p for p in detail.lag.partitions if p.lag)
+            lag = dataclasses.replace(detail.lag, partitions=rows)
+            detail = dataclasses.replace(detail, lag=lag)
+        body = s.GroupDetailSerializer(detail).data
+        body["total_lag"] = total  # of every partition, also when only lagging ones are shown
+        return Response(body)
+
+    @extend_schema(
+        operation_id="groups_delete",
+        parameters=[GROUP_PARAM],
+        summary="Delete a group and its committed offsets (only while it is Empty)",
+        responses={204: None, **_errors(403, 404, 409)},
+    )
+    def destroy(self, request, group_id: str):
+        cluster = get_cluster()
+        detail = cluster.describe_group(group_id)
+        cluster.delete_group(group_id=group_id)
+        self.audit("group.delete", f"group {group_id}", cluster=cluster, before={
+            "state": detail.description.state,
+            "offsets": {_plan_key(p.topic, p.partition): p.committed
+                        for p in detail.lag.partitions if p.committed is not None},
+        })
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        operation_id="groups_reset",
+        parameters=[GROUP_PARAM],
+        summary="Reset committed offsets: preview the plan (dry_run, default) or execute it",
+        description=(
+            "Every strategy of `kafka-consumer-groups.sh --reset-offsets`. Targets are clamped "
+            "into [log start, log end] and each row says why. A preview is open to viewers; "
+            "executing (`dry_run: false`) needs the operator role and an Empty group: otherwise "
+            "409 `group_not_empty` with the group's `state` and active `members`."
+        ),
+        request=s.Reset,
+        responses={200: s.ResetResultSerializer, **_errors(400, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"], url_path="reset")
+    def reset(self, request, group_id: str):
+        v = _valid(s.Reset, request.data)
+        if not v["dry_run"] and not is_operator(request.user):
+            raise PermissionDenied(OPERATOR_MESSAGE, code=OPERATOR_CODE)
+        cluster = get_cluster()
+        plan = cluster.plan_reset(group_id=group_id, strategy=_strategy(v), scope=_scope(v))
+        executed = False
+        if not v["dry_run"]:
+            cluster.execute_reset(plan=plan)
+            executed = True
+            self.audit("group.reset", f"group {group_id}", cluster=cluster,
+                       before={"offsets": {_plan_key(r.topic, r.partition): r.current
+                                           for r in plan.rows}},
+                       after={"strategy": plan.strategy.describe(),
+                              "offsets": {_plan_key(r.topic, r.partition): r.target
+                                          for r in plan.rows}})
+        executable = plan.group_state in EMPTY_STATES
+        body = {
+            "group_id": group_id, "strategy": plan.strategy.describe(),
+            "group_state": plan.group_state, "dry_run": v["dry_run"], "executed": executed,
+            "executable": executable,
+            "blocked_reason": None if executable else (
+                f"the group is {plan.group_state}, not Empty: stop its consumers (or wait for "
+                "their sessions to expire) before executing a reset"
+            ),
+            "total_replay": plan.total_replay, "total_skip": plan.total_skip, "rows": plan.rows,
+        }
+        return Response(s.ResetResultSerializer(body).data)
+
+    @extend_schema(
+        operation_id="groups_delete_offsets",
+        summary="Delete a group's committed offsets for one topic",
+        parameters=[GROUP_PARAM, OpenApiParameter("topic", str, OpenApiParameter.PATH)],
+        responses={200: s.DeleteOffsetsResultSerializer, **_errors(403, 404, 409)},
+    )
+    @action(detail=True, methods=["delete"], url_path=r"offsets/(?P<topic>[^/]+)")
+    def delete_offsets(self, request, group_id: str, topic: str):
+        cluster = get_cluster()
+        detail = cluster.describe_group(group_id)
+        deleted = cluster.delete_group_offsets(group_id=group_id, topic=topic)
+        before = {_plan_key(p.topic, p.partition): p.committed
+                  for p in detail.lag.partitions if p.topic == topic and p.committed is not None}
+        self.audit("group.offsets.delete", f"group {group_id}", cluster=cluster,
+                   before={"topic": topic, "offsets": before}, after={"topic": topic})
+        body = {"group_id": group_id, "topic": topic,
+                "deleted": [{"topic": t, "partition": p} for t, p in deleted]}
+        return Response(s.DeleteOffsetsResultSerializer(body).data)
+
+
+def _strategy(v) -> ResetStrategy:
+    kind = v["strategy"].strip().lower().removeprefix("--")
+    value = v["value"]
+    if v["from_file"]:
+        # The engine's from-file reads a path on the server: the API takes the CSV text itself.
+        return ResetStrategy("from-file", parse_offsets_csv(value or ""))
+    if kind == "to-datetime" and value and value.strip().lstrip("-").isdigit():
+        return ResetStrategy("to-datetime", int(value))  # epoch milliseconds
+    return ResetStrategy.parse(kind, value)
+
+
+def _scope(v) -> ResetScope:
+    if v.get("scope") == "all_topics":
+        return ResetScope(all_topics=True)
+    if v.get("scope") == "topic":
+        return ResetScope(topic=v["topic"])
+    if v.get("scope") == "partitions":
+        return ResetScope(topic=v["topic"], partitions=tuple(v["partitions"]))
+    return ResetScope()  # from-file: the CSV names the partitions
+
+
+# ================================================================================ schema, docs
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI 3 schema: YAML, or JSON with ``?format=json``. Errors are JSON."""
+
+    @classmethod
+    def as_view(cls, *args, **kwargs):
+        return login_not_required(super().as_view(*args, **kwargs))
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if response.status_code >= 400:
+            response.accepted_renderer = JSONRenderer()
+            response.accepted_media_type = JSONRenderer.media_type
+        return response
+
+
+def docs_page(request):
+    """Server-rendered reference built from the generated schema (no external assets)."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return render(request, "api/docs.html", {"nav": "api", **docs.build(schema)})
+
+
+@login_not_required
+def not_found(request, path: str = ""):
+    hint = ""
+    if path.endswith("/"):
+        try:
+            match = resolve(request.path_info.rstrip("/"))
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not not_found:
+            hint = f" (API paths have no trailing slash: use {request.path_info.rstrip('/')})"
+    return JsonResponse(
+        error_body("not_found", f"no API endpoint at /api/v1/{path}{hint}"), status=404
+    )

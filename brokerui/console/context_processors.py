@@ -1,0 +1,5 @@
+from brokerui.console.roles import is_operator
+
+
+def roles(request):
+    return {"is_operator": is_operator(getattr(request, "user", None))}

@@ -1,0 +1,109 @@
+"""How record bytes are shown: JSON pretty-printed, UTF-8 text, or a hex dump.
+
+Everything here returns plain ``str``; the templates escape it (autoescape), so a key, value or
+header holding markup is shown as text, never interpreted. Nothing in this module may return a
+``SafeString``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+MODES = ("auto", "text", "hex")
+TRUNCATE_CHARS = 2048  # rendered characters shown per value before "show all"
+SHORT_CHARS = 200  # keys and header values
+JSON_MAX_BYTES = 512 * 1024  # larger values are not parsed for pretty-printing
+_SNIFF_BYTES = 4096
+_CONTROL = {c for c in range(32) if c not in (9, 10, 13)} | {127}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """A value ready for a template: `kind` is json, text, hex or null; `text` may be cut."""
+
+    kind: str
+    text: str
+    size: int
+    truncated: bool = False
+
+    @property
+    def label(self) -> str:
+        return {"json": "JSON", "text": "text", "hex": "binary (hex)", "null": "null"}[self.kind]
+
+
+def is_binary(data: bytes) -> bool:
+    """True unless the first bytes decode as UTF-8 without control characters."""
+    head = data[:_SNIFF_BYTES]
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # a multi-byte character cut by the sniff window is still text
+        if len(data) <= _SNIFF_BYTES or e.start < len(head) - 3:
+            return True
+        text = head[: e.start].decode("utf-8")
+    return any(ord(c) in _CONTROL for c in text)
+
+
+def hex_dump(data: bytes, limit: int | None = None) -> str:
+    """Offset, 16 bytes in hex, and the printable ASCII of each line, like ``xxd``."""
+    lines = []
+    end = len(data) if limit is None else min(len(data), limit)
+    for pos in range(0, end, 16):
+        chunk = data[pos : pos + 16]
+        hexes = (
+            " ".join(f"{b:02x}" for b in chunk[:8]) + "  " + " ".join(f"{b:02x}" for b in chunk[8:])
+        )
+        ascii_ = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{pos:08x}  {hexes:<48}  {ascii_}")
+    return "\n".join(lines)
+
+
+def _pretty_json(data: bytes) -> str | None:
+    """Indented JSON when `data` is a JSON object or array, else None."""
+    if len(data) > JSON_MAX_BYTES or data.lstrip()[:1] not in (b"{", b"["):
+        return None
+    try:
+        parsed = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return json.dumps(parsed, indent=2, ensure_ascii=False)
+
+
+def _cut(text: str, limit: int | None) -> tuple[str, bool]:
+    if limit is None or len(text) <= limit:
+        return text, False
+    cut = text.rfind("\n", 0, limit)
+    return text[: cut if cut > limit // 2 else limit], True
+
+
+def show_value(data: bytes | None, mode: str = "auto", limit: int | None = TRUNCATE_CHARS):
+    """Render a value (or a key) for display; `limit` None shows it all."""
+    if data is None:
+        return Shown("null", "null", 0)
+    size = len(data)
+    if mode == "hex" or (mode == "auto" and is_binary(data)):
+        byte_limit = None if limit is None else max(16, limit // 80 * 16)
+        text = hex_dump(data, byte_limit)
+        return Shown("hex", text, size, byte_limit is not None and size > byte_limit)
+    if mode == "auto":
+        pretty = _pretty_json(data)
+        if pretty is not None:
+            text, truncated = _cut(pretty, limit)
+            return Shown("json", text, size, truncated)
+    # decode no more than needed: a character is at most 4 bytes
+    raw = data if limit is None else data[: limit * 4]
+    text = raw.decode("utf-8", errors="replace")
+    text, truncated = _cut(text, limit)
+    return Shown("text", text, size, truncated or len(raw) < size)
+
+
+def show_short(data: bytes | None, mode: str = "auto") -> Shown:
+    """A key or header value on one line: text when it is text, compact hex otherwise."""
+    if data is None:
+        return Shown("null", "null", 0)
+    if mode == "hex" or (mode == "auto" and is_binary(data)):
+        text = data[: SHORT_CHARS // 2].hex(" ")
+        return Shown("hex", text, len(data), len(data) > SHORT_CHARS // 2)
+    text = data[: SHORT_CHARS * 4].decode("utf-8", errors="replace")
+    return Shown("text", text[:SHORT_CHARS], len(data), len(text) > SHORT_CHARS)

@@ -1,0 +1,391 @@
+"""Input of the message pages: the browse query (seek, partition, filters) and the produce form.
+
+Both turn what people type into the engine's requests (`BrowseRequest` fields, `ProduceRequest`s)
+and say, next to the field, what is wrong with it: a malformed header line, an offset below zero,
+a partition the topic does not have.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from datetime import UTC, datetime
+
+from django import forms
+
+from brokerui.console.messages.display import MODES
+from streams.cluster import Filter, ProduceRequest
+
+SEEK_CHOICES = [
+    ("newest", "Newest first"),
+    ("oldest", "Oldest first"),
+    ("newest-n", "Last N records"),
+    ("offset", "From offset"),
+    ("timestamp", "From time (UTC)"),
+]
+PAGE_SIZES = [10, 25, 50, 100, 200]  # offered; any size up to MAX_PAGE_SIZE is accepted
+MAX_PAGE_SIZE = 500
+FILTER_FIELDS = [
+    ("value", "Value"),
+    ("key", "Key"),
+    ("header_key", "Header name"),
+    ("header_value", "Header value"),
+]
+FILTER_OPS = [("contains", "contains"), ("not_contains", "does not contain"), ("equals", "equals")]
+MAX_FILTERS = 10
+MAX_PRODUCE = 1000
+_MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC
+_DATETIME_FORMATS = ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f")
+
+
+def parse_utc(text: str) -> int:
+    """Milliseconds since the epoch from a datetime-local value read as UTC, or from digits
+    (already epoch milliseconds). Raises ValidationError with the expected format."""
+    text = text.strip().replace(" ", "T").removesuffix("Z")
+    if text.isdigit():
+        return _in_range(int(text))
+    for fmt in _DATETIME_FORMATS:
+        try:
+            when = datetime.strptime(text, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        return _in_range(int(when.timestamp() * 1000))
+    raise forms.ValidationError(
+        "Enter a date and time as YYYY-MM-DD HH:MM[:SS] (UTC), or epoch milliseconds."
+    )
+
+
+def _in_range(ms: int) -> int:
+    """Record timestamps are milliseconds since 1970 (Kafka refuses negative ones)."""
+    if not 0 <= ms <= _MAX_TIMESTAMP_MS:
+        raise forms.ValidationError("Enter a time between 1970-01-01 and 9999-12-31 (UTC).")
+    return ms
+
+
+def _optional_int(text: str, what: str, minimum: int = 0) -> int | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise forms.ValidationError(f"{what} must be a whole number, not “{text}”.") from None
+    if n < minimum:
+        raise forms.ValidationError(f"{what} must be {minimum} or more.")
+    return n
+
+
+# ================================================================================ browse
+
+
+@dataclasses.dataclass
+class FilterRow:
+    field: str = "value"
+    op: str = "contains"
+    text: str = ""
+    error: str = ""
+
+
+class BrowseForm(forms.Form):
+    """The browse query of the message page. `partitions`: how many the topic has."""
+
+    partition = forms.CharField(required=False)
+    seek = forms.ChoiceField(choices=SEEK_CHOICES, required=False)
+    n = forms.CharField(required=False)
+    offset = forms.CharField(required=False)
+    at = forms.CharField(required=False, max_length=40)
+    size = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
+    view = forms.ChoiceField(choices=[(m, m) for m in MODES], required=False)
+    cursor = forms.CharField(required=False, max_length=100_000)
+
+    def __init__(self, data, *, partitions: int):
+        super().__init__(data)
+        self.partitions = partitions
+        self.filter_rows = self._filter_rows(data)
+        # a first visit (no query yet) keeps scanning until the page is full
+        self.auto = data.get("auto") == "1" or "seek" not in data
+
+    @staticmethod
+    def _filter_rows(data) -> list[FilterRow]:
+        fields, ops, texts = data.getlist("field"), data.getlist("op"), data.getlist("text")
+        rows = []
+        for i, text in enumerate(texts):
+            row = FilterRow(
+                fields[i] if i < len(fields) else "value",
+                ops[i] if i < len(ops) else "contains",
+                text,
+            )
+            if not text:
+                continue
+            if row.field not in dict(FILTER_FIELDS):
+                row.error = f"Unknown field “{row.field}”."
+            elif row.op not in dict(FILTER_OPS):
+                row.error = f"Unknown operator “{row.op}”."
+            elif len(text) > 1000:
+                row.error = "A filter text is at most 1,000 characters."
+            rows.append(row)
+        return rows
+
+    def clean_partition(self) -> int | None:
+        p = _optional_int(self.cleaned_data["partition"], "Partition")
+        if p is not None and p >= self.partitions:
+            last = self.partitions - 1
+            raise forms.ValidationError(
+                f"This topic has {self.partitions} partition{'s' if last else ''} (0–{last})."
+            )
+        return p
+
+    def clean_seek(self) -> str:
+        return self.cleaned_data["seek"] or "newest"
+
+    def clean_size(self) -> int:
+        return self.cleaned_data["size"] or 50
+
+    def clean_view(self) -> str:
+        return self.cleaned_data["view"] or "auto"
+
+    def clean_n(self) -> int | None:
+        return _optional_int(self.cleaned_data["n"], "N", minimum=1)
+
+    def clean_offset(self) -> int | None:
+        return _optional_int(self.cleaned_data["offset"], "The offset")
+
+    def clean_at(self) -> int | None:
+        text = self.cleaned_data["at"].strip()
+        return parse_utc(text) if text else None
+
+    def clean(self):
+        data = super().clean()
+        seek = data.get("seek")
+        needs = {
+            "newest-n": ("n", "How many of the newest records?"),
+            "offset": ("offset", "Which offset?"),
+            "timestamp": ("at", "From which time?"),
+        }
+        if seek in needs:
+            name, message = needs[seek]
+            if name not in self.errors and data.get(name) is None:
+                self.add_error(name, message)
+        if len(self.filter_rows) > MAX_FILTERS:
+            raise forms.ValidationError(f"At most {MAX_FILTERS} filters.")
+        if any(row.error for row in self.filter_rows):
+            raise forms.ValidationError("A filter is not valid; see below.")
+        return data
+
+    @property
+    def seek_value(self) -> int | None:
+        d = self.cleaned_data
+        return {"newest-n": d.get("n"), "offset": d.get("offset"), "timestamp": d.get("at")}.get(
+            d["seek"]
+        )
+
+    @property
+    def filters(self) -> tuple[Filter, ...]:
+        return tuple(Filter(r.field, r.op, r.text) for r in self.filter_rows)
+
+    @property
+    def display_rows(self) -> list[FilterRow]:
+        """The filters as typed, plus one empty row to add another."""
+        return [*self.filter_rows, FilterRow()]
+
+
+# ================================================================================ produce
+
+ENCODINGS = [("text", "UTF-8 text"), ("base64", "base64"), ("hex", "hex")]
+
+
+def parse_headers(text: str) -> tuple[tuple[str, bytes], ...]:
+    """One ``name: value`` per line; blank lines are skipped. The value may be empty."""
+    out = []
+    errors = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        name, sep, value = line.partition(":")
+        name = name.strip()
+        if not sep or not name:
+            shown = line if len(line) <= 40 else line[:40] + "…"
+            errors.append(f"Line {number} (“{shown}”) is not “name: value”.")
+            continue
+        out.append((name, value.strip().encode()))
+    if errors:
+        raise forms.ValidationError(errors)
+    return tuple(out)
+
+
+def decode_payload(text: str, encoding: str, what: str) -> bytes:
+    if encoding == "text":
+        return text.encode()
+    try:
+        if encoding == "hex":
+            return bytes.fromhex("".join(text.split()))
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (ValueError, binascii.Error):
+        raise forms.ValidationError(f"The {what} is not valid {encoding}.") from None
+
+
+class ProduceForm(forms.Form):
+    """Messages to produce. `topics`: name → partition count of the topics one may write to."""
+
+    topic = forms.ChoiceField(label="Topic")
+    key = forms.CharField(
+        required=False,
+        strip=False,
+        label="Key",
+        widget=forms.TextInput(attrs={"class": "mono", "autocomplete": "off"}),
+        help_text="Empty: no key (the partitioner spreads records).",
+    )
+    value = forms.CharField(
+        required=False,
+        strip=False,
+        label="Value",
+        widget=forms.Textarea(attrs={"rows": 8, "class": "mono", "spellcheck": "false"}),
+    )
+    encoding = forms.ChoiceField(
+        choices=ENCODINGS,
+        initial="text",
+        label="Key and value are",
+        help_text="base64 or hex for binary payloads.",
+    )
+    headers = forms.CharField(
+        required=False,
+        label="Headers",
+        widget=forms.Textarea(
+            attrs={
+                "rows": 3,
+                "class": "mono",
+                "spellcheck": "false",
+                "placeholder": "trace-id: 4bf92f35\nsource: console",
+            }
+        ),
+        help_text="One “name: value” per line.",
+    )
+    partition = forms.CharField(
+        required=False,
+        label="Partition",
+        widget=forms.TextInput(attrs={"inputmode": "numeric", "placeholder": "auto"}),
+        help_text="Empty: by key (murmur2), or spread when there is no key.",
+    )
+    timestamp = forms.CharField(
+        required=False,
+        label="Timestamp (UTC)",
+        max_length=40,
+        widget=forms.TextInput(attrs={"type": "datetime-local", "step": "1"}),
+        help_text="Empty: the time of writing.",
+    )
+    tombstone = forms.BooleanField(
+        required=False,
+        label="Tombstone (null value)",
+        widget=forms.CheckboxInput(attrs={"role": "switch"}),
+        help_text="Deletes the key on a compacted topic.",
+    )
+    per_line = forms.BooleanField(
+        required=False,
+        label="One message per line",
+        widget=forms.CheckboxInput(attrs={"role": "switch"}),
+    )
+    key_separator = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=10,
+        label="Key separator",
+        widget=forms.TextInput(attrs={"class": "mono", "size": 4}),
+        help_text="Per line: key<sep>value; \\t is a tab.",
+    )
+    count = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_PRODUCE,
+        initial=1,
+        label="Copies",
+        help_text="Each message is sent this many times.",
+    )
+
+    def __init__(self, *args, topics: dict[str, int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.topics = topics
+        self.fields["topic"].choices = [(t, t) for t in topics]
+        self.records: list[ProduceRequest] = []
+
+    def clean_headers(self):
+        return parse_headers(self.cleaned_data["headers"])
+
+    def clean_timestamp(self) -> int | None:
+        text = self.cleaned_data["timestamp"].strip()
+        return parse_utc(text) if text else None
+
+    def clean_count(self) -> int:
+        return self.cleaned_data["count"] or 1
+
+    def clean_key_separator(self) -> str:
+        return self.cleaned_data["key_separator"].replace("\\t", "\t")
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        self._clean_partition(data)
+        if self.errors:
+            return data
+        try:
+            pairs = self._key_values(data)
+        except forms.ValidationError as e:
+            self.add_error("value" if not data["tombstone"] else "tombstone", e)
+            return data
+        total = len(pairs) * data["count"]
+        if total > MAX_PRODUCE:
+            self.add_error("count", f"That is {total:,} messages; at most {MAX_PRODUCE:,} at once.")
+            return data
+        self.records = [
+            ProduceRequest(
+                value=value,
+                key=key,
+                headers=data["headers"],
+                partition=data["partition"],
+                timestamp_ms=data["timestamp"],
+            )
+            for key, value in pairs
+            for _ in range(data["count"])
+        ]
+        return data
+
+    def _clean_partition(self, data) -> None:
+        try:
+            p = _optional_int(data["partition"], "Partition")
+        except forms.ValidationError as e:
+            self.add_error("partition", e)
+            return
+        n = self.topics[data["topic"]]
+        if p is not None and p >= n:
+            self.add_error("partition", f"Topic “{data['topic']}” has {n} partition(s): 0–{n - 1}.")
+        data["partition"] = p
+
+    def _key_values(self, data) -> list[tuple[bytes | None, bytes | None]]:
+        encoding = data["encoding"]
+        key_text, value_text = data["key"], data["value"]
+        key = decode_payload(key_text, encoding, "key") if key_text else None
+        if data["tombstone"]:
+            if data["per_line"]:
+                raise forms.ValidationError(
+                    "A tombstone has no value: untick “one message per line”."
+                )
+            if value_text:
+                raise forms.ValidationError("A tombstone has no value: clear the value field.")
+            return [(key, None)]
+        if not data["per_line"]:
+            return [(key, decode_payload(value_text, encoding, "value"))]
+        sep = data["key_separator"]
+        lines = [line for line in value_text.splitlines() if line.strip()]
+        if not lines:
+            raise forms.ValidationError("Every line is empty: nothing to send.")
+        out = []
+        for number, line in enumerate(lines, 1):
+            line_key = key
+            if sep:
+                if sep not in line:
+                    raise forms.ValidationError(f"Line {number} has no key separator “{sep}”.")
+                k, _, line = line.partition(sep)
+                line_key = decode_payload(k, encoding, f"key on line {number}") if k else None
+            out.append((line_key, decode_payload(line, encoding, f"value on line {number}")))
+        return out

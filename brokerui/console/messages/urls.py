@@ -1,0 +1,13 @@
+from django.urls import path
+
+from brokerui.console.messages import views
+
+urlpatterns = [
+    path("topics/<str:topic>/messages/", views.browse_messages, name="messages"),
+    path(
+        "topics/<str:topic>/messages/<int:partition>/<int:offset>/",
+        views.record_detail,
+        name="message",
+    ),
+    path("topics/<str:topic>/produce/", views.produce, name="produce"),
+]

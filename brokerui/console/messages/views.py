@@ -1,0 +1,482 @@
+"""Message pages: the browser (bounded, cursor-paged scans), one record in full, and produce.
+
+The browser runs one bounded scan per request (`BrowseRequest` budgets below). When a budget
+stops a scan before the page is full, the page offers the next cursor: "continue scanning" as a
+plain link, and with htmx an automatic continuation that appends the rows found and updates the
+progress line until the page is full, the data ends or the user stops it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from urllib.parse import urlencode
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from brokerui.audit.services import record as audit
+from brokerui.cluster import get_cluster
+from brokerui.console.messages import display
+from brokerui.console.messages.forms import (
+    FILTER_FIELDS,
+    FILTER_OPS,
+    PAGE_SIZES,
+    SEEK_CHOICES,
+    BrowseForm,
+    ProduceForm,
+)
+from brokerui.console.roles import operator_required
+from streams.cluster import BrowseRequest, BrowseResult
+from streams.cluster.browse import decode_cursor, encode_cursor
+from streams.errors import (
+    OffsetOutOfRange,
+    TidelogError,
+    UnknownPartition,
+    UnknownTopic,
+)
+
+# one request's scan budget; "continue scanning" carries on from the cursor
+SCAN_RECORDS = 100_000
+SCAN_BYTES = 32 << 20
+SCAN_TIME_MS = 200
+# the engine reads ahead up to 200 records per partition before its first budget check, so a
+# budget below that makes no progress at all; give every partition room for two chunks
+MIN_SCAN_PER_PARTITION = 400
+MIN_TIME_PER_PARTITION_MS = 2
+# automatic continuation stops (and leaves the button) after this much work in total
+AUTO_MAX_RECORDS = 20_000_000
+AUTO_MAX_MS = 60_000
+# query parameters that belong to one scan, not to the query
+_SCAN_PARAMS = ("cursor", "more", "have", "acc_records", "acc_bytes", "acc_ms", "first_prev")
+_BATCH_OVERHEAD = 61 + 21  # record batch v2 header + one record's framing, roughly
+
+
+def _topic_or_404(cluster, topic: str):
+    try:
+        return cluster.describe_topic(topic)
+    except UnknownTopic:
+        raise Http404(f"Topic “{topic}” does not exist.") from None
+
+
+def _reverse_or_none(name: str, *args) -> str | None:
+    """A link to another area's page, if that area has it yet."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return None
+
+
+def _query(params, *, keep_cursor: bool = False, **changes) -> str:
+    """The current query without the per-scan parameters, with `changes` applied."""
+    drop = set(_SCAN_PARAMS) - ({"cursor"} if keep_cursor else set())
+    pairs = [(k, v) for k in params for v in params.getlist(k) if k not in drop]
+    pairs = [(k, v) for k, v in pairs if k not in changes]
+    pairs += [(k, v) for k, v in changes.items() if v is not None]
+    return "?" + urlencode(pairs)
+
+
+# ================================================================================ browse
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordRow:
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: display.Shown
+    value: display.Shown
+    headers: list[tuple[str, display.Shown]]
+    size: int
+
+
+def _row(r, mode: str) -> RecordRow:
+    return RecordRow(
+        r.partition,
+        r.offset,
+        r.timestamp_ms,
+        display.show_short(r.key, mode),
+        display.show_value(r.value, mode),
+        [(k, display.show_short(v, mode)) for k, v in r.headers],
+        r.size,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What this page's scans did, summed over continued requests."""
+
+    records: int
+    bytes: int
+    ms: float
+    stopped: str
+    complete: bool
+    found: int
+
+    @classmethod
+    def of(cls, params, result: BrowseResult, more: bool) -> Progress:
+        acc = (0, 0, 0.0)
+        if more:
+            try:
+                acc = (
+                    int(params.get("acc_records", 0)),
+                    int(params.get("acc_bytes", 0)),
+                    float(params.get("acc_ms", 0)),
+                )
+            except ValueError:
+                pass
+        have = _int(params.get("have")) if more else 0
+        return cls(
+            acc[0] + result.scanned_records,
+            acc[1] + result.scanned_bytes,
+            acc[2] + result.elapsed_ms,
+            result.stopped,
+            result.complete,
+            have + len(result.records),
+        )
+
+    def reason(self, direction: str) -> str:
+        if self.stopped == "page full":
+            return "the page is full"
+        if self.stopped == "end of data":
+            return (
+                "it reached the oldest record"
+                if direction == "backward"
+                else "it reached the newest record"
+            )
+        return f"it hit the {self.stopped}"
+
+
+def _int(text, default: int = 0) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return default
+
+
+def _clamped_cursor(cursor: str, desc) -> str:
+    """A cursor from the address bar, its positions held to each partition's offsets: the
+    engine would walk an out-of-range backward position down one empty read at a time."""
+    direction, positions = decode_cursor(cursor)
+    bounds = {p.partition: (p.log_start_offset, p.end_offset) for p in desc.partitions}
+    return encode_cursor(
+        direction,
+        {p: min(max(o, bounds[p][0]), bounds[p][1]) for p, o in positions.items() if p in bounds},
+    )
+
+
+def _range_problem(desc, form: BrowseForm) -> str | None:
+    """An offset outside a chosen partition's range, said plainly (the engine would clamp)."""
+    q = form.cleaned_data
+    if q["seek"] != "offset" or q["cursor"]:
+        return None
+    offset = q["offset"]
+    parts = desc.partitions if q["partition"] is None else [desc.partitions[q["partition"]]]
+    if q["partition"] is not None:
+        p = parts[0]
+        if p.log_start_offset <= offset <= p.end_offset:
+            return None
+        if p.end_offset == p.log_start_offset:
+            return (
+                f"Offset {offset:,} is out of range: partition {p.partition} is empty "
+                f"(its next offset is {p.end_offset:,})."
+            )
+        return (
+            f"Offset {offset:,} is out of range for partition {p.partition}: it holds "
+            f"offsets {p.log_start_offset:,}–{p.end_offset - 1:,}."
+        )
+    if all(offset >= p.end_offset for p in parts) and any(p.end_offset for p in parts):
+        newest = max(p.end_offset for p in parts) - 1
+        return f"Offset {offset:,} is past the end of every partition (newest offset {newest:,})."
+    return None
+
+
+@require_GET
+def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
+    cluster = get_cluster()
+    desc = _topic_or_404(cluster, topic)
+    params = request.GET
+    form = BrowseForm(params, partitions=len(desc.partitions))
+    context = {
+        "nav": "topics",
+        "topic": topic,
+        "desc": desc,
+        "form": form,
+        "seek_choices": SEEK_CHOICES,
+        "page_sizes": PAGE_SIZES,
+        "filter_fields": FILTER_FIELDS,
+        "filter_ops": FILTER_OPS,
+        "modes": display.MODES,
+        "topic_url": _reverse_or_none("console:topic", topic),
+        "produce_url": reverse("console:produce", args=[topic]),
+    }
+    if not form.is_valid():
+        return render(request, "console/messages/browse.html", context, status=400)
+    problem = _range_problem(desc, form)
+    if problem:
+        form.add_error("offset", problem)
+        return render(request, "console/messages/browse.html", context, status=400)
+    q = form.cleaned_data
+    more = params.get("more") == "1"
+    have = _int(params.get("have")) if more else 0
+    scanned = len(desc.partitions) if q["partition"] is None else 1
+    try:
+        cursor = _clamped_cursor(q["cursor"], desc) if q["cursor"] else None
+        result = cluster.browse(
+            BrowseRequest(
+                topic=topic,
+                partition=q["partition"],
+                seek=q["seek"],
+                value=form.seek_value,
+                filters=form.filters,
+                page_size=max(1, q["size"] - have),
+                cursor=cursor,
+                max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
+                max_scan_bytes=SCAN_BYTES,
+                max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
+            )
+        )
+    except TidelogError as e:  # a malformed cursor, a partition removed meanwhile, ...
+        form.add_error(None, str(e))
+        return render(request, "console/messages/browse.html", context, status=400)
+    context.update(_page_context(params, q, result, more))
+    if more and request.htmx:
+        return render(request, "console/messages/partials/more.html", context)
+    return render(request, "console/messages/browse.html", context)
+
+
+def _page_context(params, q, result: BrowseResult, more: bool) -> dict:
+    order = "desc" if q["seek"] == "newest" else "asc"
+    forward = result.direction == "forward"
+    records = list(result.records)
+    flipped = forward != (order == "asc")
+    if flipped:
+        records.reverse()
+    progress = Progress.of(params, result, more)
+    first_prev = (params.get("first_prev") or None) if more else result.prev_cursor
+    # a forward scan continues to newer records and came from older ones; a backward one
+    # the other way round
+    older, newer = (first_prev, result.next_cursor) if forward else (result.next_cursor, first_prev)
+    context = {
+        "rows": [_row(r, q["view"]) for r in records],
+        "progress": progress,
+        "reason": progress.reason(result.direction),
+        "order": order,
+        "swap": "afterbegin" if flipped else "beforeend",
+        "older_url": _query(params, cursor=older) if older else None,
+        "newer_url": _query(params, cursor=newer) if newer else None,
+        "view": q["view"],
+        "view_links": [(m, _query(params, keep_cursor=True, view=m)) for m in display.MODES],
+        "more": more,
+    }
+    if not result.complete and result.next_cursor:
+        auto = params.get("auto") == "1" or "seek" not in params
+        context["more_link"] = _query(params, cursor=result.next_cursor)
+        context["more_url"] = _query(
+            params,
+            cursor=result.next_cursor,
+            more="1",
+            have=str(progress.found),
+            acc_records=str(progress.records),
+            acc_bytes=str(progress.bytes),
+            acc_ms=f"{progress.ms:.1f}",
+            first_prev=first_prev,
+        )
+        context["auto_continue"] = (
+            auto and progress.records < AUTO_MAX_RECORDS and progress.ms < AUTO_MAX_MS
+        )
+    return context
+
+
+# ================================================================================ one record
+
+
+def _read_one(cluster, topic: str, partition: int, offset: int):
+    """The record at exactly `offset`, or a sentence saying why there is none."""
+    try:
+        recs = cluster.read(topic=topic, partition=partition, offset=offset, max_records=1)
+    except (UnknownPartition, OffsetOutOfRange) as e:
+        return None, str(e)[:1].upper() + str(e)[1:] + "."
+    if not recs or recs[0].offset != offset:
+        return None, (
+            f"There is no record at offset {offset:,} of partition {partition} "
+            "(compaction may have removed it)."
+        )
+    return recs[0], None
+
+
+@require_GET
+def record_detail(request: HttpRequest, topic: str, partition: int, offset: int) -> HttpResponse:
+    """One record in full: the value's "show all" (htmx) or a page of its own."""
+    cluster = get_cluster()
+    _topic_or_404(cluster, topic)
+    mode = request.GET.get("view", "auto")
+    if mode not in display.MODES:
+        mode = "auto"
+    rec, problem = _read_one(cluster, topic, partition, offset)
+    context = {
+        "nav": "topics",
+        "topic": topic,
+        "topic_url": _reverse_or_none("console:topic", topic),
+        "partition": partition,
+        "offset": offset,
+        "problem": problem,
+        "view": mode,
+        "record": rec,
+    }
+    if rec is not None:
+        context["value"] = display.show_value(rec.value, mode, limit=None)
+        context["key"] = display.show_value(rec.key, mode, limit=None)
+        context["headers"] = [
+            (k, display.show_value(v, "auto", limit=None)) for k, v in rec.headers
+        ]
+        context["size"] = (
+            len(rec.key or b"")
+            + len(rec.value or b"")
+            + sum(len(k) + len(v or b"") for k, v in rec.headers)
+        )
+    if request.htmx:
+        # the swap target is the value cell; a problem is shown there too, not dropped
+        return render(request, "console/messages/partials/full_value.html", context)
+    status = 404 if problem else 200
+    return render(request, "console/messages/record.html", context, status=status)
+
+
+# ================================================================================ produce
+
+
+def _prefill(cluster, params) -> tuple[dict, list[str], str | None]:
+    """Initial produce form data copied from a shown record ("re-send"), notes, a problem."""
+    source = params.get("from_topic", "")
+    partition, offset = _int(params.get("from_partition"), -1), _int(params.get("from_offset"), -1)
+    if partition < 0 or offset < 0:
+        return {}, [], "Re-send needs the record's partition and offset."
+    try:
+        cluster.describe_topic(source)
+    except UnknownTopic:
+        return {}, [], f"Topic “{source}” does not exist."
+    rec, problem = _read_one(cluster, source, partition, offset)
+    if rec is None:
+        return {}, [], problem
+    binary = any(b is not None and display.is_binary(b) for b in (rec.key, rec.value))
+
+    def encode(data: bytes) -> str:
+        return base64.b64encode(data).decode() if binary else data.decode()
+
+    notes = [f"Copied from {source} partition {partition} at offset {offset:,}."]
+    if binary:
+        notes.append("The key or value is binary, so both are shown as base64.")
+    header_lines = []
+    for k, v in rec.headers:
+        text = (v or b"").decode("utf-8", errors="replace")
+        if v is not None and (display.is_binary(v) or "\n" in text or "\r" in text):
+            notes.append(
+                f"Header “{k}” is binary or spans lines and was copied as readable "
+                "text; check it before sending."
+            )
+            text = " ".join(text.split())
+        header_lines.append(f"{k}: {text}")
+    initial = {
+        "key": encode(rec.key) if rec.key is not None else "",
+        "value": encode(rec.value) if rec.value is not None else "",
+        "encoding": "base64" if binary else "text",
+        "headers": "\n".join(header_lines),
+        "tombstone": rec.value is None,
+    }
+    return initial, notes, None
+
+
+def _too_large(form: ProduceForm, limit: int) -> str | None:
+    for i, r in enumerate(form.records, 1):
+        size = (
+            _BATCH_OVERHEAD
+            + len(r.key or b"")
+            + len(r.value or b"")
+            + sum(len(k) + len(v or b"") + 2 for k, v in r.headers)
+        )
+        if size > limit:
+            which = "The message" if len(form.records) == 1 else f"Message {i}"
+            return (
+                f"{which} is {size:,} bytes as a record batch; this topic accepts at most "
+                f"{limit:,} (max.message.bytes). Nothing was sent."
+            )
+    return None
+
+
+def _partition_summary(results) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for r in results:
+        s = out.setdefault(str(r.partition), {"first": r.offset, "last": r.offset, "count": 0})
+        s["first"], s["last"] = min(s["first"], r.offset), max(s["last"], r.offset)
+        s["count"] += 1
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def produce(request: HttpRequest, topic: str) -> HttpResponse:
+    cluster = get_cluster()
+    _topic_or_404(cluster, topic)
+    topics = {t.name: t.partitions for t in cluster.list_topics()}
+    context = {
+        "nav": "topics",
+        "topic": topic,
+        "topic_url": _reverse_or_none("console:topic", topic),
+        "browse_url": reverse("console:messages", args=[topic]),
+    }
+    if cluster.is_internal(topic):
+        context["refused"] = (
+            f"“{topic}” is an internal topic, written by Tidelog itself; "
+            "producing to it is refused."
+        )
+        return render(request, "console/messages/produce.html", context, status=403)
+    status = 200
+    if request.method == "GET":
+        initial, notes, problem = {"topic": topic}, [], None
+        if "from_offset" in request.GET:
+            prefill, notes, problem = _prefill(cluster, request.GET)
+            initial.update(prefill)
+            status = 404 if problem else 200
+        form = ProduceForm(initial=initial, topics=topics)
+        context.update(form=form, notes=notes, problem=problem)
+        return render(request, "console/messages/produce.html", context, status=status)
+
+    form = ProduceForm(request.POST, topics=topics)
+    context["form"] = form
+    if not form.is_valid():
+        return render(request, "console/messages/produce.html", context, status=400)
+    target = form.cleaned_data["topic"]
+    limit = int(cluster.describe_topic(target).config["max.message.bytes"])
+    problem = _too_large(form, limit)
+    if problem:
+        form.add_error("value", problem)
+        return render(request, "console/messages/produce.html", context, status=400)
+    results, error = [], None
+    try:
+        for r in form.records:  # one at a time, so a refusal says how many went out
+            results += cluster.produce(topic=target, records=[r])
+    except TidelogError as e:  # RecordTooLarge near the limit, a topic deleted meanwhile
+        error = f"Message {len(results) + 1} was refused: {e}."
+    if results:
+        after = {
+            "records": len(results),
+            "partitions": _partition_summary(results),
+            "tombstones": sum(1 for r in form.records[: len(results)] if r.value is None),
+        }
+        if error:
+            after["error"] = error
+        audit(request.user, "records.produce", target, after=after)
+    if error:
+        sent = f"{len(results):,} message(s) were written before that. " if results else ""
+        form.add_error(None, error + " " + sent)
+        status = 400
+    context.update(
+        results=results[:100],
+        result_count=len(results),
+        target=target,
+        summary=_partition_summary(results),
+        target_browse_url=reverse("console:messages", args=[target]),
+    )
+    return render(request, "console/messages/produce.html", context, status=status)

@@ -1,0 +1,101 @@
+"""Numbers for people: counts (12,345 or 1.2 M), sizes (MB), times ("3 min ago")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django import template
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+@register.filter
+def count(n) -> str:
+    """12,345 below a million; 1.2 M, 3.4 G above."""
+    if n is None or n == "":
+        return "–"
+    n = int(n)
+    for limit, suffix in ((10**9, " G"), (10**6, " M")):
+        if abs(n) >= limit:
+            return f"{n / limit:.1f}{suffix}"
+    return f"{n:,}"
+
+
+@register.filter
+def exact(n) -> str:
+    return "–" if n is None or n == "" else f"{int(n):,}"
+
+
+@register.filter
+def size(n) -> str:
+    """Bytes as B, KB, MB, GB (powers of 1024)."""
+    if n is None:
+        return "–"
+    n = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} TB"
+
+
+def _dt(ms) -> datetime | None:
+    if ms is None or ms == "" or int(ms) < 0:
+        return None
+    return datetime.fromtimestamp(int(ms) / 1000, UTC)
+
+
+def _ago(when: datetime, now: datetime) -> str:
+    seconds = (now - when).total_seconds()
+    future = seconds < 0
+    seconds = abs(seconds)
+    for limit, div, unit in ((60, 1, "s"), (3600, 60, "min"), (86400, 3600, "h"),
+                             (86400 * 365, 86400, "d")):
+        if seconds < limit:
+            text = f"{int(seconds // div)} {unit}"
+            break
+    else:
+        text = f"{int(seconds // (86400 * 365))} y"
+    return f"in {text}" if future else f"{text} ago"
+
+
+@register.filter
+def ago_ms(ms):
+    """A <time> saying "3 min ago", with the exact UTC time on hover."""
+    when = _dt(ms)
+    if when is None:
+        return "never"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        when.isoformat(), when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC",
+        _ago(when, datetime.now(UTC)),
+    )
+
+
+@register.filter
+def ago(when):
+    """Same, for a datetime."""
+    if when is None:
+        return "never"
+    return ago_ms(int(when.timestamp() * 1000))
+
+
+@register.filter
+def utc_ms(ms) -> str:
+    when = _dt(ms)
+    return "–" if when is None else when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+@register.filter
+def duration_ms(ms) -> str:
+    """retention.ms and friends: 7 d, 12 h, 30 min; -1: forever."""
+    if ms is None:
+        return "–"
+    ms = int(ms)
+    if ms < 0:
+        return "forever"
+    for div, unit in ((86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s")):
+        if ms >= div and ms % div == 0:
+            return f"{ms // div:,} {unit}"
+    return f"{ms:,} ms"
