@@ -140,7 +140,7 @@ def test_group_pages(empty_group, operator_login, browser):  # noqa: F811
         page.click("#download-csv")
     assert download.value.suggested_filename.startswith("order-fulfilment-reset-by-duration-")
     with open(download.value.path()) as f:
-        assert f.readline().startswith("topic,partition,current_offset,new_offset")
+        assert f.readline().startswith("topic,partition,new_offset,current_offset")
     _shot(page, "reset-disabled")
     # the button is only a hint: forced, the coordinator refuses, and the page says so
     page.once("dialog", lambda dialog: dialog.accept())
