@@ -1,9 +1,13 @@
-"""Demo traffic: a background thread writing realistic JSON events into two topics.
+"""Demo traffic: a background thread writing a small web shop's events, and two consumer groups.
 
 `orders` (3 partitions, keyed by customer id, so one customer's orders stay in order) carries an
-order's life: placed, then paid and shipped a little later. `page-views` (6 partitions, keyed by
-session id) carries page views of a small shop. A few records per second: enough to see offsets
-move and charts draw, little enough to leave a laptop idle.
+order's life: placed, then paid and shipped a little later. `page-views`, `searches` and `clicks`
+(keyed by session id) carry a shop's browsing: views, searches with a search id, and clicks on
+search results that name that search id (a later stream-join demo pairs them). A few records per
+second: enough to see offsets move and charts draw, little enough to leave a laptop idle.
+
+Consumer groups: `order-fulfilment` reads orders slowly (so its lag shows) and
+`search-analytics` reads searches and clicks, both committing as they go.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ class DemoTopic:
 
 ORDERS = DemoTopic("orders", 3)
 PAGE_VIEWS = DemoTopic("page-views", 6)
+SEARCHES = DemoTopic("searches", 3)
+CLICKS = DemoTopic("clicks", 3)
+_QUERIES = ["espresso", "grinder", "decaf", "kettle", "filters", "mug", "cold brew", "beans"]
 
 _PRODUCTS = [
     ("SKU-1001", "Espresso beans 1kg", 24.90),
@@ -50,13 +57,44 @@ class DemoEvents:
     def __init__(self, rng: random.Random | None = None):
         self._rng = rng or random.Random()
         self._order_seq = 0
+        self._search_seq = 0
         self._open_orders: deque[dict] = deque(maxlen=50)
+        self._recent_searches: deque[dict] = deque(maxlen=30)
 
     def next(self, now_ms: int) -> tuple[str, bytes, bytes]:
-        """(topic, key, value) of the next event: about one in four is an order event."""
-        if self._rng.random() < 0.25:
+        """(topic, key, value) of the next event: orders, page views, searches and clicks."""
+        roll = self._rng.random()
+        if roll < 0.2:
             return self._order_event(now_ms)
+        if roll < 0.35:
+            return self._search(now_ms)
+        if roll < 0.45 and self._recent_searches:
+            return self._click(now_ms)
         return self._page_view(now_ms)
+
+    def _search(self, now_ms: int) -> tuple[str, bytes, bytes]:
+        self._search_seq += 1
+        session = f"sess-{self._rng.randint(1, 500):05d}"
+        event = {
+            "search_id": f"srch-{self._search_seq:07d}",
+            "session_id": session,
+            "query": self._rng.choice(_QUERIES),
+            "results": [sku for sku, _, _ in self._rng.sample(_PRODUCTS, 3)],
+            "ts": _iso(now_ms),
+        }
+        self._recent_searches.append(event)
+        return SEARCHES.name, session.encode(), _json(event)
+
+    def _click(self, now_ms: int) -> tuple[str, bytes, bytes]:
+        search = self._rng.choice(list(self._recent_searches))
+        event = {
+            "search_id": search["search_id"],
+            "session_id": search["session_id"],
+            "sku": self._rng.choice(search["results"]),
+            "position": self._rng.randint(1, 3),
+            "ts": _iso(now_ms),
+        }
+        return CLICKS.name, search["session_id"].encode(), _json(event)
 
     def _order_event(self, now_ms: int) -> tuple[str, bytes, bytes]:
         if self._open_orders and self._rng.random() < 0.5:
@@ -105,6 +143,10 @@ class DemoEvents:
 
 
 DEMO_GROUP = "order-fulfilment"
+DEMO_GROUPS = {  # group -> (topics, records per poll): fulfilment is slow, analytics keeps up
+    DEMO_GROUP: ((ORDERS.name,), 1),
+    "search-analytics": ((SEARCHES.name, CLICKS.name), 50),
+}
 
 
 class DemoTraffic:
@@ -131,11 +173,12 @@ class DemoTraffic:
 
     def start(self) -> None:
         ensure_demo_topics(self._store)
-        targets = [("tidelog-demo", self._run)]
+        targets = [("tidelog-demo", self._run, ())]
         if self._coordinator is not None:
-            targets.append(("tidelog-demo-consumer", self._consume))
-        for name, target in targets:
-            t = threading.Thread(target=target, name=name, daemon=True)
+            for group, (topics, per_poll) in DEMO_GROUPS.items():
+                targets.append((f"tidelog-demo-{group}", self._consume, (group, topics, per_poll)))
+        for name, target, args in targets:
+            t = threading.Thread(target=target, args=args, name=name, daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -146,23 +189,23 @@ class DemoTraffic:
             if t.is_alive():
                 log.warning("%s thread did not stop within %.0f s", t.name, timeout)
 
-    def _consume(self) -> None:
-        """A consumer group that keeps up with orders only slowly, so lag shows in the console."""
+    def _consume(self, group: str, topics: tuple[str, ...], per_poll: int) -> None:
+        """One member of a demo consumer group, polling every half second."""
         from streams.client import Consumer
 
         consumer = Consumer(
             self._store,
             self._coordinator,
-            DEMO_GROUP,
-            client_id="fulfilment-1",
+            group,
+            client_id=f"{group.split('-')[0]}-1",
             auto_offset_reset="earliest",
             auto_commit_interval_ms=1000,
         )
-        consumer.subscribe([ORDERS.name])
+        consumer.subscribe(list(topics))
         try:
             while not self._stopping.wait(0.5):
                 try:
-                    consumer.poll(0, max_records=1)
+                    consumer.poll(0, max_records=per_poll)
                 except Exception:
                     if self._stopping.is_set():
                         return
@@ -192,7 +235,7 @@ def ensure_demo_topics(store) -> None:
     from streams.errors import TopicAlreadyExists
 
     existing = set(store.list_topics())
-    for topic in (ORDERS, PAGE_VIEWS):
+    for topic in (ORDERS, PAGE_VIEWS, SEARCHES, CLICKS):
         if topic.name in existing:
             continue
         try:

@@ -6,7 +6,14 @@ import json
 import random
 import time
 
-from streams.broker.demo import ORDERS, PAGE_VIEWS, DemoEvents, ensure_demo_topics
+from streams.broker.demo import (
+    CLICKS,
+    ORDERS,
+    PAGE_VIEWS,
+    SEARCHES,
+    DemoEvents,
+    ensure_demo_topics,
+)
 from streams.broker.runtime import Broker
 
 
@@ -23,7 +30,12 @@ def _wait_for_records(store, topic: str, timeout: float = 15.0) -> int:
 def test_demo_traffic_creates_topics_and_writes_json_events(tmp_path):
     with Broker.open(tmp_path, demo=True) as broker:
         store = broker.store
-        assert store.list_topics(include_internal=False) == ["orders", "page-views"]
+        assert store.list_topics(include_internal=False) == [
+            "clicks",
+            "orders",
+            "page-views",
+            "searches",
+        ]
         assert len(store.describe_topic("orders").partitions) == 3
         assert len(store.describe_topic("page-views").partitions) == 6
         assert _wait_for_records(store, "page-views") > 0
@@ -61,13 +73,20 @@ def test_orders_are_keyed_by_customer_and_follow_an_order_life():
     produced = [events.next(1_700_000_000_000 + i) for i in range(400)]
 
     orders = [(key, json.loads(value)) for topic, key, value in produced if topic == ORDERS.name]
-    assert {topic for topic, _, _ in produced} == {ORDERS.name, PAGE_VIEWS.name}
+    assert {topic for topic, _, _ in produced} == {
+        ORDERS.name,
+        PAGE_VIEWS.name,
+        SEARCHES.name,
+        CLICKS.name,
+    }
     assert all(key.decode() == order["customer_id"] for key, order in orders)
     seen: dict[str, list[str]] = {}
     for _, order in orders:
         seen.setdefault(order["order_id"], []).append(order["event"])
-    assert all(life == ["order_placed", "order_paid", "order_shipped"][: len(life)]
-               for life in seen.values())
+    assert all(
+        life == ["order_placed", "order_paid", "order_shipped"][: len(life)]
+        for life in seen.values()
+    )
     assert any(len(life) == 3 for life in seen.values())
 
 
@@ -83,6 +102,39 @@ def test_demo_consumer_group_commits_and_shows_in_the_coordinator(tmp_path):
             time.sleep(0.1)
         assert broker.coordinator.committed(DEMO_GROUP)
         desc = broker.coordinator.describe_group(DEMO_GROUP)
-        assert desc.state == "Stable" and desc.members[0].client_id == "fulfilment-1"
+        assert desc.state == "Stable" and desc.members[0].client_id == "order-1"
         lag = group_lag(broker.coordinator, broker.store, DEMO_GROUP)
         assert lag.topics == ["orders"]
+
+
+def test_clicks_refer_to_earlier_searches_of_the_same_session():
+    events = DemoEvents(random.Random(3))
+    produced = [events.next(1_700_000_000_000 + i) for i in range(600)]
+    searches = {}
+    clicks = 0
+    for topic, key, value in produced:
+        event = json.loads(value)
+        if topic == SEARCHES.name:
+            searches[event["search_id"]] = event
+        elif topic == CLICKS.name:
+            clicks += 1
+            search = searches[event["search_id"]]  # a click follows its search
+            assert key.decode() == event["session_id"] == search["session_id"]
+            assert event["sku"] in search["results"]
+    assert clicks > 10 and len(searches) > 10
+
+
+def test_both_demo_consumer_groups_run(tmp_path):
+    import time
+
+    from streams.broker.demo import DEMO_GROUPS
+
+    with Broker.open(tmp_path, demo=True) as broker:
+        deadline = time.time() + 20
+        while time.time() < deadline and not all(
+            broker.coordinator.committed(g) for g in DEMO_GROUPS
+        ):
+            time.sleep(0.2)
+        for group, (topics, _) in DEMO_GROUPS.items():
+            committed_topics = {t for t, _ in broker.coordinator.committed(group)}
+            assert committed_topics and committed_topics <= set(topics), group
