@@ -239,8 +239,8 @@ def main() -> list[Row]:
                 rows.append(run_variant(work, server, partitions, total, values))
     rows[0].note = (
         f"{rows[0].note}; Tidelog's consumer runs in-process over the embedded store and "
-        f"fdatasyncs each commit, Redis {version} is reached over loopback TCP by redis-py "
-        f"{redis_parser()}"
+        "commits to __consumer_offsets (member commits reach disk within flush.ms, as in "
+        f"Kafka), Redis {version} is reached over loopback TCP by redis-py {redis_parser()}"
     )
     if busy:
         rows[0].note = f"{rows[0].note}; {busy}"
