@@ -143,9 +143,9 @@ class DemoEvents:
 
 
 DEMO_GROUP = "order-fulfilment"
-DEMO_GROUPS = {  # group -> (topics, records per poll): fulfilment is slow, analytics keeps up
-    DEMO_GROUP: ((ORDERS.name,), 1),
-    "search-analytics": ((SEARCHES.name, CLICKS.name), 50),
+DEMO_GROUPS = {  # group -> (topics, records per poll, client id): fulfilment is slow
+    DEMO_GROUP: ((ORDERS.name,), 1, "fulfilment-1"),
+    "search-analytics": ((SEARCHES.name, CLICKS.name), 50, "analytics-1"),
 }
 
 
@@ -175,8 +175,8 @@ class DemoTraffic:
         ensure_demo_topics(self._store)
         targets = [("tidelog-demo", self._run, ())]
         if self._coordinator is not None:
-            for group, (topics, per_poll) in DEMO_GROUPS.items():
-                targets.append((f"tidelog-demo-{group}", self._consume, (group, topics, per_poll)))
+            for group, spec in DEMO_GROUPS.items():
+                targets.append((f"tidelog-demo-{group}", self._consume, (group, *spec)))
         for name, target, args in targets:
             t = threading.Thread(target=target, args=args, name=name, daemon=True)
             t.start()
@@ -189,7 +189,7 @@ class DemoTraffic:
             if t.is_alive():
                 log.warning("%s thread did not stop within %.0f s", t.name, timeout)
 
-    def _consume(self, group: str, topics: tuple[str, ...], per_poll: int) -> None:
+    def _consume(self, group: str, topics: tuple[str, ...], per_poll: int, client_id: str):
         """One member of a demo consumer group, polling every half second."""
         from streams.client import Consumer
 
@@ -197,7 +197,7 @@ class DemoTraffic:
             self._store,
             self._coordinator,
             group,
-            client_id=f"{group.split('-')[0]}-1",
+            client_id=client_id,
             auto_offset_reset="earliest",
             auto_commit_interval_ms=1000,
         )

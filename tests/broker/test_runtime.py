@@ -102,7 +102,7 @@ def test_demo_consumer_group_commits_and_shows_in_the_coordinator(tmp_path):
             time.sleep(0.1)
         assert broker.coordinator.committed(DEMO_GROUP)
         desc = broker.coordinator.describe_group(DEMO_GROUP)
-        assert desc.state == "Stable" and desc.members[0].client_id == "order-1"
+        assert desc.state == "Stable" and desc.members[0].client_id == "fulfilment-1"
         lag = group_lag(broker.coordinator, broker.store, DEMO_GROUP)
         assert lag.topics == ["orders"]
 
@@ -135,6 +135,6 @@ def test_both_demo_consumer_groups_run(tmp_path):
             broker.coordinator.committed(g) for g in DEMO_GROUPS
         ):
             time.sleep(0.2)
-        for group, (topics, _) in DEMO_GROUPS.items():
+        for group, (topics, _, _) in DEMO_GROUPS.items():
             committed_topics = {t for t, _ in broker.coordinator.committed(group)}
             assert committed_topics and committed_topics <= set(topics), group
