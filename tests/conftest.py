@@ -1,4 +1,41 @@
-"""Suite-wide pytest set-up."""
+"""Suite-wide pytest set-up, and the web layer's fixtures shared by tests/brokerui and tests/api.
+
+Django is imported inside the fixtures only, so the engine's tests never load it.
+"""
+
+from __future__ import annotations
+
+import pytest
 
 # Benchmarks run on demand (`make bench`), never as part of the test suite.
 collect_ignore = ["bench"]
+
+
+@pytest.fixture
+def broker(settings, tmp_path):
+    """The broker `get_broker()` returns, on an empty temporary data dir, demo traffic off."""
+    from brokerui.broker import close_broker, get_broker
+
+    close_broker()
+    settings.TIDELOG_DATA_DIR = tmp_path / "data"
+    settings.TIDELOG_DEMO = False
+    yield get_broker()
+    close_broker()
+
+
+def _user(name: str, password: str, role: str):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(name, password=password)
+    user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def operator(db):
+    return _user("olivia", "operator-pass-123", "operator")
+
+
+@pytest.fixture
+def viewer(db):
+    return _user("victor", "viewer-pass-123", "viewer")

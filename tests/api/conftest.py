@@ -7,42 +7,10 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from brokerui.broker import close_broker, get_broker
 from streams.groups.schemas import Subscription
 from streams.log import ProducerRecord
 
 API = "/api/v1"
-
-
-# -------------------------------------------------- the web layer's fixtures (tests/brokerui)
-
-
-@pytest.fixture
-def broker(settings, tmp_path):
-    """The broker `get_broker()` returns, on an empty temporary data dir, demo traffic off."""
-    close_broker()
-    settings.TIDELOG_DATA_DIR = tmp_path / "data"
-    settings.TIDELOG_DEMO = False
-    yield get_broker()
-    close_broker()
-
-
-@pytest.fixture
-def operator(db):
-    from django.contrib.auth.models import Group, User
-
-    user = User.objects.create_user("olivia", password="operator-pass-123")
-    user.groups.add(Group.objects.get(name="operator"))
-    return user
-
-
-@pytest.fixture
-def viewer(db):
-    from django.contrib.auth.models import Group, User
-
-    user = User.objects.create_user("victor", password="viewer-pass-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
 
 
 # ------------------------------------------------------------------------------ API clients
