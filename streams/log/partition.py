@@ -394,8 +394,12 @@ class PartitionLog:
                 total += h.size
         return b"".join(out)
 
-    def offset_for_timestamp(self, timestamp: int) -> Record | None:
-        """The first record whose timestamp is >= `timestamp`, or None."""
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The offset of the first record whose timestamp is >= `timestamp`, or None.
+
+        The time index gives the batch to start from; batches whose max timestamp is below
+        the target are skipped by their headers; inside a batch only the record prefixes
+        (length, timestamp and offset deltas) are read."""
         hw = self.high_watermark
         start = self.log_start_offset
         for seg in self._segments_from(start, clamp=True):
@@ -407,11 +411,9 @@ class PartitionLog:
                     return None
                 if h.max_timestamp < timestamp or h.next_offset <= offset:
                     continue
-                for r in rb.decode_from(batch, h, offset, h.count)[0]:
-                    if r.offset >= hw:
-                        return None
-                    if r.timestamp_ms >= timestamp:
-                        return r
+                found = rb.first_at_or_after(batch, h, offset, timestamp)
+                if found is not None:
+                    return found if found < hw else None
         return None
 
     def iter_batches(

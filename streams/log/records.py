@@ -565,6 +565,35 @@ def _decode_all(buf: bytes, base: int, fixed_ts: int | None, base_ts: int, count
     return out
 
 
+def first_at_or_after(
+    batch: bytes | memoryview, h: BatchHeader, start_offset: int, timestamp: int
+) -> int | None:
+    """Offset of the first record of the batch at or after `start_offset` whose timestamp is
+    >= `timestamp`; reads only each record's length, timestamp and offset deltas."""
+    if h.attributes & ATTR_LOG_APPEND_TIME:  # every record carries the batch's time
+        if h.max_timestamp < timestamp or h.next_offset <= start_offset:
+            return None
+        return max(start_offset, h.base_offset)
+    body = memoryview(batch)[HEADER_SIZE : h.size]
+    if h.codec:
+        body = memoryview(compression.decompress(h.codec, body))
+    buf = bytes(body)
+    pos = 0
+    base, base_ts = h.base_offset, h.base_timestamp
+    try:
+        for _ in range(h.count):
+            length, pos = read_varint(buf, pos)
+            rec_end = pos + length
+            tsd, p = read_varint(buf, pos + 1)
+            od, _ = read_varint(buf, p)
+            if base + od >= start_offset and base_ts + tsd >= timestamp:
+                return base + od
+            pos = rec_end
+    except IndexError:
+        raise CorruptRecord("record truncated inside its batch") from None
+    return None
+
+
 def _decode_headers(buf: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     n, pos = read_varint(buf, pos)
     if n < 0:

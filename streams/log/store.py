@@ -580,8 +580,7 @@ class LogStore:
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         """First offset whose timestamp is >= `timestamp_ms`, or None when there is none."""
-        rec = self.partition_log(topic, partition).offset_for_timestamp(timestamp_ms)
-        return None if rec is None else rec.offset
+        return self.partition_log(topic, partition).offset_for_timestamp(timestamp_ms)
 
     def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
         """Kafka's DeleteRecords: per partition, make `offset` the new log start (-1 = end).
