@@ -5,19 +5,11 @@ the result, and the audit log. Screenshots go to tests/browser/screenshots/group
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.browser.test_home_browser import (  # noqa: F401 - fixtures
-    REPO_DIR,
-    SCREENSHOTS,
-    browser,
-    server,
-)
+from tests.browser.conftest import REPO_DIR, SCREENSHOTS  # noqa: F401
 
 pytestmark = pytest.mark.browser
 PASSWORD = "browser-groups-pass-1"
@@ -38,8 +30,13 @@ def empty_group(tmp_path):
         now = int(time.time() * 1000)
         for p in range(3):
             for i in range(40 + 15 * p):
-                store.append("orders", b'{"order": %d}' % i, key=b"k%d" % i, partition=p,
-                             timestamp_ms=now - (60 - i) * MINUTE)
+                store.append(
+                    "orders",
+                    b'{"order": %d}' % i,
+                    key=b"k%d" % i,
+                    partition=p,
+                    timestamp_ms=now - (60 - i) * MINUTE,
+                )
         coordinator = GroupCoordinator(store)
         coordinator.load()
         coordinator.commit_offsets(
@@ -50,23 +47,6 @@ def empty_group(tmp_path):
     finally:
         store.close()
     return "billing-export"
-
-
-@pytest.fixture
-def operator_login(server, tmp_path):  # noqa: F811 - the fixture above
-    env = {
-        **os.environ,
-        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
-    }
-    env.pop("DATABASE_URL", None)
-    subprocess.run(
-        [sys.executable, str(REPO_DIR / "manage.py"), "createsuperuser", "--noinput",
-         "--username", "ops", "--email", "ops@example.com"],
-        env=env, cwd=REPO_DIR, check=True, capture_output=True, timeout=120,
-    )
-    return server, "ops", PASSWORD
 
 
 def _shot(page, name: str) -> None:
@@ -82,7 +62,7 @@ def _preview(page, strategy: str, **values) -> None:
     page.wait_for_selector("#reset-preview")
 
 
-def _login(browser, base: str, user: str, password: str, scheme: str = "light"):  # noqa: F811
+def _login(browser, base: str, user: str, password: str, scheme: str = "light"):
     page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     page.goto(base + "/accounts/login/")
     page.fill("input[name=username]", user)
@@ -92,7 +72,7 @@ def _login(browser, base: str, user: str, password: str, scheme: str = "light"):
     return page
 
 
-def test_group_pages(empty_group, operator_login, browser):  # noqa: F811
+def test_group_pages(empty_group, operator_login, browser):
     base, user, password = operator_login
     page = _login(browser, base, user, password)
 
@@ -120,7 +100,8 @@ def test_group_pages(empty_group, operator_login, browser):  # noqa: F811
     freshness = page.locator("#group-live .freshness").inner_text()
     page.wait_for_function(
         "old => document.querySelector('#group-live .freshness').innerText !== old",
-        arg=freshness, timeout=15_000,
+        arg=freshness,
+        timeout=15_000,
     )  # htmx polled and swapped in a newer view
     page.check("#lag-only")
     page.wait_for_url("**/groups/order-fulfilment/?lag=1")

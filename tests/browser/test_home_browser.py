@@ -8,108 +8,13 @@ people to look at.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-REPO_DIR = Path(__file__).resolve().parents[2]
-SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.browser.conftest import SCREENSHOTS
 
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_until_serving(url: str, server: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"server exited with {server.returncode}:\n{log_path.read_text()}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"server did not answer on {url} within 60 s:\n{log_path.read_text()}")
-
-
-@pytest.fixture
-def server(tmp_path):
-    """Base URL of a running Tidelog server; stopped with SIGTERM, which must exit cleanly."""
-    port = _free_port()
-    env = {
-        **os.environ,
-        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-        "TIDELOG_DEMO": "1",
-        "TIDELOG_DEBUG": "0",
-        "TIDELOG_HTTP_PORT": str(port),
-        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("DATABASE_URL", None)
-    env.pop("REDIS_URL", None)
-    manage = [sys.executable, str(REPO_DIR / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput"], env=env, cwd=REPO_DIR, check=True,
-                   capture_output=True, timeout=120)
-    log_path = tmp_path / "server.log"
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [*manage, "runserver", "--noreload", "--nostatic", f"127.0.0.1:{port}"],
-            env=env, cwd=REPO_DIR, stdout=log_file, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_serving(url + "/", proc, log_path)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            pytest.fail(f"server ignored SIGTERM for 30 s:\n{log_path.read_text()}")
-    log_text = log_path.read_text()
-    assert proc.returncode == 0, log_text
-    assert "broker on" in log_text and "closed" in log_text, log_text
-
-
-@pytest.fixture
-def browser():
-    if not os.path.exists(CHROMIUM):
-        message = f"{CHROMIUM} is missing: `make test` installs it (as root)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def _records(page, topic: str) -> int:
@@ -122,27 +27,8 @@ def _end_offsets(page) -> list[int]:
     return [int(v) for v in rows.evaluate_all("rows => rows.map(r => r.dataset.endOffset)")]
 
 
-@pytest.fixture
-def login(server, tmp_path):
-    """(base url, user, password) of an operator created in the server's database."""
-    password = "browser-home-pass-1"
-    env = {
-        **os.environ,
-        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-        "DJANGO_SUPERUSER_PASSWORD": password,
-    }
-    env.pop("DATABASE_URL", None)
-    subprocess.run(
-        [sys.executable, str(REPO_DIR / "manage.py"), "createsuperuser", "--noinput",
-         "--username", "home", "--email", "home@example.com"],
-        env=env, cwd=REPO_DIR, check=True, capture_output=True, timeout=120,
-    )
-    return server, "home", password
-
-
-def test_home_shows_demo_topics_filling_up(login, browser):
-    server, user, password = login
+def test_home_shows_demo_topics_filling_up(operator_login, browser):
+    server, user, password = operator_login
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(server + "/")
     assert "/accounts/login/" in page.url  # login required everywhere

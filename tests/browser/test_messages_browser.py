@@ -6,50 +6,13 @@ headers must stay text. Screenshots go to tests/browser/screenshots/messages-*.p
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.browser.test_home_browser import (  # noqa: F401 - fixtures
-    REPO_DIR,
-    SCREENSHOTS,
-    browser,
-    server,
-)
+from tests.browser.conftest import REPO_DIR, SCREENSHOTS  # noqa: F401
 
 pytestmark = pytest.mark.browser
 PASSWORD = "browser-messages-pass-1"
-
-
-@pytest.fixture
-def operator_login(server, tmp_path):  # noqa: F811 - the fixture above
-    env = {
-        **os.environ,
-        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
-    }
-    env.pop("DATABASE_URL", None)
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO_DIR / "manage.py"),
-            "createsuperuser",
-            "--noinput",
-            "--username",
-            "mo",
-            "--email",
-            "mo@example.com",
-        ],
-        env=env,
-        cwd=REPO_DIR,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return server, "mo", PASSWORD
 
 
 def _shot(page, name: str) -> None:
@@ -77,7 +40,7 @@ def _order(n_items: int) -> str:
     )
 
 
-def test_produce_browse_filter_and_resend(operator_login, browser):  # noqa: F811
+def test_produce_browse_filter_and_resend(operator_login, browser):
     base, user, password = operator_login
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     page.goto(base + "/accounts/login/")

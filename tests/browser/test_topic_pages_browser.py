@@ -5,40 +5,14 @@ tests/browser/screenshots/topics-*.png for people to look at."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.browser.test_home_browser import (  # noqa: F401 - fixtures
-    REPO_DIR,
-    SCREENSHOTS,
-    browser,
-    server,
-)
+from tests.browser.conftest import REPO_DIR, SCREENSHOTS  # noqa: F401
 
 pytestmark = pytest.mark.browser
 PASSWORD = "browser-operator-pass-1"
-
-
-@pytest.fixture
-def operator_login(server, tmp_path):  # noqa: F811 - the fixture above
-    """(base url, user, password) of an operator in the server's database."""
-    env = {
-        **os.environ,
-        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
-    }
-    env.pop("DATABASE_URL", None)
-    subprocess.run(
-        [sys.executable, str(REPO_DIR / "manage.py"), "createsuperuser", "--noinput",
-         "--username", "ops", "--email", "ops@example.com"],
-        env=env, cwd=REPO_DIR, check=True, capture_output=True, timeout=120,
-    )
-    return server, "ops", PASSWORD
 
 
 def _shot(page, name: str) -> None:
@@ -54,7 +28,7 @@ def _login(page, base: str, user: str, password: str) -> None:
     page.wait_for_url(base + "/")
 
 
-def test_topic_pages(operator_login, browser):  # noqa: F811
+def test_topic_pages(operator_login, browser):
     base, user, password = operator_login
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     _login(page, base, user, password)
@@ -144,7 +118,11 @@ def test_topic_pages(operator_login, browser):  # noqa: F811
     dark = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme="dark")
     _login(dark, base, user, password)
     dark.evaluate("localStorage.setItem('tidelog-theme', 'dark')")
-    for name, path in (("overview", "/"), ("list", "/topics/"), ("detail", "/topics/page-views/"),
-                       ("create", "/new-topic/")):
+    for name, path in (
+        ("overview", "/"),
+        ("list", "/topics/"),
+        ("detail", "/topics/page-views/"),
+        ("create", "/new-topic/"),
+    ):
         dark.goto(base + path)
         _shot(dark, f"{name}-dark")
