@@ -12,7 +12,6 @@ import pytest
 from tests.browser.conftest import REPO_DIR, SCREENSHOTS  # noqa: F401
 
 pytestmark = pytest.mark.browser
-PASSWORD = "browser-messages-pass-1"
 
 
 def _shot(page, name: str) -> None:
