@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from streams.errors import (
     CorruptRecord,
@@ -416,18 +416,6 @@ class PartitionLog:
                     return found if found < hw else None
         return None
 
-    def iter_batches(
-        self, start: int, end: int
-    ) -> Iterable[tuple[LogSegment, rb.BatchHeader, memoryview]]:
-        """Every batch overlapping [start, end) with its segment (for the cleaner and tools)."""
-        for seg in self._segments_from(start, clamp=True):
-            if seg.base_offset >= end:
-                return
-            for h, batch in seg.batches_from(start, seg.size):
-                if h.base_offset >= end:
-                    return
-                yield seg, h, batch
-
     # ------------------------------------------------------------------ deleting
 
     def delete_records(self, before_offset: int) -> int:
@@ -468,7 +456,6 @@ class PartitionLog:
             deleted += self._delete_where(
                 lambda seg, nxt: nxt is not None and 0 <= seg.max_timestamp < limit,
                 f"older than retention.ms={retention_ms}",
-                prefix_only=True,
             )
         retention_bytes = cfg.get("retention.bytes")
         if retention_bytes >= 0:
@@ -480,12 +467,10 @@ class PartitionLog:
                 excess[0] -= seg.size
                 return True
 
-            deleted += self._delete_where(
-                over, f"beyond retention.bytes={retention_bytes}", prefix_only=True
-            )
+            deleted += self._delete_where(over, f"beyond retention.bytes={retention_bytes}")
         return deleted
 
-    def _delete_where(self, predicate, why: str, prefix_only: bool = True) -> int:
+    def _delete_where(self, predicate, why: str) -> int:
         """Delete leading closed segments matching `predicate(segment, next segment base)`."""
         with self._write_lock:
             segs = self._segments

@@ -558,8 +558,18 @@ def _decode_all(buf: bytes, base: int, fixed_ts: int | None, base_ts: int, count
                 headers, pos = _decode_headers(buf, pos)
             if pos != rec_end:
                 raise CorruptRecord(f"record at offset {base + od} has {rec_end - pos} stray bytes")
-            append(new(Record, (base + od, base_ts + tsd if fixed_ts is None else fixed_ts, key,
-                                value, headers)))
+            append(
+                new(
+                    Record,
+                    (
+                        base + od,
+                        base_ts + tsd if fixed_ts is None else fixed_ts,
+                        key,
+                        value,
+                        headers,
+                    ),
+                )
+            )
     except IndexError:
         raise CorruptRecord("record truncated inside its batch") from None
     return out
