@@ -192,3 +192,48 @@ class NoOffsetForPartition(GroupError):
 
 class InvalidResetSpec(TidelogError):
     code = "invalid_reset"
+
+
+# --------------------------------------------------------------------------- Kafka wire protocol
+
+
+class ProtocolError(TidelogError):
+    """A Kafka protocol frame that cannot be decoded: the listener closes that connection."""
+
+    code = "protocol_error"
+
+
+class ProducerFenced(TidelogError):
+    """An idempotent producer's epoch is older than the partition has seen."""
+
+    code = "invalid_producer_epoch"
+    kafka_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class OutOfOrderSequence(TidelogError):
+    """An idempotent producer skipped sequence numbers: a batch in between was lost."""
+
+    code = "out_of_order_sequence"
+    kafka_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+# --------------------------------------------------------------------------- external clusters
+
+
+class ClusterError(TidelogError):
+    """An external Kafka cluster refused a request with an error Tidelog has no name for."""
+
+    code = "cluster_error"
+
+
+class ClusterUnavailable(ClusterError):
+    """The external Kafka cluster did not answer (down, unreachable, or too slow)."""
+
+    code = "cluster_unavailable"
+
+
+class Unsupported(TidelogError):
+    """The operation is not available on this cluster (e.g. live metrics or segment sizes on
+    an external Kafka cluster, or a request the cluster's version does not implement)."""
+
+    code = "unsupported"
