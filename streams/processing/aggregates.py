@@ -1,0 +1,170 @@
+"""Mergeable aggregate specs and the accumulator layout the window operator keeps per window.
+
+A window's state is one small list (see the ``K``..``SK`` indexes below): its key, bounds,
+revision, liveness and the running count, sum, min, max and, when a quantile is asked for, a
+DDSketch. Each spec only *reads* that list (``value``); the operator updates the fields that the
+job's specs need (``needs``) inline in its hot loop, so adding an event allocates nothing.
+Everything here is mergeable (count and sum add, min/max compare, sketches merge), which is what
+lets session windows merge.
+
+Quantiles use Datadog's ``ddsketch`` (relative accuracy 1 %: a reported quantile is within 1 %
+of a value whose rank is the requested one), a well-kept, mergeable sketch.
+
+Thread-safety: specs are immutable; accumulators belong to one operator (not thread-safe).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ddsketch import DDSketch
+
+from streams.errors import InvalidConfig
+
+# Accumulator layout (one list per window).
+K, S, E, REV, ALIVE, CNT, SUM, MIN, MAX, SK = range(10)
+ACC_LEN = 10
+SKETCH_ACCURACY = 0.01
+
+NEED_SUM, NEED_MINMAX, NEED_SKETCH = "sum", "minmax", "sketch"
+
+
+def new_acc(key: object, start: int, end: int, sketch: bool) -> list:
+    return [key, start, end, 0, True, 0, 0, math.inf, -math.inf,
+            DDSketch(SKETCH_ACCURACY) if sketch else None]
+
+
+def merge_into(a: list, b: list) -> None:
+    """Fold accumulator `b`'s aggregates into `a` (bounds and revision are the caller's)."""
+    a[CNT] += b[CNT]
+    a[SUM] += b[SUM]
+    if b[MIN] < a[MIN]:
+        a[MIN] = b[MIN]
+    if b[MAX] > a[MAX]:
+        a[MAX] = b[MAX]
+    if a[SK] is not None and b[SK] is not None:
+        a[SK].merge(b[SK])
+
+
+def add_value(acc: list, v: float, need_sum: bool, need_minmax: bool) -> None:
+    """The slow-path update (the hot loops inline the same steps)."""
+    acc[CNT] += 1
+    if need_sum:
+        acc[SUM] += v
+    if need_minmax:
+        if v < acc[MIN]:
+            acc[MIN] = v
+        if v > acc[MAX]:
+            acc[MAX] = v
+    if acc[SK] is not None:
+        acc[SK].add(v)
+
+
+class AggregateSpec:
+    """Base of the aggregate specs: what they need kept, and their value from an accumulator."""
+
+    needs: frozenset[str] = frozenset()
+
+    def value(self, acc: list) -> object:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Count(AggregateSpec):
+    """Number of events in the window (the value given to ``process`` is ignored)."""
+
+    needs = frozenset()
+
+    def value(self, acc: list) -> int:
+        return acc[CNT]
+
+
+@dataclass(frozen=True)
+class Sum(AggregateSpec):
+    needs = frozenset({NEED_SUM})
+
+    def value(self, acc: list) -> float:
+        return acc[SUM]
+
+
+@dataclass(frozen=True)
+class Min(AggregateSpec):
+    """Smallest value; None for a window without events (never emitted in practice)."""
+
+    needs = frozenset({NEED_MINMAX})
+
+    def value(self, acc: list) -> float | None:
+        return acc[MIN] if acc[CNT] else None
+
+
+@dataclass(frozen=True)
+class Max(AggregateSpec):
+    needs = frozenset({NEED_MINMAX})
+
+    def value(self, acc: list) -> float | None:
+        return acc[MAX] if acc[CNT] else None
+
+
+@dataclass(frozen=True)
+class Mean(AggregateSpec):
+    """Sum / count (kept as the two, so it merges exactly)."""
+
+    needs = frozenset({NEED_SUM})
+
+    def value(self, acc: list) -> float | None:
+        return acc[SUM] / acc[CNT] if acc[CNT] else None
+
+
+def _check_q(q: object) -> float:
+    if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 1:
+        raise InvalidConfig("quantile", q, "must be a number between 0 and 1")
+    return float(q)
+
+
+def quantile_name(q: float) -> str:
+    """0.5 -> "p50", 0.95 -> "p95", 0.999 -> "p99.9"."""
+    return f"p{round(q * 100, 6):g}"
+
+
+@dataclass(frozen=True)
+class Quantiles(AggregateSpec):
+    """Approximate quantiles (DDSketch, 1 % relative accuracy) as ``{"p50": .., ...}``;
+    every entry is None for a window without events."""
+
+    qs: tuple[float, ...] = (0.5, 0.95, 0.99)
+    needs = frozenset({NEED_SKETCH, NEED_MINMAX})
+
+    def __post_init__(self) -> None:
+        if not self.qs:
+            raise InvalidConfig("qs", self.qs, "needs at least one quantile")
+        object.__setattr__(self, "qs", tuple(_check_q(q) for q in self.qs))
+
+    def value(self, acc: list) -> dict[str, float | None]:
+        sketch = acc[SK]
+        if not acc[CNT] or sketch is None:
+            return {quantile_name(q): None for q in self.qs}
+        return {quantile_name(q): _clamped(acc, sketch.get_quantile_value(q)) for q in self.qs}
+
+
+@dataclass(frozen=True)
+class Quantile(AggregateSpec):
+    """One approximate quantile as a plain number (what a console panel's "p95" shows)."""
+
+    q: float
+    needs = frozenset({NEED_SKETCH, NEED_MINMAX})
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "q", _check_q(self.q))
+
+    def value(self, acc: list) -> float | None:
+        sketch = acc[SK]
+        if not acc[CNT] or sketch is None:
+            return None
+        return _clamped(acc, sketch.get_quantile_value(self.q))
+
+
+def _clamped(acc: list, estimate: float) -> float:
+    """The sketch's estimate kept within the window's exact min and max (a one-value window
+    reports that value, not a bucket boundary 1 % away)."""
+    return min(max(estimate, acc[MIN]), acc[MAX])

@@ -1,0 +1,550 @@
+"""The window operator: keyed, windowed, mergeable aggregation in event or processing time.
+
+One ``WindowOperator`` owns the state of one job: the open windows (one accumulator list per
+window, see ``aggregates``), the watermark and per-input-partition progress, and two timer
+queues (``heapq`` of due times, each with the bucket of windows due then, so firing never scans
+keys: a tumbling job pushes one heap entry per distinct window end, not per key).
+
+Time semantics (Flink's, in milliseconds; windows are half-open ``[start, end)``):
+
+- **watermark** = ``min`` over the non-idle input partitions of (max event time seen on the
+  partition − ``out_of_orderness_ms``); it never goes back. A partition that has sent nothing
+  for ``idle_timeout_ms`` of the operator's clock is idle and stops holding the watermark back
+  until its next event; if every partition is idle the watermark stays where it is. In
+  processing time the watermark is the clock (read on every ``process``/``advance``).
+- a window **fires** when ``watermark >= end``. With ``grace_ms`` (allowed lateness) it stays
+  open until ``watermark >= end + grace``, then **closes**. An event whose windows have all
+  closed is **late**: counted in ``late_count`` and dropped, or appended to ``side_output``.
+  Within one event the lateness check uses the watermark *before* that event; the event then
+  advances the watermark and due timers fire.
+- emissions (``WindowResult``), ``emit="final"``: revision 0 when the window fires; then one
+  *correction* (``correction=True``, next revision) for each event that arrives within grace;
+  then, when it closes, a closing emission with ``final=True``. With ``grace_ms == 0`` firing
+  and closing coincide: one emission, revision 0, ``final=True``. ``emit="current"``: one
+  emission per update (``correction=True`` when the window had already fired), then the
+  closing ``final=True`` emission. Either way every window ends with exactly one ``final=True``
+  emission (at close, or from ``flush``), whose values are the window's last word.
+- session windows that merge report the bounds of earlier-emitted windows they replace in
+  ``WindowResult.replaces``, so a consumer can drop those.
+
+Performance: tumbling windows in event time take a dedicated loop (``process_many``) that
+allocates nothing per event except the ``(key, start)`` dict key; the other window kinds go
+through a per-event method.
+
+Thread-safety: none; one operator is driven by one thread (the caller serialises).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import time
+from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
+from typing import NamedTuple
+
+from streams.errors import InvalidConfig
+from streams.processing.aggregates import (
+    ACC_LEN,
+    ALIVE,
+    CNT,
+    MAX,
+    MIN,
+    NEED_MINMAX,
+    NEED_SKETCH,
+    NEED_SUM,
+    REV,
+    SK,
+    SUM,
+    AggregateSpec,
+    E,
+    K,
+    S,
+    add_value,
+    merge_into,
+    new_acc,
+)
+from streams.processing.windows import Hopping, Session, Sliding, Tumbling
+
+MIN_TIME = -(1 << 62)  # "no watermark yet": below every real timestamp
+_EMITTED, _REPLACED = ACC_LEN, ACC_LEN + 1  # extra slots of session accumulators
+_first = itemgetter(0)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class WindowResult(NamedTuple):
+    """One emission of one window. ``values`` maps each aggregate's name to its value."""
+
+    key: object
+    start: int
+    end: int
+    values: dict[str, object]
+    revision: int  # 0 = first emission, then 1, 2, ... for the same window
+    correction: bool  # emitted because an event arrived after the window had fired
+    final: bool  # the closing emission: no more updates for this window
+    replaces: tuple[tuple[int, int], ...] = ()  # sessions: earlier-emitted bounds merged away
+
+
+class LateEvent(NamedTuple):
+    key: object
+    value: object
+    event_time: int
+    partition: int
+
+
+Event = tuple[object, object, int | None, int]
+
+
+class WindowOperator:
+    """Windowed aggregation over a keyed stream; see the module docstring for the semantics.
+
+    `aggregates` maps output names to specs (``{"n": Count(), "avg": Mean()}``). Values given
+    to ``process`` must be numbers when any spec other than ``Count`` is used.
+    `clock` (ms) drives processing time and idleness; it defaults to the wall clock. In
+    processing time ``event_time`` is ignored, nothing is ever late and ``grace_ms`` has no
+    effect.
+    """
+
+    def __init__(
+        self,
+        window: Tumbling | Hopping | Sliding | Session,
+        aggregates: Mapping[str, AggregateSpec],
+        *,
+        time: str = "event",
+        out_of_orderness_ms: int = 0,
+        grace_ms: int = 0,
+        idle_timeout_ms: int | None = None,
+        emit: str = "final",
+        late: str = "drop",
+        clock: Callable[[], int] | None = None,
+    ):
+        _check_choice("time", time, ("event", "processing"))
+        _check_choice("emit", emit, ("final", "current"))
+        _check_choice("late", late, ("drop", "side"))
+        _check_ms("out_of_orderness_ms", out_of_orderness_ms)
+        _check_ms("grace_ms", grace_ms)
+        if idle_timeout_ms is not None:
+            _check_ms("idle_timeout_ms", idle_timeout_ms, positive=True)
+        if not isinstance(window, (Tumbling, Hopping, Sliding, Session)):
+            raise InvalidConfig("window", window, "must be Tumbling, Hopping, Sliding or Session")
+        if not aggregates:
+            raise InvalidConfig("aggregates", aggregates, "needs at least one aggregate")
+        for name, spec in aggregates.items():
+            if not isinstance(spec, AggregateSpec):
+                raise InvalidConfig(f"aggregates[{name!r}]", spec, "is not an aggregate spec")
+        self.window = window
+        self._aggs = list(aggregates.items())
+        needs = frozenset().union(*(spec.needs for spec in aggregates.values()))
+        self._need_sum = NEED_SUM in needs
+        self._need_minmax = NEED_MINMAX in needs
+        self._sketch = NEED_SKETCH in needs
+        self._processing = time == "processing"
+        self._ooo = out_of_orderness_ms
+        self._grace = 0 if self._processing else grace_ms
+        self._idle_timeout = None if self._processing else idle_timeout_ms
+        self._current = emit == "current"
+        self._side = late == "side"
+        self._clock = clock or wall_clock_ms
+
+        self._wm = MIN_TIME
+        self._pmax: dict[int, int] = {}  # partition -> max event time seen
+        self._last_seen: dict[int, int] = {}  # partition -> clock at its last event
+        self._idle: set[int] = set()
+        self._fixed: dict[tuple[object, int], list] = {}  # tumbling/hopping: (key, start) -> acc
+        self._sessions: dict[object, list[list]] = {}  # key -> accs sorted by start
+        self._sliding: dict[object, dict[int, list]] = {}  # key -> {end: acc}
+        self._slide_ends: dict[object, list[int]] = {}  # key -> sorted window ends
+        self._slide_buf: dict[object, list[tuple[int, object]]] = {}  # key -> (t, value) by t
+        self._fire_heap: list[int] = []
+        self._fire_at: dict[int, list[list]] = {}
+        self._close_heap: list[int] = []
+        self._close_at: dict[int, list[list]] = {}
+        self._open = 0
+        self._late_count = 0
+        self._corrections = 0
+        self.side_output: list[LateEvent] = []
+
+    # ------------------------------------------------------------------ public state
+
+    @property
+    def watermark(self) -> int | None:
+        return None if self._wm == MIN_TIME else self._wm
+
+    @property
+    def late_count(self) -> int:
+        return self._late_count
+
+    @property
+    def corrections(self) -> int:
+        return self._corrections
+
+    @property
+    def open_windows(self) -> int:
+        return self._open
+
+    @property
+    def idle_partitions(self) -> frozenset[int]:
+        return frozenset(self._idle)
+
+    # ------------------------------------------------------------------ input
+
+    def process(
+        self, key: object, value: object, event_time: int | None = None, partition: int = 0
+    ) -> list[WindowResult]:
+        """Add one event; returns the emissions it caused (possibly none)."""
+        return self.process_many(((key, value, event_time, partition),))
+
+    def process_many(self, events: Iterable[Event]) -> list[WindowResult]:
+        """Add events ``(key, value, event_time, partition)`` in order; returns the emissions."""
+        out: list[WindowResult] = []
+        if self._processing:
+            self._processing_many(events, out)
+        elif type(self.window) is Tumbling:
+            self._tumbling_many(events, out)
+        else:
+            now = self._clock_for_idleness(out)
+            for key, value, t, p in events:
+                if t is None:
+                    raise ValueError("event_time is required in event-time mode")
+                self._note_activity(p, now)
+                if not self._add(key, value, t, p, out):
+                    self._late(key, value, t, p)
+                self._observe(t, p, out)
+        return out
+
+    def advance(self) -> list[WindowResult]:
+        """Re-read the clock: processing-time windows fire, idle partitions are released (which
+        may advance the watermark) and due timers fire."""
+        out: list[WindowResult] = []
+        if self._processing:
+            self._set_watermark(self._clock(), out)
+        else:
+            self._clock_for_idleness(out)
+        return out
+
+    def flush(self) -> list[WindowResult]:
+        """End of a bounded input: every open window emits its closing (``final``) result, in
+        order of window end, and the operator holds nothing afterwards."""
+        out: list[WindowResult] = []
+        accs = [a for a in self._all_windows() if a[ALIVE]]
+        accs.sort(key=lambda a: (a[E], a[S]))
+        for acc in accs:
+            acc[ALIVE] = False
+            self._emit(acc, False, True, out)
+        for state in (self._fixed, self._sessions, self._sliding, self._slide_ends,
+                      self._slide_buf, self._fire_at, self._close_at):
+            state.clear()
+        self._fire_heap.clear()
+        self._close_heap.clear()
+        self._open = 0
+        return out
+
+    # ------------------------------------------------------------------ hot loop: tumbling
+
+    def _tumbling_many(self, events: Iterable[Event], out: list[WindowResult]) -> None:
+        size = self.window.size_ms
+        grace, ooo = self._grace, self._ooo
+        fixed, pmax = self._fixed, self._pmax
+        need_sum, need_minmax, sketch = self._need_sum, self._need_minmax, self._sketch
+        current = self._current
+        fire_heap, close_heap = self._fire_heap, self._close_heap
+        now = self._clock_for_idleness(out)
+        track = now is not None
+        last_seen, idle = self._last_seen, self._idle
+        wm = self._wm
+        for key, v, t, p in events:
+            if track:
+                last_seen[p] = now
+                if p in idle:
+                    idle.discard(p)
+            start = t - t % size
+            end = start + size
+            if end + grace <= wm:
+                self._late(key, v, t, p)
+                continue
+            acc = fixed.get((key, start))
+            if acc is None:
+                acc = self._open_fixed(key, start, end)
+            acc[CNT] += 1
+            if need_sum:
+                acc[SUM] += v
+            if need_minmax:
+                if v < acc[MIN]:
+                    acc[MIN] = v
+                if v > acc[MAX]:
+                    acc[MAX] = v
+            if sketch:
+                acc[SK].add(v)
+            if current or end <= wm:
+                self._emit(acc, end <= wm and acc[REV] > 0, False, out)
+            if t > pmax.get(p, MIN_TIME):
+                pmax[p] = t
+                cand = (t if len(pmax) == 1 else self._min_active()) - ooo
+                if cand > wm:
+                    self._wm = wm = cand
+                    if (fire_heap and fire_heap[0] <= wm) or (close_heap and close_heap[0] <= wm):
+                        self._fire_due(out)
+
+    # ------------------------------------------------------------------ processing time
+
+    def _processing_many(self, events: Iterable[Event], out: list[WindowResult]) -> None:
+        now = self._clock()
+        self._set_watermark(now, out)
+        for key, value, _t, p in events:
+            self._add(key, value, now, p, out)
+
+    # ------------------------------------------------------------------ generic add
+
+    def _add(self, key: object, v: object, t: int, p: int, out: list[WindowResult]) -> bool:
+        """Add to the event's windows; False when they have all closed (a late event)."""
+        window = self.window
+        if type(window) is Session:
+            return self._add_session(key, v, t, out)
+        if type(window) is Sliding:
+            return self._add_sliding(key, v, t, out)
+        size, grace, wm = window.size_ms, self._grace, self._wm
+        starts = window.starts(t)
+        added = not starts  # a hopping gap: in no window, but not late either
+        for start in starts:
+            end = start + size
+            if end + grace <= wm:
+                continue
+            acc = self._fixed.get((key, start)) or self._open_fixed(key, start, end)
+            self._update(acc, v, out)
+            added = True
+        return added
+
+    def _update(self, acc: list, v: object, out: list[WindowResult]) -> None:
+        add_value(acc, v, self._need_sum, self._need_minmax)
+        fired = acc[E] <= self._wm
+        if self._current or fired:
+            self._emit(acc, fired and acc[REV] > 0, False, out)
+
+    def _open_fixed(self, key: object, start: int, end: int) -> list:
+        acc = new_acc(key, start, end, self._sketch)
+        self._fixed[(key, start)] = acc
+        self._open += 1
+        self._schedule(acc)
+        return acc
+
+    def _schedule(self, acc: list) -> None:
+        """Timer for the window's next step at its current end: fire, or close when emitting
+        "current" or when the watermark has already passed the end (a window opened or
+        extended within grace emits from the update itself)."""
+        if self._current or acc[E] <= self._wm:
+            _push(self._close_heap, self._close_at, acc[E] + self._grace, acc)
+        else:
+            _push(self._fire_heap, self._fire_at, acc[E], acc)
+
+    # ------------------------------------------------------------------ sessions
+
+    def _add_session(self, key: object, v: object, t: int, out: list[WindowResult]) -> bool:
+        gap = self.window.gap_ms
+        sessions = self._sessions.get(key)
+        if sessions is None:
+            sessions = self._sessions[key] = []
+        lo, hi = t, t + gap
+        hits = [a for a in sessions if a[S] < hi and lo < a[E]]
+        for a in hits:
+            lo, hi = min(lo, a[S]), max(hi, a[E])
+        if hi + self._grace <= self._wm:
+            if not sessions:
+                del self._sessions[key]
+            return False
+        if not hits:
+            acc = new_acc(key, lo, hi, self._sketch) + [None, []]
+            bisect.insort(sessions, acc, key=_start)
+            self._open += 1
+            self._schedule(acc)
+        else:
+            acc = hits[0]  # the earliest: sessions are sorted by start
+            for b in hits[1:]:
+                self._absorb(acc, b, sessions)
+            old_end = acc[E]
+            acc[S], acc[E] = lo, hi
+            if hi != old_end or len(hits) > 1:
+                self._schedule(acc)
+        self._update(acc, v, out)
+        return True
+
+    def _absorb(self, acc: list, b: list, sessions: list[list]) -> None:
+        merge_into(acc, b)
+        acc[REV] = max(acc[REV], b[REV])
+        if b[_EMITTED] is not None:
+            acc[_REPLACED].append(b[_EMITTED])
+        acc[_REPLACED].extend(b[_REPLACED])
+        b[ALIVE] = False
+        sessions.remove(b)
+        self._open -= 1
+
+    # ------------------------------------------------------------------ sliding
+
+    def _add_sliding(self, key: object, v: object, t: int, out: list[WindowResult]) -> bool:
+        size = self.window.size_ms
+        if t + 1 + self._grace <= self._wm:
+            return False
+        wins = self._sliding.setdefault(key, {})
+        ends = self._slide_ends.setdefault(key, [])
+        buf = self._slide_buf.setdefault(key, [])
+        if t + 1 not in wins:
+            acc = new_acc(key, t + 1 - size, t + 1, self._sketch)
+            lo = bisect.bisect_right(buf, t - size, key=_first)
+            hi = bisect.bisect_right(buf, t, key=_first)
+            for _, old in buf[lo:hi]:
+                add_value(acc, old, self._need_sum, self._need_minmax)
+            wins[t + 1] = acc
+            bisect.insort(ends, t + 1)
+            self._open += 1
+            self._schedule(acc)
+        # every window containing t: ends in (t, t + size]
+        i, j = bisect.bisect_right(ends, t), bisect.bisect_right(ends, t + size)
+        for end in ends[i:j]:
+            self._update(wins[end], v, out)
+        bisect.insort(buf, (t, v), key=_first)
+        return True
+
+    def _prune_sliding(self, key: object) -> None:
+        """Forget buffered events no future window can hold; drop an empty key."""
+        buf = self._slide_buf.get(key)
+        if buf is not None:
+            del buf[: bisect.bisect_right(buf, self._wm - self._grace - self.window.size_ms,
+                                          key=_first)]
+        if not self._sliding.get(key) and not buf:
+            for state in (self._sliding, self._slide_ends, self._slide_buf):
+                state.pop(key, None)
+
+    # ------------------------------------------------------------------ watermark and timers
+
+    def _clock_for_idleness(self, out: list[WindowResult]) -> int | None:
+        """With an idle timeout: read the clock once, mark partitions idle, maybe advance."""
+        if self._idle_timeout is None:
+            return None
+        now = self._clock()
+        newly = [p for p, seen in self._last_seen.items()
+                 if p not in self._idle and now - seen >= self._idle_timeout]
+        if newly:
+            self._idle.update(newly)
+            active = self._min_active()
+            if active is not None:
+                self._set_watermark(active - self._ooo, out)
+        return now
+
+    def _note_activity(self, p: int, now: int | None) -> None:
+        if now is not None:
+            self._last_seen[p] = now
+            self._idle.discard(p)
+
+    def _observe(self, t: int, p: int, out: list[WindowResult]) -> None:
+        if t > self._pmax.get(p, MIN_TIME):
+            self._pmax[p] = t
+            self._set_watermark(self._min_active() - self._ooo, out)
+
+    def _min_active(self) -> int | None:
+        idle = self._idle
+        values = [m for p, m in self._pmax.items() if p not in idle]
+        return min(values) if values else None
+
+    def _set_watermark(self, candidate: int, out: list[WindowResult]) -> None:
+        if candidate > self._wm:
+            self._wm = candidate
+            self._fire_due(out)
+
+    def _fire_due(self, out: list[WindowResult]) -> None:
+        """Run the timers due at the watermark, earliest first (a fire before a close)."""
+        wm, grace = self._wm, self._grace
+        fire_heap, close_heap = self._fire_heap, self._close_heap
+        while True:
+            f = fire_heap[0] if fire_heap and fire_heap[0] <= wm else None
+            c = close_heap[0] if close_heap and close_heap[0] <= wm else None
+            if f is None and c is None:
+                return
+            if f is not None and (c is None or f <= c):
+                heapq.heappop(fire_heap)
+                for acc in self._fire_at.pop(f):
+                    if acc[ALIVE] and acc[E] == f:
+                        self._fire(acc, out)
+            else:
+                heapq.heappop(close_heap)
+                for acc in self._close_at.pop(c):
+                    if acc[ALIVE] and acc[E] + grace == c:
+                        self._close(acc, out)
+
+    def _fire(self, acc: list, out: list[WindowResult]) -> None:
+        if self._grace == 0:
+            self._close(acc, out)
+        else:
+            self._emit(acc, acc[REV] > 0, False, out)
+            _push(self._close_heap, self._close_at, acc[E] + self._grace, acc)
+
+    def _close(self, acc: list, out: list[WindowResult]) -> None:
+        self._emit(acc, False, True, out)
+        acc[ALIVE] = False
+        self._open -= 1
+        key = acc[K]
+        window = self.window
+        if type(window) is Session:
+            sessions = self._sessions[key]
+            sessions.remove(acc)
+            if not sessions:
+                del self._sessions[key]
+        elif type(window) is Sliding:
+            del self._sliding[key][acc[E]]
+            ends = self._slide_ends[key]
+            del ends[bisect.bisect_left(ends, acc[E])]
+            self._prune_sliding(key)
+        else:
+            del self._fixed[(key, acc[S])]
+
+    def _emit(self, acc: list, correction: bool, final: bool, out: list[WindowResult]) -> None:
+        values = {name: spec.value(acc) for name, spec in self._aggs}
+        replaces: tuple[tuple[int, int], ...] = ()
+        if len(acc) > ACC_LEN:  # a session: report the bounds it replaces
+            bounds = (acc[S], acc[E])
+            old = [b for b in acc[_REPLACED] if b != bounds]
+            if acc[_EMITTED] is not None and acc[_EMITTED] != bounds:
+                old.append(acc[_EMITTED])
+            replaces = tuple(sorted(set(old)))
+            acc[_EMITTED], acc[_REPLACED] = bounds, []
+        out.append(WindowResult(acc[K], acc[S], acc[E], values, acc[REV], correction, final,
+                                replaces))
+        acc[REV] += 1
+        if correction:
+            self._corrections += 1
+
+    def _late(self, key: object, value: object, t: int, p: int) -> None:
+        self._late_count += 1
+        if self._side:
+            self.side_output.append(LateEvent(key, value, t, p))
+
+    def _all_windows(self) -> Iterable[list]:
+        yield from self._fixed.values()
+        for sessions in self._sessions.values():
+            yield from sessions
+        for wins in self._sliding.values():
+            yield from wins.values()
+
+
+def _start(acc: list) -> int:
+    return acc[S]
+
+
+def _push(heap: list[int], buckets: dict[int, list[list]], due: int, acc: list) -> None:
+    bucket = buckets.get(due)
+    if bucket is None:
+        buckets[due] = bucket = []
+        heapq.heappush(heap, due)
+    bucket.append(acc)
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise InvalidConfig(name, value, f"must be one of {', '.join(choices)}")
+
+
+def _check_ms(name: str, value: object, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+        kind = "a positive" if positive else "a non-negative"
+        raise InvalidConfig(name, value, f"must be {kind} whole number of milliseconds")
