@@ -237,3 +237,16 @@ class Unsupported(TidelogError):
     an external Kafka cluster, or a request the cluster's version does not implement)."""
 
     code = "unsupported"
+
+
+# --------------------------------------------------------------------------- stream processing
+
+
+class UnknownPanel(TidelogError):
+    """No aggregation job runs for this panel id (``streams.processing.panels.PanelJobs``)."""
+
+    code = "unknown_panel"
+
+    def __init__(self, panel_id: str):
+        super().__init__(f"no aggregation job for panel {panel_id!r}")
+        self.panel_id = panel_id
