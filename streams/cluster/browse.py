@@ -25,7 +25,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 
-from streams.errors import InvalidRecord, OffsetOutOfRange
+from streams.errors import InvalidRecord, OffsetOutOfRange, UnknownPartition
 from streams.log import LogStore, Record
 
 FIELDS = ("key", "value", "header_key", "header_value")
@@ -135,15 +135,14 @@ def decode_cursor(cursor: str) -> tuple[str, dict[int, int]]:
 
 
 def browse(store: LogStore, req: BrowseRequest, clock: Callable[[], float] = time.monotonic):
-    """Run one bounded page of a browse; see the module docstring."""
+    """Run one bounded page of a browse; see the module docstring. `store` is a LogStore or
+    anything answering its read questions (``partition_count``, ``offsets``,
+    ``offset_for_timestamp``, ``read``), such as ``kafka_io.ClusterView``."""
     started = clock()
-    partitions = (
-        [req.partition]
-        if req.partition is not None
-        else list(range(store.partition_count(req.topic)))
-    )
-    if req.partition is not None:
-        store.partition_log(req.topic, req.partition)  # UnknownPartition early
+    count = store.partition_count(req.topic)  # UnknownTopic early
+    if req.partition is not None and not 0 <= req.partition < count:
+        raise UnknownPartition(req.topic, req.partition, count)
+    partitions = [req.partition] if req.partition is not None else list(range(count))
     bounds = {p: store.offsets(req.topic, p) for p in partitions}
     if req.cursor:
         direction, positions = decode_cursor(req.cursor)

@@ -1,0 +1,428 @@
+"""``KafkaCluster``: the Cluster interface over any Kafka-protocol cluster (Tidelog's own
+listener, Apache Kafka, Redpanda), through confluent-kafka.
+
+It answers the same methods as ``LocalCluster`` with the same dataclasses and domain errors, so
+the console and the JSON API do not know which one they talk to. The logic is streams' own:
+browse (filters, cursors, merge) runs ``streams.cluster.browse.browse`` over a ``ClusterView``,
+lag is ``streams.groups.lag.group_lag`` and reset plans are ``streams.groups.reset.plan_reset``
+over offsets fetched from the cluster; only the I/O differs (see ``kafka_io``).
+
+What an external cluster cannot tell is reported as unknown rather than invented: segment sizes
+and counts (0), topic creation time (0), commit timestamps and group generations. Deleting one
+topic's offsets from a group (OffsetDelete) is not in the client library: ``Unsupported``.
+
+Thread-safety: safe to share between threads (one instance per process, see
+``brokerui.cluster``); each call builds its own views.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+from streams import errors as se
+from streams.cluster import GroupDetail, GroupSummary, ProduceRequest, PurgeResult, TopicSummary
+from streams.cluster.browse import BrowseRequest, BrowseResult, browse
+from streams.cluster.kafka_io import ClusterView, GroupView, KafkaClients, domain_error, result
+from streams.groups import GroupLag, ResetPlan, ResetScope, ResetStrategy, group_lag, plan_reset
+from streams.log import AppendResult, TopicDescription
+from streams.log.config import LONG_MAX, SCHEMA, validate_topic_name
+from streams.log.store import PartitionDescription, is_internal
+
+# Kafka's topic defaults, for keys a cluster leaves out of DescribeConfigs. They are Tidelog's
+# except the flush policy: Kafka leaves flushing to the OS page cache.
+KAFKA_DEFAULTS = {key: default for key, (default, *_) in SCHEMA.items()}
+KAFKA_DEFAULTS["flush.messages"] = str(LONG_MAX)
+ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
+
+
+def parse_cluster_url(url: str) -> str:
+    """``kafka://host:port[,host2:port]`` -> the bootstrap list ``host:port,host2:port``."""
+    parts = urlsplit(url.strip())
+    if parts.scheme != "kafka" or not parts.netloc or parts.path not in ("", "/"):
+        raise se.InvalidConfig("TIDELOG_CLUSTER", url, "expected kafka://host:port[,host:port]")
+    servers = [s.strip() for s in parts.netloc.split(",") if s.strip()]
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise se.InvalidConfig("TIDELOG_CLUSTER", url, f"{server!r} is not host:port")
+    return ",".join(servers)
+
+
+class KafkaCluster:
+    """The Cluster interface over a Kafka-protocol cluster at `bootstrap` (``host:port,...``)."""
+
+    external = True  # the console hides local-only features (live metrics, segment files)
+
+    def __init__(self, bootstrap: str, *, timeout_s: float = 10.0, client_config=None):
+        self.bootstrap = bootstrap
+        self.clients = KafkaClients(bootstrap, timeout_s, client_config)
+        self.timeout = timeout_s
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs) -> KafkaCluster:
+        return cls(parse_cluster_url(url), **kwargs)
+
+    def close(self) -> None:
+        self.clients.close()
+
+    def _view(self) -> ClusterView:
+        return ClusterView(self.clients)
+
+    # ================================================================== topics
+
+    def list_topics(
+        self, *, include_internal: bool = False, name_filter: str = ""
+    ) -> list[TopicSummary]:
+        view = self._view()
+        needle = name_filter.strip().lower()
+        names = [n for n in view.list_topics(include_internal) if not needle or needle in n.lower()]
+        configs = self._configs(names)
+        view.prefetch((n, p) for n in names for p in range(view.partition_count(n)))
+        return [self._summary(view, n, configs.get(n, ({}, set()))) for n in names]
+
+    def _summary(self, view: ClusterView, name: str, config) -> TopicSummary:
+        d = self._describe(view, name, config, {})
+        return TopicSummary(
+            name=name,
+            internal=d.internal,
+            partitions=len(d.partitions),
+            record_count=d.record_count,
+            size_bytes=0,
+            cleanup_policy=d.config["cleanup.policy"],
+            retention_ms=int(d.config["retention.ms"]),
+            last_append_ms=None,
+        )
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        view = self._view()
+        view.partition_count(name)  # UnknownTopic first
+        config = self._configs([name]).get(name, ({}, set()))
+        tps = [(name, p) for p in range(view.partition_count(name))]
+        return self._describe(view, name, config, view.last_timestamps(tps))
+
+    def _describe(self, view, name, config_and_set, last: dict) -> TopicDescription:
+        config, overridden = config_and_set
+        parts = []
+        for p in range(view.partition_count(name)):
+            start, end = view.offsets(name, p)
+            parts.append(PartitionDescription(p, start, end, end, 0, 0, last.get((name, p))))
+        overrides = {k: v for k, v in config.items() if k in overridden}
+        return TopicDescription(
+            name=name,
+            topic_id="",
+            internal=is_internal(name),
+            config={**KAFKA_DEFAULTS, **config},
+            overrides=overrides,
+            partitions=parts,
+            created_ms=0,
+        )
+
+    def _configs(self, names: Sequence[str]) -> dict[str, tuple[dict[str, str], set[str]]]:
+        """Per topic: its config as the cluster reports it, and the keys set on the topic."""
+        if not names:
+            return {}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+        futures = self.clients.admin.describe_configs(resources, request_timeout=self.timeout)
+        out = {}
+        for resource, future in futures.items():
+            try:
+                entries = result(future, self.timeout + 1, topic=resource.name)
+            except se.Unsupported:
+                entries = {}
+            values = {k: e.value for k, e in entries.items() if e.value is not None}
+            dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            out[resource.name] = (values, {k for k, e in entries.items() if e.source == dynamic})
+        return out
+
+    def topic_groups(self, name: str) -> list[tuple[str, str, int]]:
+        """(group, state, lag on this topic) for every group reading the topic."""
+        view = self._view()
+        view.partition_count(name)
+        groups = GroupView(self.clients)
+        listed = groups.list_groups()
+        ids = [gid for gid, _ in listed]
+        groups.committed_many(ids)
+        groups.describe_many(ids)
+        out = []
+        for gid, _ in listed:
+            desc = groups.describe_group(gid)
+            reads = any(t == name for t, _ in groups.committed(gid)) or any(
+                name in m.assignment for m in desc.members
+            )
+            if reads:
+                lag = group_lag(groups, view, gid)
+                out.append((gid, desc.state, lag.by_topic().get(name, 0)))
+        return out
+
+    def create_topic(self, *, name: str, partitions: int = 1, config: dict | None = None):
+        _refuse_internal(name, "created")
+        validate_topic_name(name)
+        config = {k: str(v) for k, v in (config or {}).items()}
+        # replication factor -1: the cluster's default.replication.factor (KIP-464)
+        topic = NewTopic(name, partitions, -1, config=config)
+        futures = self.clients.admin.create_topics([topic], request_timeout=self.timeout)
+        result(futures[name], self.timeout + 1, topic=name)
+        return self._await_topic(name)
+
+    def _await_topic(self, name: str) -> TopicDescription:
+        """Metadata reaches every broker shortly after CreateTopics answers: wait for it."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self.describe_topic(name)
+            except (se.UnknownTopic, se.ClusterError):  # no leaders known yet, for a moment
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def alter_topic_config(
+        self, *, name: str, set_: dict | None = None, delete: Sequence[str] = ()
+    ):
+        _refuse_internal(name, "reconfigured")
+        self._view().partition_count(name)
+        ops = [
+            ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET)
+            for k, v in (set_ or {}).items()
+        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=ops)
+        futures = self.clients.admin.incremental_alter_configs(
+            [resource], request_timeout=self.timeout
+        )
+        for future in futures.values():
+            result(future, self.timeout + 1, topic=name)
+        return self.describe_topic(name)
+
+    def add_partitions(self, *, name: str, total: int):
+        _refuse_internal(name, "given partitions")
+        current = self._view().partition_count(name)
+        if total <= current:
+            raise se.InvalidPartitions(
+                f"topic {name!r} has {current} partitions; Kafka only adds partitions"
+            )
+        futures = self.clients.admin.create_partitions(
+            [NewPartitions(name, total)], request_timeout=self.timeout
+        )
+        result(futures[name], self.timeout + 1, topic=name)
+        deadline = time.monotonic() + self.timeout
+        while self._view().partition_count(name) < total and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.describe_topic(name)
+
+    def delete_topic(self, *, name: str) -> None:
+        _refuse_internal(name, "deleted")
+        self._view().partition_count(name)
+        futures = self.clients.admin.delete_topics([name], request_timeout=self.timeout)
+        result(futures[name], self.timeout + 1, topic=name)
+
+    def purge(
+        self,
+        *,
+        topic: str,
+        partitions: Sequence[int] | None = None,
+        before_offset: int | None = None,
+        before_timestamp_ms: int | None = None,
+    ) -> PurgeResult:
+        """DeleteRecords below an offset, before a timestamp, or all (see LocalCluster)."""
+        _refuse_internal(topic, "purged")
+        view = self._view()
+        count = view.partition_count(topic)
+        config = {**KAFKA_DEFAULTS, **self._configs([topic]).get(topic, ({}, set()))[0]}
+        if config["cleanup.policy"] == "compact":
+            raise se.InvalidRecord(
+                f"topic {topic!r} is compacted (cleanup.policy=compact): its records are deleted "
+                "by key, with tombstones; purging by offset is refused"
+            )
+        chosen = [p for p in (range(count) if partitions is None else partitions) if p < count]
+        before, targets = {}, {}
+        for p in chosen:
+            start, end = view.offsets(topic, p)
+            before[p] = start
+            if before_offset is not None:
+                targets[p] = min(max(before_offset, start), end)
+            elif before_timestamp_ms is not None:
+                found = view.offset_for_timestamp(topic, p, before_timestamp_ms)
+                targets[p] = end if found is None else max(found, start)
+            else:
+                targets[p] = end
+        return PurgeResult(topic, before, self._delete_records(topic, targets))
+
+    def _delete_records(self, topic: str, targets: dict[int, int]) -> dict[int, int]:
+        if not targets:
+            return {}
+        request = [TopicPartition(topic, p, o) for p, o in targets.items()]
+        futures = self.clients.admin.delete_records(request, request_timeout=self.timeout)
+        return {
+            tp.partition: result(f, self.timeout + 1, topic=topic).low_watermark
+            for tp, f in futures.items()
+        }
+
+    # ================================================================== records
+
+    def browse(self, request: BrowseRequest) -> BrowseResult:
+        return browse(self._view(), request)
+
+    def produce(self, *, topic: str, records: Sequence[ProduceRequest]) -> list[AppendResult]:
+        _refuse_internal(topic, "written to")
+        if not records:
+            raise se.InvalidRecord("nothing to produce")
+        view = self._view()
+        for r in records:  # refuse before sending: a client would wait for the topic to appear
+            if r.partition is not None:
+                view.check_partition(topic, r.partition)
+            else:
+                view.partition_count(topic)
+        return [self._produce_one(topic, r) for r in records]
+
+    def _produce_one(self, topic: str, r: ProduceRequest) -> AppendResult:
+        producer = self.clients.producer()
+        outcome: list = []
+        kwargs = {"key": r.key, "value": r.value, "headers": list(r.headers)}
+        if r.partition is not None:
+            kwargs["partition"] = r.partition
+        if r.timestamp_ms is not None:
+            kwargs["timestamp"] = r.timestamp_ms
+        try:
+            producer.produce(topic, on_delivery=lambda e, m: outcome.append((e, m)), **kwargs)
+        except BufferError as exc:
+            raise se.ClusterUnavailable(f"the producer queue is full: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - KafkaException for a record over the limit
+            raise domain_error(exc, topic=topic) from None
+        producer.flush(self.timeout)
+        if not outcome:
+            raise se.ClusterUnavailable(f"no acknowledgement within {self.timeout:g} s")
+        err, msg = outcome[0]
+        if err is not None:
+            raise domain_error(err, topic=topic)
+        return AppendResult(topic, msg.partition(), msg.offset(), msg.timestamp()[1])
+
+    def read(self, *, topic: str, partition: int, offset: int, max_records: int = 100):
+        return self._view().read(topic, partition, offset, max_records)
+
+    def offset_for_timestamp(self, *, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        return self._view().offset_for_timestamp(topic, partition, timestamp_ms)
+
+    # ================================================================== groups
+
+    def list_groups(self) -> list[GroupSummary]:
+        view, groups = self._view(), GroupView(self.clients)
+        listed = groups.list_groups()
+        ids = [gid for gid, _ in listed]
+        groups.describe_many(ids)
+        groups.committed_many(ids)
+        view.prefetch(tp for gid in ids for tp in groups.committed(gid) if tp[0] in view.topics())
+        out = []
+        for gid in ids:
+            desc, lag = groups.describe_group(gid), group_lag(groups, view, gid)
+            topics = sorted(set(lag.topics) | {t for m in desc.members for t in m.subscription})
+            fallen = sum(1 for p in lag.partitions if p.fallen_behind_retention)
+            out.append(
+                GroupSummary(gid, desc.state, len(desc.members), tuple(topics), lag.total, fallen)
+            )
+        return out
+
+    def describe_group(self, group_id: str) -> GroupDetail:
+        groups = GroupView(self.clients)
+        desc = groups.describe_group(group_id)
+        if not desc.members and not groups.committed(group_id):
+            # Kafka describes any id (as Dead or Empty); the console wants "no such group"
+            raise se.UnknownGroup(group_id)
+        return GroupDetail(desc, group_lag(groups, self._view(), group_id))
+
+    def group_lag(self, group_id: str) -> GroupLag:
+        return group_lag(GroupView(self.clients), self._view(), group_id)
+
+    def plan_reset(self, *, group_id: str, strategy: ResetStrategy, scope: ResetScope) -> ResetPlan:
+        return plan_reset(GroupView(self.clients), self._view(), group_id, strategy, scope)
+
+    def execute_reset(self, *, plan: ResetPlan) -> None:
+        """Commit the plan's targets with the admin client, only if the group is Empty and its
+        offsets are still those the plan was made from (as LocalCluster). Kafka itself refuses
+        an admin commit while members are active: both refusals become GroupNotEmpty."""
+        groups = GroupView(self.clients)
+        self._refuse_active(groups, plan.group_id)
+        now = {tp: c.offset for tp, c in groups.committed(plan.group_id).items()}
+        changed = [
+            f"{r.topic}-{r.partition}"
+            for r in plan.rows
+            if now.get((r.topic, r.partition)) != r.current
+        ]
+        if changed:
+            raise se.OffsetsChanged(plan.group_id, changed)
+        offsets = [TopicPartition(r.topic, r.partition, r.target) for r in plan.rows]
+        if not offsets:
+            return
+        request = [ConsumerGroupTopicPartitions(plan.group_id, offsets)]
+        futures = self.clients.admin.alter_consumer_group_offsets(
+            request, request_timeout=self.timeout
+        )
+        try:
+            answer = futures[plan.group_id].result(timeout=self.timeout + 1)
+        except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout
+            raise self._reset_error(exc, plan.group_id) from None
+        for tp in answer.topic_partitions:
+            if tp.error is not None:
+                raise self._reset_error(tp.error, plan.group_id)
+
+    def _refuse_active(self, groups: GroupView, group_id: str) -> None:
+        desc = groups.describe_group(group_id)
+        if desc.members or desc.state in ACTIVE_STATES:
+            raise se.GroupNotEmpty(group_id, desc.state, [m.member_id for m in desc.members])
+
+    def _reset_error(self, exc, group_id: str) -> se.TidelogError:
+        err = exc
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            err = exc.args[0]
+        if isinstance(err, KafkaError) and err.code() in {
+            KafkaError.UNKNOWN_MEMBER_ID,
+            KafkaError.ILLEGAL_GENERATION,
+            KafkaError.REBALANCE_IN_PROGRESS,
+            KafkaError.NON_EMPTY_GROUP,
+        }:
+            desc = GroupView(self.clients).describe_group(group_id)
+            return se.GroupNotEmpty(group_id, desc.state, [m.member_id for m in desc.members])
+        if isinstance(exc, TimeoutError):
+            return se.ClusterUnavailable(f"no answer within {self.timeout:g} s")
+        return domain_error(err, group=group_id)
+
+    def delete_group(self, *, group_id: str) -> None:
+        groups = GroupView(self.clients)
+        self.describe_group(group_id)  # UnknownGroup
+        self._refuse_active(groups, group_id)
+        futures = self.clients.admin.delete_consumer_groups(
+            [group_id], request_timeout=self.timeout
+        )
+        try:
+            futures[group_id].result(timeout=self.timeout + 1)
+        except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout
+            raise self._reset_error(exc, group_id) from None
+
+    def delete_group_offsets(self, *, group_id: str, topic: str) -> list[tuple[str, int]]:
+        raise se.Unsupported(
+            "deleting one topic's offsets from a group (OffsetDelete) is not available on an "
+            "external Kafka cluster from the console; delete the group, or reset its offsets"
+        )
+
+    def is_internal(self, topic: str) -> bool:
+        return is_internal(topic)
+
+
+def _refuse_internal(topic: str, action: str) -> None:
+    if is_internal(topic):
+        raise se.InternalTopic(topic, action)

@@ -1,0 +1,391 @@
+"""The I/O half of ``KafkaCluster``: confluent-kafka clients, error mapping, and the read views
+that let streams' pure logic (browse, lag, reset plans) run against a remote cluster.
+
+- ``KafkaClients`` owns one AdminClient, one Producer and one assign-only Consumer (its
+  ``group.id`` is never joined nor committed to: it only reads by assign + seek).
+- ``domain_error`` turns a ``KafkaError`` into the engine's domain error with a stable code.
+- ``ClusterView`` answers the store questions (``list_topics``, ``partition_count``, ``offsets``,
+  ``offset_for_timestamp``, ``read``) that ``browse``, ``group_lag`` and ``plan_reset`` ask;
+  ``GroupView`` answers the coordinator questions (``committed``, ``group_state``,
+  ``describe_group``). Both cache what they fetched, so one view serves one console request
+  with a handful of round trips; make a new view per request to see new data.
+
+Thread-safety: AdminClient and Producer are thread-safe; the reading Consumer is used under a
+lock (assign + consume is a sequence that must not interleave). Views are per request, not
+shared between threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from streams import errors as se
+from streams.groups.coordinator import GroupDescription, MemberDescription
+from streams.log import Record
+
+STATE_NAMES = {
+    ConsumerGroupState.UNKNOWN: "Unknown",
+    ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
+    ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
+    ConsumerGroupState.STABLE: "Stable",
+    ConsumerGroupState.DEAD: "Dead",
+    ConsumerGroupState.EMPTY: "Empty",
+}
+_UNREACHABLE = {
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError.REQUEST_TIMED_OUT,
+}
+_UNSUPPORTED = {
+    KafkaError.UNSUPPORTED_VERSION,
+    KafkaError._UNSUPPORTED_FEATURE,
+    KafkaError.INVALID_REQUEST,
+}
+# What the OffsetCommit of an admin (generation -1) gets while the group has members.
+_GROUP_ACTIVE = {
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.NON_EMPTY_GROUP,
+}
+
+
+def domain_error(
+    err: KafkaError | BaseException, *, topic: str | None = None, group: str | None = None
+) -> se.TidelogError:
+    """The domain error for a client error; unknown codes become ``ClusterError``."""
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        err = err.args[0]
+    if not isinstance(err, KafkaError):
+        return se.ClusterError(f"Kafka client error: {err}")
+    code, text = err.code(), err.str()
+    if code in _UNREACHABLE:
+        return se.ClusterUnavailable(f"the Kafka cluster did not answer in time: {text}")
+    if code in _UNSUPPORTED:
+        return se.Unsupported(f"the Kafka cluster does not support this request: {text}")
+    if code == KafkaError.UNKNOWN_TOPIC_OR_PART and topic:
+        return se.UnknownTopic(topic)
+    if code == KafkaError.TOPIC_ALREADY_EXISTS and topic:
+        return se.TopicAlreadyExists(topic)
+    if code == KafkaError.TOPIC_EXCEPTION:
+        return se.InvalidTopicName(text)
+    if code in (KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR):
+        return se.InvalidPartitions(text)
+    if code == KafkaError.INVALID_CONFIG:
+        return se.InvalidConfig("config", "", text)
+    if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
+        return se.RecordTooLarge(text)
+    if code == KafkaError.GROUP_ID_NOT_FOUND and group:
+        return se.UnknownGroup(group)
+    if code == KafkaError.POLICY_VIOLATION:
+        return se.InvalidRecord(f"refused by the cluster's policy: {text}")
+    return se.ClusterError(f"Kafka error {err.name()}: {text}")
+
+
+def result(future, timeout: float, *, topic: str | None = None, group: str | None = None):
+    """A future's value, with client errors turned into domain errors."""
+    try:
+        return future.result(timeout=timeout)
+    except KafkaException as exc:
+        raise domain_error(exc, topic=topic, group=group) from None
+    except TimeoutError:
+        raise se.ClusterUnavailable(f"the Kafka cluster did not answer in {timeout:g} s") from None
+
+
+class KafkaClients:
+    """One connection set per cluster: admin, producer and an assign-only reading consumer."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0, extra: dict | None = None):
+        self.bootstrap = bootstrap
+        self.timeout = timeout_s
+        base = {
+            "bootstrap.servers": bootstrap,
+            "client.id": "tidelog-console",
+            # idle connections closed by the cluster are normal: do not log each one
+            "log.connection.close": False,
+            **(extra or {}),
+        }
+        self.base = base
+        self.admin = AdminClient(base)
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._lock = threading.Lock()
+
+    def producer(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer(
+                    {
+                        **self.base,
+                        "acks": "all",
+                        "linger.ms": 0,
+                        # Kafka's Java clients hash keys with murmur2: the same key lands on
+                        # the same partition whichever client produced it
+                        "partitioner": "murmur2_random",
+                        "message.timeout.ms": int(self.timeout * 1000),
+                    }
+                )
+            return self._producer
+
+    def read(self, topic: str, partition: int, offset: int, limit: int, end: int) -> list[Record]:
+        """Up to `limit` records of one partition from `offset`, stopping at `end`."""
+        if offset >= end or limit <= 0:
+            return []
+        with self._lock:
+            consumer = self._reader()
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            try:
+                return self._drain(consumer, topic, partition, offset, limit, end)
+            finally:
+                consumer.unassign()
+
+    def _drain(self, consumer, topic, partition, offset, limit, end) -> list[Record]:
+        out: list[Record] = []
+        deadline = time.monotonic() + self.timeout
+        while len(out) < limit and time.monotonic() < deadline:
+            for m in consumer.consume(limit - len(out), 0.2):
+                if m.topic() != topic or m.partition() != partition:
+                    continue  # left over from an earlier assignment
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return out
+                    raise domain_error(err, topic=topic)
+                if m.offset() < offset or (out and m.offset() <= out[-1].offset):
+                    continue
+                out.append(_record(m))
+            if out and out[-1].offset + 1 >= end:
+                break
+        return out
+
+    def _reader(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **self.base,
+                    # required by the client, never used: the reader assigns, never subscribes
+                    # or commits, so no group is ever joined or created
+                    "group.id": "tidelog-console-reader",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "enable.partition.eof": True,
+                    "fetch.wait.max.ms": 50,
+                    "isolation.level": "read_uncommitted",
+                }
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+            if self._producer is not None:
+                self._producer.flush(self.timeout)
+                self._producer = None
+
+
+def _record(m) -> Record:
+    headers = tuple((k, v) for k, v in (m.headers() or ()))
+    return Record(m.offset(), m.timestamp()[1], m.key(), m.value(), headers)
+
+
+# ------------------------------------------------------------------------------ read views
+
+
+class ClusterView:
+    """The store questions of streams' pure logic, answered from the cluster (cached)."""
+
+    def __init__(self, clients: KafkaClients):
+        self.clients = clients
+        self.timeout = clients.timeout
+        self._partitions: dict[str, int] | None = None
+        self._offsets: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def topics(self) -> dict[str, int]:
+        """topic -> partition count, from one Metadata request."""
+        if self._partitions is None:
+            try:
+                md = self.clients.admin.list_topics(timeout=self.timeout)
+            except KafkaException as exc:
+                raise domain_error(exc) from None
+            self._partitions = {
+                name: len(t.partitions) for name, t in md.topics.items() if t.error is None
+            }
+        return self._partitions
+
+    def list_topics(self, include_internal: bool = True) -> list[str]:
+        names = sorted(self.topics())
+        return names if include_internal else [n for n in names if not n.startswith("__")]
+
+    def partition_count(self, topic: str) -> int:
+        try:
+            return self.topics()[topic]
+        except KeyError:
+            raise se.UnknownTopic(topic) from None
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        count = self.partition_count(topic)
+        if not 0 <= partition < count:
+            raise se.UnknownPartition(topic, partition, count)
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start, high watermark); the whole topic is fetched on first use."""
+        self.check_partition(topic, partition)
+        if (topic, partition) not in self._offsets:
+            self.prefetch([(topic, p) for p in range(self.partition_count(topic))])
+        return self._offsets[(topic, partition)]
+
+    def prefetch(self, tps: Iterable[tuple[str, int]]) -> None:
+        """Fetch log start and end offsets of many partitions in two ListOffsets requests."""
+        want = [tp for tp in set(tps) if tp not in self._offsets]
+        if not want:
+            return
+        earliest = self._list_offsets({tp: OffsetSpec.earliest() for tp in want})
+        latest = self._list_offsets({tp: OffsetSpec.latest() for tp in want})
+        for tp in want:
+            self._offsets[tp] = (earliest[tp][0], latest[tp][0])
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        self.check_partition(topic, partition)
+        found = self._list_offsets({(topic, partition): OffsetSpec.for_timestamp(timestamp_ms)})
+        offset = found[(topic, partition)][0]
+        return None if offset < 0 else offset
+
+    def last_timestamps(
+        self, tps: Iterable[tuple[str, int]], limit: int = 64
+    ) -> dict[tuple[str, int], int]:
+        """Newest record timestamp of (at most `limit`) partitions, by reading each last record.
+        (ListOffsets' max-timestamp spec would be one request, but not every Kafka-protocol
+        broker has it, and one that does not may drop the connection.)"""
+        out = {}
+        for topic, p in list(tps)[:limit]:
+            start, end = self.offsets(topic, p)
+            if end > start:
+                last = self.clients.read(topic, p, end - 1, 1, end)
+                if last:
+                    out[(topic, p)] = last[-1].timestamp_ms
+        return out
+
+    def _list_offsets(self, specs: dict) -> dict[tuple[str, int], tuple[int, int]]:
+        request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
+        futures = self.clients.admin.list_offsets(request, request_timeout=self.timeout)
+        out = {}
+        for tp, future in futures.items():
+            info = result(future, self.timeout + 1, topic=tp.topic)
+            out[(tp.topic, tp.partition)] = (info.offset, info.timestamp)
+        return out
+
+    def read(self, topic: str, partition: int, offset: int, max_records: int = 500) -> list:
+        start, end = self.offsets(topic, partition)
+        if not start <= offset <= end:
+            raise se.OffsetOutOfRange(topic, partition, offset, start, end)
+        return self.clients.read(topic, partition, offset, max_records, end)
+
+
+@dataclasses.dataclass(frozen=True)
+class Committed:
+    """A committed offset as OffsetFetch returns it (Kafka does not say when it was made)."""
+
+    offset: int
+    metadata: str
+    commit_timestamp_ms: int | None = None
+
+
+class GroupView:
+    """The coordinator questions of streams' pure logic, answered from the cluster (cached)."""
+
+    def __init__(self, clients: KafkaClients):
+        self.clients = clients
+        self.timeout = clients.timeout
+        self._described: dict[str, GroupDescription] = {}
+        self._committed: dict[str, dict[tuple[str, int], Committed]] = {}
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        future = self.clients.admin.list_consumer_groups(request_timeout=self.timeout)
+        listing = result(future, self.timeout + 1)
+        return sorted((g.group_id, STATE_NAMES.get(g.state, "Unknown")) for g in listing.valid)
+
+    def describe_many(self, group_ids: Iterable[str]) -> None:
+        ids = [g for g in group_ids if g not in self._described]
+        if not ids:
+            return
+        futures = self.clients.admin.describe_consumer_groups(ids, request_timeout=self.timeout)
+        for gid, future in futures.items():
+            self._described[gid] = _description(result(future, self.timeout + 1, group=gid))
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        self.describe_many([group_id])
+        return self._described[group_id]
+
+    def group_state(self, group_id: str) -> str:
+        return self.describe_group(group_id).state
+
+    def committed_many(self, group_ids: Iterable[str]) -> None:
+        ids = [g for g in group_ids if g not in self._committed]
+        futures = {  # the client takes one group per request: send them all, then wait
+            gid: self.clients.admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(gid)], request_timeout=self.timeout
+            )[gid]
+            for gid in ids
+        }
+        for gid, future in futures.items():
+            answer = result(future, self.timeout + 1, group=gid)
+            self._committed[gid] = {
+                (tp.topic, tp.partition): Committed(tp.offset, tp.metadata or "")
+                for tp in answer.topic_partitions
+                if tp.offset >= 0 and tp.error is None
+            }
+
+    def committed(self, group_id: str) -> dict[tuple[str, int], Committed]:
+        self.committed_many([group_id])
+        return self._committed[group_id]
+
+    def forget(self, group_id: str) -> None:
+        self._described.pop(group_id, None)
+        self._committed.pop(group_id, None)
+
+
+def _description(d) -> GroupDescription:
+    members = []
+    for m in d.members:
+        assignment: dict[str, list[int]] = {}
+        for tp in m.assignment.topic_partitions if m.assignment else ():
+            assignment.setdefault(tp.topic, []).append(tp.partition)
+        members.append(
+            MemberDescription(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                host=m.host,
+                assignment={t: sorted(ps) for t, ps in assignment.items()},
+                # DescribeGroups carries the subscription only inside opaque member metadata;
+                # the assigned topics are what the console shows
+                subscription=tuple(sorted(assignment)),
+            )
+        )
+    return GroupDescription(
+        group_id=d.group_id,
+        state=STATE_NAMES.get(d.state, "Unknown"),
+        protocol_type="" if d.is_simple_consumer_group else "consumer",
+        protocol=d.partition_assignor or None,
+        generation=-1,  # not in the admin client's answer
+        leader_id=None,
+        members=tuple(members),
+        state_timestamp_ms=0,
+    )
