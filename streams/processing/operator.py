@@ -225,6 +225,23 @@ class WindowOperator:
             self._clock_for_idleness(out)
         return out
 
+    def add_partitions(self, partitions: Iterable[int]) -> None:
+        """Declare input partitions before their first event: each holds the watermark back
+        (as if at minus infinity) until it sends events or, with an idle timeout, goes idle.
+        Undeclared partitions count from their first event on."""
+        now = self._clock() if self._idle_timeout is not None else None
+        for p in partitions:
+            self._pmax.setdefault(p, MIN_TIME)
+            if now is not None:
+                self._last_seen.setdefault(p, now)
+
+    def advance_watermark(self, to: int) -> list[WindowResult]:
+        """Move the watermark to `to` (if that is ahead) from outside, e.g. to the wall clock
+        when a job over broker timestamps has read everything there is; due timers fire."""
+        out: list[WindowResult] = []
+        self._set_watermark(to, out)
+        return out
+
     def flush(self) -> list[WindowResult]:
         """End of a bounded input: every open window emits its closing (``final``) result, in
         order of window end, and the operator holds nothing afterwards."""
