@@ -1,7 +1,8 @@
 """`Broker`: the runtime that owns one data directory for the life of a process.
 
 It opens the log store (which takes the directory's exclusive lock), starts the group
-coordinator over it (committed offsets live in the store's ``__consumer_offsets``), runs the
+coordinator over it (committed offsets live in the store's ``__consumer_offsets``), optionally
+a Kafka wire-protocol listener (``streams.protocol``, stopped first on close), runs the
 background work (for now: optional demo traffic, with a demo consumer group) and, on `close()`,
 stops that work before the coordinator and then the store, so the store's last flush and
 recovery points see no appender still running.
@@ -15,8 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streams.broker.demo import DemoTraffic
+
+if TYPE_CHECKING:
+    from streams.protocol import ListenerConfig
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +32,25 @@ class Broker:
         self._store = store
         self._coordinator = coordinator
         self._demo = demo
+        self._listener = None  # the Kafka listener, set by open()
         self._closed = False
         self._close_lock = threading.Lock()
 
     @classmethod
-    def open(cls, data_dir: str | Path, *, demo: bool = False) -> Broker:
+    def open(
+        cls,
+        data_dir: str | Path,
+        *,
+        demo: bool = False,
+        kafka_listener: ListenerConfig | None = None,
+        coordinator_options: dict | None = None,
+    ) -> Broker:
         """Open the store in `data_dir` (created if missing) and start the background work.
 
-        Raises `DataDirLocked` when another process holds the directory.
+        With `kafka_listener`, a Kafka wire-protocol listener runs in its own thread (see
+        `kafka_address`); `coordinator_options` go to `GroupCoordinator` (e.g. a short
+        ``initial_rebalance_delay_ms``). Raises `DataDirLocked` when another process holds the
+        directory.
         """
         from streams.groups import GroupCoordinator
         from streams.log import LogStore
@@ -44,7 +60,7 @@ class Broker:
         store = LogStore.open(data_dir)
         coordinator = None
         try:
-            coordinator = GroupCoordinator(store).start()
+            coordinator = GroupCoordinator(store, **(coordinator_options or {})).start()
             traffic = DemoTraffic(store, coordinator=coordinator) if demo else None
             if traffic is not None:
                 traffic.start()
@@ -53,8 +69,22 @@ class Broker:
                 coordinator.close()
             store.close()
             raise
+        broker = cls(data_dir, store, coordinator, traffic)
+        if kafka_listener is not None:
+            broker._start_listener(kafka_listener)
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
-        return cls(data_dir, store, coordinator, traffic)
+        return broker
+
+    def _start_listener(self, config: ListenerConfig) -> None:
+        from streams.protocol import KafkaListener
+
+        listener = KafkaListener(self._store, self._coordinator, config)
+        try:
+            listener.start()
+        except BaseException:
+            self.close()
+            raise
+        self._listener = listener
 
     @property
     def store(self):
@@ -67,6 +97,11 @@ class Broker:
         return self._coordinator
 
     @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """(host, port) the Kafka listener accepts connections on; None without one."""
+        return self._listener.address if self._listener is not None else None
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -75,6 +110,8 @@ class Broker:
             if self._closed:
                 return
             self._closed = True
+        if self._listener is not None:  # first: no client request may reach a closing engine
+            self._listener.stop()
         if self._demo is not None:
             self._demo.stop()
         self._coordinator.close()

@@ -74,10 +74,15 @@ class PartitionLog:
         self._unflushed_records = 0
         self._last_flush_ms = clock()
         self.last_append_ms: int | None = None
+        # bytes appended since this process opened the partition (for rate metrics)
+        self.bytes_appended = 0
         self._write_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._closed = False
         self.on_log_start_change: Callable[[PartitionLog], None] | None = None
+        # called (from the appending or syncing thread) each time the high watermark advances;
+        # must be cheap and must not block: the Kafka listener wakes its long-polling fetches
+        self.on_append: Callable[[PartitionLog], None] | None = None
         self.cleaner_next_horizon: int | None = None  # earliest tombstone delete horizon
         self.contiguous = not config.compact  # set by open(): false once ever compacted
 
@@ -179,7 +184,7 @@ class PartitionLog:
         )
         h = rb.parse_header(batch)
         self._check_size(len(batch))
-        base = self._append_batch(batch, h.count, h.max_timestamp, now)
+        base, _ = self._append_batch(batch, h.count, h.max_timestamp, now)
         return base, (h.max_timestamp if cfg.log_append_time else now)
 
     def append_raw(self, batch: bytes) -> tuple[int, int, int]:
@@ -188,6 +193,16 @@ class PartitionLog:
         Validates size, magic, CRC-32C and record count. Returns (base offset, last offset,
         timestamp) — the timestamp is the append time under LogAppendTime, else -1 as in Kafka.
         """
+        base, last, ts, needs_sync = self.write_raw(batch)
+        if needs_sync:
+            self.sync_to(last + 1)
+        return base, last, ts
+
+    def write_raw(self, batch: bytes) -> tuple[int, int, int, bool]:
+        """``append_raw`` without waiting for the disk: returns its result plus whether the
+        flush policy wants a sync; the caller then calls ``sync_to(last + 1)`` (from any
+        thread) before acknowledging. Writes from many callers then share one fdatasync, and
+        a caller can write batches in order on one thread and wait for the disk elsewhere."""
         h = rb.validate_batch(batch, 0, len(batch))
         if h.is_control:
             raise InvalidRecord("clients may not write control batches")
@@ -198,8 +213,8 @@ class PartitionLog:
         now = self.clock()
         if cfg.compact or (cfg.codec is not None and cfg.codec != h.codec) or cfg.log_append_time:
             batch, h = self._rewrite_client_batch(batch, h, now)
-        base = self._append_batch(batch, h.count, h.max_timestamp, now)
-        return base, base + h.last_offset_delta, now if cfg.log_append_time else -1
+        base, needs_sync = self._append_batch(batch, h.count, h.max_timestamp, now, wait=False)
+        return base, base + h.last_offset_delta, now if cfg.log_append_time else -1, needs_sync
 
     def _rewrite_client_batch(self, batch: bytes, h: rb.BatchHeader, now: int):
         """Re-encode a client batch when the topic's config demands it (codec, append time)."""
@@ -227,7 +242,11 @@ class PartitionLog:
                 f"of topic {self.topic!r}"
             )
 
-    def _append_batch(self, batch: bytes, count: int, max_ts: int, now: int) -> int:
+    def _append_batch(
+        self, batch: bytes, count: int, max_ts: int, now: int, wait: bool = True
+    ) -> tuple[int, bool]:
+        """Write under the lock; returns (base offset, whether a sync is due). With `wait`,
+        that sync is done before returning."""
         with self._write_lock:
             if self._closed:
                 raise StoreClosed(f"{self.topic}-{self.partition} is closed")
@@ -238,6 +257,7 @@ class PartitionLog:
             seg.append(batch, base, base + count, max_ts, now)
             end = self._next_offset = base + count
             self.last_append_ms = now
+            self.bytes_appended += len(batch)
             sync = self._sync_each_append
             flush_due = False
             if not sync:
@@ -248,9 +268,16 @@ class PartitionLog:
                 if self._unflushed_records >= self.config.get("flush.messages"):
                     self._unflushed_records = 0
                     flush_due = True
-        if sync or flush_due:
+        if not sync:
+            self._notify_append()
+        if wait and (sync or flush_due):
             self._sync_to(end)
-        return base
+        return base, sync or flush_due
+
+    def _notify_append(self) -> None:
+        callback = self.on_append
+        if callback is not None:
+            callback(self)
 
     def _should_roll(self, seg: LogSegment, size: int, count: int, now: int) -> bool:
         if seg.size == 0:
@@ -288,6 +315,10 @@ class PartitionLog:
             if self._segments[-1].size:
                 self._roll()
 
+    def sync_to(self, end: int) -> None:
+        """Group commit: return once every offset below `end` is on disk."""
+        self._sync_to(end)
+
     def _sync_to(self, end: int) -> None:
         """Group commit: return once every offset below `end` is on disk."""
         if self._flushed >= end:
@@ -305,6 +336,7 @@ class PartitionLog:
             self._last_flush_ms = self.clock()
             if self._sync_each_append and target > self.high_watermark:
                 self.high_watermark = target
+                self._notify_append()
 
     def flush(self) -> None:
         self._sync_to(self._next_offset)

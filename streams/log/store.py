@@ -195,6 +195,7 @@ class LogStore:
         self._thread: threading.Thread | None = None
         self.cleaner_offsets: dict[tuple[str, int], int] = {}
         self.was_clean_shutdown = True
+        self._append_listeners: tuple[Callable[[PartitionLog], None], ...] = ()
 
     # ================================================================== lifecycle
 
@@ -281,6 +282,7 @@ class LogStore:
                     contiguous=topic.contiguous,
                 )
                 plog.on_log_start_change = self._on_log_start_change
+                plog.on_append = self._on_append
                 topic.partitions.append(plog)
             self._topics[topic.name] = topic
         if clean:
@@ -369,6 +371,22 @@ class LogStore:
             }
             checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
 
+    def add_append_listener(self, listener: Callable[[PartitionLog], None]) -> None:
+        """Call `listener(partition_log)` whenever a partition's high watermark advances.
+
+        It runs on the appending (or syncing) thread, possibly under the partition's flush
+        lock: it must be quick and never block (hand the news to another thread or loop)."""
+        with self._admin_lock:
+            self._append_listeners = (*self._append_listeners, listener)
+
+    def remove_append_listener(self, listener: Callable[[PartitionLog], None]) -> None:
+        with self._admin_lock:
+            self._append_listeners = tuple(x for x in self._append_listeners if x != listener)
+
+    def _on_append(self, plog: PartitionLog) -> None:
+        for listener in self._append_listeners:  # a tuple, replaced whole: no lock needed
+            listener(plog)
+
     # ================================================================== topics
 
     def _partition_dir(self, topic: str, partition: int) -> str:
@@ -415,6 +433,7 @@ class LogStore:
             directory, topic.name, p, topic.config, self.clock, contiguous=topic.contiguous
         )
         plog.on_log_start_change = self._on_log_start_change
+        plog.on_append = self._on_append
         return plog
 
     def _write_meta(self, topic: _Topic) -> None:

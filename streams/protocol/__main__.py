@@ -1,0 +1,74 @@
+"""``python -m streams.protocol --data-dir DIR [--host H] [--port P] ...``: a Tidelog broker
+(no demo traffic) with its Kafka listener, until SIGTERM or SIGINT, then a clean close.
+
+Prints ``listening on HOST:PORT`` on stdout once connections are accepted (with ``--port 0``
+the line shows the port picked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from streams.broker.runtime import Broker
+from streams.protocol.server import DEFAULT_MAX_REQUEST_BYTES, ListenerConfig
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m streams.protocol", description=__doc__)
+    p.add_argument("--data-dir", required=True, help="the broker's data directory")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=9092, help="0 picks a free port")
+    p.add_argument(
+        "--no-auto-create",
+        action="store_true",
+        help="do not create unknown topics on produce or metadata requests",
+    )
+    p.add_argument("--default-partitions", type=int, default=1, help="for auto-created topics")
+    p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    p.add_argument(
+        "--initial-rebalance-delay-ms",
+        type=int,
+        default=3000,
+        help="Kafka's group.initial.rebalance.delay.ms (how long a new group waits for members)",
+    )
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = ListenerConfig(
+        host=args.host,
+        port=args.port,
+        auto_create_topics=not args.no_auto_create,
+        default_partitions=args.default_partitions,
+        max_request_bytes=args.max_request_bytes,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    broker = Broker.open(
+        args.data_dir,
+        demo=False,
+        kafka_listener=config,
+        coordinator_options={"initial_rebalance_delay_ms": args.initial_rebalance_delay_ms},
+    )
+    try:
+        host, port = broker.kafka_address
+        print(f"listening on {host}:{port}", flush=True)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        broker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Kafka wire codec: request frames in, response frames out, no I/O (as tansu's sans-io codec).
+
+Message schemas come from kafka-python's ``kafka.protocol`` package, which is generated from
+Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x, flexible
+(KIP-482, tagged fields) ones included. This module adds what a *server* needs around it:
+
+- the request header is peeked by hand (api key, version, correlation id: the first 8 bytes, the
+  same in every header version), so an unknown key or version is recognised before decoding;
+- every decoding failure — truncated, garbage, absurd lengths — becomes ``ProtocolError``, the
+  only exception leaving this module for bad input;
+- ApiVersions of a version the broker does not support is answered with Kafka's v0-format
+  fallback (UNSUPPORTED_VERSION plus the supported ranges, response header v0), which is what
+  kafka-python's and librdkafka's version negotiation rely on.
+
+A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
+
+Thread-safety: pure functions over immutable tables; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol.api_message import ApiMessage
+
+from streams.errors import ProtocolError
+
+API_VERSIONS_KEY = 18
+UNSUPPORTED_VERSION = 35
+_HEADER_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+VersionRanges = Mapping[int, tuple[int, int]]
+
+
+class UnsupportedRequest(ProtocolError):
+    """A well-framed request whose API key or version this broker does not serve."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int):
+        super().__init__(f"unsupported API key {api_key} version {api_version}")
+        self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
+
+
+class Request(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the kafka-python request message (fields in snake_case)
+
+
+def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
+    requests: dict[int, type] = {}
+    responses: dict[int, type] = {}
+    for module in (admin, consumer, metadata, producer):
+        for name in getattr(module, "__all__", ()):
+            cls = getattr(module, name)
+            if isinstance(cls, type) and issubclass(cls, ApiMessage):
+                table = requests if cls.is_request() else responses
+                table[cls.API_KEY] = cls
+    return requests, responses
+
+
+REQUEST_CLASSES, RESPONSE_CLASSES = _message_classes()
+
+
+def request_class(api_key: int) -> type:
+    return REQUEST_CLASSES[api_key]
+
+
+def response_class(api_key: int) -> type:
+    return RESPONSE_CLASSES[api_key]
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) of a request frame."""
+    if len(frame) < _HEADER_PREFIX.size:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
+    return _HEADER_PREFIX.unpack_from(frame, 0)
+
+
+def decode_request(frame: bytes | memoryview, versions: VersionRanges) -> Request:
+    """Decode one request frame whose API version lies in `versions` (key -> (min, max)).
+
+    Raises UnsupportedRequest for keys or versions outside `versions`, ProtocolError for
+    anything that does not decode.
+    """
+    api_key, api_version, correlation_id = peek_header(frame)
+    bounds = versions.get(api_key)
+    if bounds is None or not bounds[0] <= api_version <= bounds[1]:
+        raise UnsupportedRequest(api_key, api_version, correlation_id)
+    cls = REQUEST_CLASSES[api_key]
+    try:
+        body = cls.decode(memoryview(frame), version=api_version, header=True)
+    except Exception as exc:  # noqa: BLE001 - any decoding failure is the client's bad frame
+        raise ProtocolError(
+            f"cannot decode {cls.__name__} v{api_version}: {type(exc).__name__}: {exc}"
+        ) from None
+    return Request(api_key, api_version, correlation_id, body.header.client_id, body)
+
+
+def encode_response(request: Request, body: Any) -> bytes:
+    """The framed response to `request` (header version chosen by the request's version)."""
+    if body.version != request.api_version:
+        raise ValueError(f"response v{body.version} for a v{request.api_version} request")
+    body.with_header(correlation_id=request.correlation_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def make_response(request: Request, **fields: Any) -> Any:
+    """A response message of the request's API and version, with `fields` set."""
+    return RESPONSE_CLASSES[request.api_key][request.api_version](**fields)
+
+
+def api_versions_body(versions: VersionRanges, api_version: int, error_code: int = 0) -> Any:
+    cls = RESPONSE_CLASSES[API_VERSIONS_KEY][api_version]
+    keys = [
+        cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+        for k, (lo, hi) in sorted(versions.items())
+    ]
+    return cls(error_code=error_code, api_keys=keys, throttle_time_ms=0)
+
+
+def api_versions_fallback(correlation_id: int, versions: VersionRanges) -> bytes:
+    """Kafka's answer to an ApiVersions request of an unsupported version: a v0 body with
+    UNSUPPORTED_VERSION and the supported ranges, under response header v0."""
+    body = api_versions_body(versions, 0, UNSUPPORTED_VERSION)
+    body.with_header(correlation_id=correlation_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def frame_size(prefix: bytes) -> int:
+    """The size announced by a 4-byte frame prefix."""
+    return _SIZE.unpack(prefix)[0]

@@ -1,0 +1,49 @@
+"""The API table: which Kafka API keys and versions the listener serves, and their handlers.
+
+Every range starts at 0: librdkafka before 2.11 (Debian's kcat) enables a feature only when
+one exact old version lies inside the broker's range (compression needs Produce v0, the group
+coordinator FindCoordinator v0, ...), and Apache Kafka 4 keeps advertising those versions for
+the same reason. Requests of such old versions that need a pre-v2 message format (Produce v0-2)
+are answered with UNSUPPORTED_VERSION; no current client sends them.
+
+A handler is either *serial* — an ``async def`` awaited to completion before the next request
+of the connection starts, as Kafka processes one request per connection at a time — or
+*pipelined*: a plain function doing its ordered part at once and returning an awaitable for the
+rest (Produce: write now, wait for the disk later; Fetch: long-poll), so later requests of the
+connection proceed meanwhile. Responses always go out in request order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from streams.protocol.handlers import fetch, metadata, offsets, produce
+
+
+class Api(NamedTuple):
+    key: int
+    max_version: int
+    handler: Callable[..., Any]
+    pipelined: bool = False
+    min_version: int = 0
+
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(0, 10, produce.handle_produce, pipelined=True),
+        Api(1, 12, fetch.handle_fetch, pipelined=True),
+        Api(2, 7, offsets.handle_list_offsets),
+        Api(3, 13, metadata.handle_metadata),
+        Api(10, 6, metadata.handle_find_coordinator),
+        Api(18, 4, metadata.handle_api_versions),
+        Api(22, 4, produce.handle_init_producer_id),
+        Api(23, 4, offsets.handle_offset_for_leader_epoch),
+        Api(60, 1, metadata.handle_describe_cluster),
+    )
+}
+
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    key: (api.min_version, api.max_version) for key, api in APIS.items()
+}

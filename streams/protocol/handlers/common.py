@@ -1,0 +1,139 @@
+"""What every handler shares: the broker context, Kafka error codes and their mapping from the
+engine's domain errors, and small helpers to run blocking engine calls off the event loop.
+
+Thread-safety: a `BrokerContext` is created once per listener and only read afterwards; the
+engine objects it holds (store, coordinator, producer state) do their own locking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from streams.errors import (
+    CorruptRecord,
+    GroupError,
+    InternalTopic,
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidRecord,
+    InvalidTopicName,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+    ProducerFenced,
+    RecordTooLarge,
+    StoreClosed,
+    TopicAlreadyExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+
+if TYPE_CHECKING:
+    from streams.groups import GroupCoordinator
+    from streams.log import LogStore
+    from streams.protocol.notify import AppendNotifier
+    from streams.protocol.producer_state import ProducerStateManager
+    from streams.protocol.server import ListenerConfig
+
+log = logging.getLogger("streams.protocol")
+
+T = TypeVar("T")
+NODE_ID = 0
+
+
+class ErrorCode(enum.IntEnum):
+    """Kafka's error codes (clients/src/main/java/org/apache/kafka/common/protocol/Errors)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    MESSAGE_TOO_LARGE = 10
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    INVALID_REQUIRED_ACKS = 21
+    INVALID_GROUP_ID = 24
+    TOPIC_AUTHORIZATION_FAILED = 29
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    UNKNOWN_PRODUCER_ID = 59
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    INVALID_RECORD = 87
+    UNKNOWN_TOPIC_ID = 100
+
+
+_BY_TYPE: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (UnknownTopic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (UnknownPartition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (OffsetOutOfRange, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (CorruptRecord, ErrorCode.CORRUPT_MESSAGE),
+    (RecordTooLarge, ErrorCode.MESSAGE_TOO_LARGE),
+    (InvalidRecord, ErrorCode.INVALID_RECORD),
+    (TopicAlreadyExists, ErrorCode.TOPIC_ALREADY_EXISTS),
+    (InvalidTopicName, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    (InternalTopic, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    (InvalidPartitions, ErrorCode.INVALID_PARTITIONS),
+    (InvalidConfig, ErrorCode.INVALID_CONFIG),
+    (OutOfOrderSequence, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (ProducerFenced, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (StoreClosed, ErrorCode.UNKNOWN_SERVER_ERROR),
+)
+
+
+def error_code(exc: BaseException) -> int:
+    """The Kafka error code for a domain error (UNKNOWN_SERVER_ERROR for anything else)."""
+    if isinstance(exc, GroupError) and exc.kafka_code >= 0:
+        return exc.kafka_code
+    for cls, code in _BY_TYPE:
+        if isinstance(exc, cls):
+            return int(code)
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def domain_error_code(exc: BaseException) -> int:
+    """`error_code` for expected domain errors; anything else is logged before mapping."""
+    code = error_code(exc)
+    if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        log.error("unexpected error answering a request", exc_info=exc)
+    return code
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka's answer is to close the connection (e.g. a failed
+    acks=0 produce, which has no response to carry the error)."""
+
+
+@dataclasses.dataclass
+class BrokerContext:
+    store: LogStore
+    coordinator: GroupCoordinator
+    config: ListenerConfig
+    producers: ProducerStateManager
+    notifier: AppendNotifier
+    executor: Executor
+    cluster_id: str
+    host: str = "127.0.0.1"
+    port: int = 9092
+
+    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking engine call (fsync, topic creation) on the listener's thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, fn, *args)

@@ -1,0 +1,97 @@
+"""Fetch: whole raw batches from the log, long-polling until `min_bytes` or `max_wait_ms`.
+
+Each partition answers with the batches starting at the one containing the fetch offset (the
+client skips the records before it), never past the high watermark, at least one batch even if
+it exceeds the limits (KIP-74). There are no transactions, so the last stable offset is the
+high watermark and read_committed consumers read the same as read_uncommitted ones.
+
+Waiting does not poll: the fetch registers with the `AppendNotifier` before reading, and sleeps
+until an append to one of its partitions (or the deadline). No fetch sessions: session id 0
+means "full fetch each time", which every client accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.errors import OffsetOutOfRange, TidelogError
+from streams.protocol import codec
+from streams.protocol.codec import Request
+from streams.protocol.handlers.common import BrokerContext, domain_error_code
+
+READ_COMMITTED = 1
+NO_LIMIT = 2**31 - 1
+
+
+async def handle_fetch(ctx: BrokerContext, req: Request):
+    body = req.body
+    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(body.max_wait_ms, 0) / 1000
+    while True:
+        remaining = deadline - loop.time()
+        waiter = ctx.notifier.watch(keys) if remaining > 0 else None
+        try:
+            topics, size, failed = _read_all(ctx, req)
+            if waiter is None or size >= max(body.min_bytes, 1) or failed:
+                break
+            await asyncio.wait((waiter,), timeout=remaining)
+        finally:
+            if waiter is not None:
+                ctx.notifier.unwatch(keys, waiter)
+    return codec.make_response(
+        req, throttle_time_ms=0, error_code=0, session_id=0, responses=topics
+    )
+
+
+def _read_all(ctx: BrokerContext, req: Request):
+    body = req.body
+    cls = codec.response_class(req.api_key)
+    topic_cls = cls.FetchableTopicResponse
+    budget = body.max_bytes if req.api_version >= 3 else NO_LIMIT
+    committed = req.api_version >= 4 and body.isolation_level == READ_COMMITTED
+    out, total, failed = [], 0, False
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            limit = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
+            data, fields = _read_partition(ctx, t.topic, p.partition, p.fetch_offset, limit)
+            if total and budget <= 0:
+                data = b""  # the response is full: later partitions return nothing this time
+            total += len(data)
+            budget -= len(data)
+            failed = failed or fields["error_code"] != 0
+            parts.append(
+                topic_cls.PartitionData(
+                    partition_index=p.partition,
+                    aborted_transactions=[] if committed else None,
+                    preferred_read_replica=-1,
+                    records=data,
+                    **fields,
+                )
+            )
+        out.append(topic_cls(topic=t.topic, partitions=parts))
+    return out, total, failed
+
+
+def _read_partition(ctx: BrokerContext, topic: str, partition: int, offset: int, limit: int):
+    try:
+        plog = ctx.store.partition_log(topic, partition)
+        hw = plog.high_watermark
+        data = plog.read_batches(offset, max(limit, 1)) if offset < hw else b""
+        if offset > hw:
+            raise OffsetOutOfRange(topic, partition, offset, plog.log_start_offset, hw)
+        return data, _fields(0, hw, plog.log_start_offset)
+    except OffsetOutOfRange as exc:
+        return b"", _fields(1, exc.end_offset, exc.log_start_offset)
+    except TidelogError as exc:
+        return b"", _fields(domain_error_code(exc), -1, -1)
+
+
+def _fields(error: int, hw: int, start: int) -> dict:
+    return {
+        "error_code": error,
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": start,
+    }

@@ -1,0 +1,156 @@
+"""ApiVersions, Metadata, FindCoordinator and DescribeCluster: how clients find this broker,
+its topics and its coordinator. A single node: it leads every partition and coordinates every
+group; partitions report leader epoch 0.
+
+Topics named in a Metadata request are created when missing, as Kafka does with
+``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from streams.errors import TidelogError, UnknownTopic
+from streams.log.store import is_internal
+from streams.protocol import codec
+from streams.protocol.codec import Request
+from streams.protocol.handlers.common import NODE_ID, BrokerContext, ErrorCode, error_code, log
+
+TRANSACTION_KEY_TYPE = 1
+
+
+async def handle_api_versions(ctx: BrokerContext, req: Request):
+    from streams.protocol.handlers import SUPPORTED_VERSIONS
+
+    return codec.api_versions_body(SUPPORTED_VERSIONS, req.api_version)
+
+
+async def handle_metadata(ctx: BrokerContext, req: Request):
+    body = req.body
+    cls = codec.response_class(req.api_key)
+    if body.topics is None or (req.api_version == 0 and not body.topics):
+        names = ctx.store.list_topics(include_internal=True)  # v0: empty list means all
+    else:
+        names = [t.name for t in body.topics]
+    may_create = ctx.config.auto_create_topics and (
+        req.api_version < 4 or body.allow_auto_topic_creation
+    )
+    topics = []
+    for name in names:
+        topics.append(await _topic_metadata(ctx, cls, name, may_create))
+    broker = cls.MetadataResponseBroker(node_id=NODE_ID, host=ctx.host, port=ctx.port, rack=None)
+    return codec.make_response(
+        req,
+        throttle_time_ms=0,
+        brokers=[broker],
+        cluster_id=ctx.cluster_id,
+        controller_id=NODE_ID,
+        topics=topics,
+        error_code=0,
+    )
+
+
+async def ensure_topic(ctx: BrokerContext, name: str) -> bool:
+    """Create `name` with the default partition count if auto-creation allows; True if it
+    exists afterwards."""
+    if name in ctx.store.list_topics():
+        return True
+    if not ctx.config.auto_create_topics or is_internal(name):
+        return False
+    try:
+        await ctx.blocking(ctx.store.create_topic, name, ctx.config.default_partitions)
+        log.info("auto-created topic %s with %d partitions", name, ctx.config.default_partitions)
+    except TidelogError as exc:
+        if name not in ctx.store.list_topics():
+            raise exc
+    return True
+
+
+async def _topic_metadata(ctx: BrokerContext, cls, name: str | None, may_create: bool):
+    if name is None:  # v10+: a topic asked for by id only, which we do not resolve
+        return cls.MetadataResponseTopic(
+            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+            name=None,
+            topic_id=uuid.UUID(int=0),
+            is_internal=False,
+            partitions=[],
+        )
+    try:
+        if may_create:
+            await ensure_topic(ctx, name)
+        desc = ctx.store.describe_topic(name)
+    except TidelogError as exc:
+        code = error_code(exc) if not isinstance(exc, UnknownTopic) else 3
+        return cls.MetadataResponseTopic(
+            error_code=code,
+            name=name,
+            topic_id=uuid.UUID(int=0),
+            is_internal=False,
+            partitions=[],
+        )
+    partitions = [
+        cls.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=0,
+            partition_index=p.partition,
+            leader_id=NODE_ID,
+            leader_epoch=0,
+            replica_nodes=[NODE_ID],
+            isr_nodes=[NODE_ID],
+            offline_replicas=[],
+        )
+        for p in desc.partitions
+    ]
+    return cls.MetadataResponseTopic(
+        error_code=0,
+        name=name,
+        topic_id=uuid.UUID(hex=desc.topic_id),
+        is_internal=desc.internal,
+        partitions=partitions,
+    )
+
+
+async def handle_find_coordinator(ctx: BrokerContext, req: Request):
+    body = req.body
+    supported = body.key_type != TRANSACTION_KEY_TYPE
+    code = 0 if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    message = None if supported else "transactions are not supported"
+    if req.api_version < 4:
+        return codec.make_response(
+            req,
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=message,
+            node_id=NODE_ID if supported else -1,
+            host=ctx.host if supported else "",
+            port=ctx.port if supported else -1,
+        )
+    cls = codec.response_class(req.api_key)
+    coordinators = [
+        cls.Coordinator(
+            key=key,
+            node_id=NODE_ID if supported else -1,
+            host=ctx.host if supported else "",
+            port=ctx.port if supported else -1,
+            error_code=code,
+            error_message=message,
+        )
+        for key in body.coordinator_keys
+    ]
+    return codec.make_response(req, throttle_time_ms=0, coordinators=coordinators)
+
+
+async def handle_describe_cluster(ctx: BrokerContext, req: Request):
+    cls = codec.response_class(req.api_key)
+    broker = cls.DescribeClusterBroker(
+        broker_id=NODE_ID, host=ctx.host, port=ctx.port, rack=None, is_fenced=False
+    )
+    return codec.make_response(
+        req,
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=ctx.cluster_id,
+        controller_id=NODE_ID,
+        brokers=[broker],
+    )

@@ -1,0 +1,177 @@
+"""Produce and InitProducerId.
+
+A Produce request is handled in two phases so that pipelined requests on one connection keep
+their order and still share fsyncs:
+
+1. synchronously, on the event loop, in request order: validate each batch (size, magic,
+   CRC-32C, record count), check the idempotent producer's sequence, and write it to the log
+   as received (``PartitionLog.write_raw``: only the base offset is assigned; compressed
+   batches stay compressed);
+2. then, off the loop, wait until the flush policy is satisfied (``sync_to``): the writes of
+   many requests and connections made meanwhile share one fdatasync (group commit).
+
+acks=0 gets no response; if such a request fails, the connection is closed, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import NamedTuple
+
+from streams.errors import InvalidRecord, TidelogError, UnknownTopic
+from streams.log import records as rb
+from streams.log.partition import PartitionLog
+from streams.log.store import is_internal
+from streams.protocol import codec
+from streams.protocol.codec import Request
+from streams.protocol.handlers.common import (
+    BrokerContext,
+    CloseConnection,
+    ErrorCode,
+    domain_error_code,
+    log,
+)
+
+MIN_MAGIC2_VERSION = 3  # Produce v0-2 carry message format v0/v1, which Tidelog does not store
+MAX_EPOCH = 32767
+
+
+class PartitionResult(NamedTuple):
+    index: int
+    error: int
+    base_offset: int = -1
+    timestamp: int = -1
+    log_start: int = -1
+    message: str | None = None
+
+
+def handle_produce(ctx: BrokerContext, req: Request) -> Awaitable:
+    """Phase 1 now (see the module docstring); returns the awaitable of phase 2."""
+    body = req.body
+    syncs: list[tuple[PartitionLog, int]] = []
+    results = []
+    for topic_data in body.topic_data:
+        name = topic_data.name
+        parts = [
+            _produce_partition(ctx, req, body.acks, name, pd.index, pd.records, syncs)
+            for pd in topic_data.partition_data
+        ]
+        results.append((name, parts))
+    return _complete(ctx, req, body.acks, results, syncs)
+
+
+def _produce_partition(ctx, req, acks, topic, partition, records, syncs) -> PartitionResult:
+    if acks not in (0, 1, -1):
+        return PartitionResult(partition, ErrorCode.INVALID_REQUIRED_ACKS)
+    if req.api_version < MIN_MAGIC2_VERSION:
+        return PartitionResult(partition, ErrorCode.UNSUPPORTED_VERSION)
+    if req.body.transactional_id is not None:
+        return PartitionResult(partition, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if is_internal(topic):
+        return PartitionResult(partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    try:
+        plog = _partition_log(ctx, topic, partition)
+        return _append_batches(ctx, plog, bytes(records or b""), syncs)
+    except TidelogError as exc:
+        return PartitionResult(partition, domain_error_code(exc), message=str(exc))
+
+
+def _partition_log(ctx: BrokerContext, topic: str, partition: int) -> PartitionLog:
+    try:
+        return ctx.store.partition_log(topic, partition)
+    except UnknownTopic:
+        if not ctx.config.auto_create_topics:
+            raise
+        # rare (clients ask Metadata first, which creates): created inline to keep the order
+        if topic not in ctx.store.list_topics():
+            ctx.store.create_topic(topic, ctx.config.default_partitions)
+            log.info("auto-created topic %s on produce", topic)
+        return ctx.store.partition_log(topic, partition)
+
+
+def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionResult:
+    """Append every batch of a partition's record set (uncompressed sets may hold several)."""
+    if not data:
+        raise InvalidRecord("empty record set")
+    first: PartitionResult | None = None
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < rb.LOG_OVERHEAD:
+            raise InvalidRecord("record set ends inside a batch header")
+        _, size = rb.peek_size(data, pos)
+        h = rb.validate_batch(data, pos, min(size, len(data) - pos))
+        batch = data[pos : pos + h.size]
+        pos += h.size
+        result = _append_one(ctx, plog, h, batch, syncs)
+        first = first or result
+    return first
+
+
+def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, syncs):
+    topic, partition = plog.topic, plog.partition
+    dup = ctx.producers.check(topic, partition, h)
+    if dup is not None:  # a retry: acknowledge the original once it is durable
+        syncs.append((plog, dup.last_offset + 1))
+        return PartitionResult(partition, 0, dup.base_offset, dup.timestamp, plog.log_start_offset)
+    base, last, ts, needs_sync = plog.write_raw(batch)
+    ctx.producers.record(topic, partition, h, base, ts)
+    if needs_sync:
+        syncs.append((plog, last + 1))
+    return PartitionResult(partition, 0, base, ts, plog.log_start_offset)
+
+
+def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> None:
+    for plog, end in syncs:
+        plog.sync_to(end)
+
+
+async def _complete(ctx: BrokerContext, req: Request, acks: int, results, syncs):
+    if syncs:
+        await ctx.blocking(_sync_all, syncs)
+    if acks == 0:
+        failed = [r for _, parts in results for r in parts if r.error]
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed with error {failed[0].error}")
+        return None
+    cls = codec.response_class(req.api_key)
+    topic_cls = cls.TopicProduceResponse
+    part_cls = topic_cls.PartitionProduceResponse
+    responses = [
+        topic_cls(
+            name=name,
+            partition_responses=[
+                part_cls(
+                    index=r.index,
+                    error_code=r.error,
+                    base_offset=r.base_offset,
+                    log_append_time_ms=r.timestamp,
+                    log_start_offset=r.log_start,
+                    record_errors=[],
+                    error_message=r.message,
+                )
+                for r in parts
+            ],
+        )
+        for name, parts in results
+    ]
+    return codec.make_response(req, responses=responses, throttle_time_ms=0)
+
+
+async def handle_init_producer_id(ctx: BrokerContext, req: Request):
+    body = req.body
+    if body.transactional_id is not None:
+        return codec.make_response(
+            req,
+            throttle_time_ms=0,
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    pid, epoch = body.producer_id, body.producer_epoch
+    if req.api_version >= 3 and pid >= 0 and 0 <= epoch < MAX_EPOCH:
+        epoch += 1  # KIP-360: the producer bumps its epoch to reset its sequences
+    else:
+        pid, epoch = await ctx.blocking(ctx.producers.allocate_id), 0
+    return codec.make_response(
+        req, throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch
+    )

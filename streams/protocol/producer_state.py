@@ -1,0 +1,219 @@
+"""Idempotent producers: producer ids and, per producer and partition, the last batches.
+
+- Producer ids are handed out from blocks whose upper end is persisted (``.meta/producer-ids``,
+  written atomically and fsynced) *before* any id of the block is handed out, so a restart
+  continues above everything ever handed out and an id is never reused.
+- Per (topic, partition, producer id) the last ``RETAINED_BATCHES`` (5, Kafka's
+  ``NUM_BATCHES_TO_RETAIN``) batches are remembered: a retried batch is acknowledged with its
+  original offsets, a gap in sequence numbers is refused (OUT_OF_ORDER_SEQUENCE_NUMBER), an old
+  epoch is fenced, a new epoch must start at sequence 0 (Kafka's ``checkSequence``).
+- That state survives a restart the Kafka way: a snapshot (``.meta/producer-state.json``) is
+  written on close and periodically, each partition's entry saying up to which offset it is
+  complete; on open the log is scanned from there to its end (batch headers only) to catch up.
+  Without a snapshot for a partition only its active segment is scanned (the tail).
+
+Thread-safety: one lock guards all state. The listener calls `check` and `record` for a batch
+without yielding in between (on its event loop), so no other append to that partition can
+interleave between the check and the write.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import os
+import threading
+from typing import NamedTuple
+
+from streams.errors import OutOfOrderSequence, ProducerFenced
+from streams.log import LogStore
+from streams.log.checkpoint import write_atomic
+from streams.log.records import BatchHeader
+
+log = logging.getLogger(__name__)
+
+RETAINED_BATCHES = 5
+ID_BLOCK = 1000
+IDS_FILE = "producer-ids"
+STATE_FILE = "producer-state.json"
+_INT32_MAX = 2**31 - 1
+
+
+class BatchMetadata(NamedTuple):
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclasses.dataclass
+class ProducerEntry:
+    epoch: int
+    batches: collections.deque  # of BatchMetadata, oldest first
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+def _last_seq(h: BatchHeader) -> int:
+    return (h.base_sequence + h.last_offset_delta) % (_INT32_MAX + 1)
+
+
+def _next_seq(seq: int) -> int:
+    return 0 if seq == _INT32_MAX else seq + 1
+
+
+Key = tuple[str, int, int]  # topic, partition, producer id
+
+
+class ProducerStateManager:
+    def __init__(self, store: LogStore):
+        self.store = store
+        self._dir = os.path.join(store.path, ".meta")
+        self._lock = threading.Lock()
+        self._entries: dict[Key, ProducerEntry] = {}
+        self._next_id = 0
+        self._block_end = 0
+
+    # ------------------------------------------------------------------ ids
+
+    def load(self) -> ProducerStateManager:
+        os.makedirs(self._dir, exist_ok=True)
+        try:
+            with open(os.path.join(self._dir, IDS_FILE), encoding="utf-8") as f:
+                self._next_id = self._block_end = int(json.load(f)["block_end"])
+        except FileNotFoundError:
+            pass
+        covered = self._load_snapshot()
+        self._scan_tail(covered)
+        return self
+
+    def allocate_id(self) -> int:
+        """A producer id never handed out before, even across restarts."""
+        with self._lock:
+            if self._next_id >= self._block_end:
+                end = self._next_id + ID_BLOCK
+                data = json.dumps({"block_end": end}).encode()
+                write_atomic(os.path.join(self._dir, IDS_FILE), data)  # durable first
+                self._block_end = end
+            pid = self._next_id
+            self._next_id += 1
+            return pid
+
+    # ------------------------------------------------------------------ sequences
+
+    def check(self, topic: str, partition: int, h: BatchHeader) -> BatchMetadata | None:
+        """Before appending: the original batch if `h` is a retry of one of the last five,
+        None if it may be appended; raises OutOfOrderSequence or ProducerFenced."""
+        if h.producer_id < 0:
+            return None
+        with self._lock:
+            entry = self._entries.get((topic, partition, h.producer_id))
+            if entry is None:
+                return None  # first batch seen from this producer here
+            if h.producer_epoch < entry.epoch:
+                raise ProducerFenced(
+                    f"producer {h.producer_id} epoch {h.producer_epoch} is older than "
+                    f"{entry.epoch} on {topic}-{partition}"
+                )
+            if h.producer_epoch > entry.epoch:
+                if h.base_sequence != 0:
+                    raise OutOfOrderSequence(
+                        f"producer {h.producer_id} epoch {h.producer_epoch} must start at "
+                        f"sequence 0, not {h.base_sequence}"
+                    )
+                return None
+            last = _last_seq(h)
+            for b in entry.batches:
+                if b.first_seq == h.base_sequence and b.last_seq == last:
+                    return b
+            expected = _next_seq(entry.last_seq)
+            if h.base_sequence != expected:
+                raise OutOfOrderSequence(
+                    f"producer {h.producer_id} sent sequence {h.base_sequence} to "
+                    f"{topic}-{partition}; expected {expected}"
+                )
+            return None
+
+    def record(self, topic: str, partition: int, h: BatchHeader, base: int, ts: int) -> None:
+        """After appending `h` at `base`: remember it (a no-op for non-idempotent batches)."""
+        if h.producer_id < 0:
+            return
+        with self._lock:
+            self._remember(topic, partition, h, base, ts)
+
+    def _remember(self, topic: str, partition: int, h: BatchHeader, base: int, ts: int) -> None:
+        key = (topic, partition, h.producer_id)
+        entry = self._entries.get(key)
+        if entry is None or h.producer_epoch != entry.epoch:
+            entry = self._entries[key] = ProducerEntry(
+                h.producer_epoch, collections.deque(maxlen=RETAINED_BATCHES)
+            )
+        entry.batches.append(
+            BatchMetadata(h.base_sequence, _last_seq(h), base, base + h.last_offset_delta, ts)
+        )
+
+    def forget_topic(self, topic: str) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == topic]:
+                del self._entries[key]
+
+    # ------------------------------------------------------------------ persistence
+
+    def snapshot(self) -> None:
+        """Write every entry, with the offset up to which each partition is covered."""
+        with self._lock:
+            covered = {}
+            for plog in self.store.all_partitions():
+                covered[f"{plog.topic}\x00{plog.partition}"] = plog.high_watermark
+            entries = [
+                [t, p, pid, e.epoch, [list(b) for b in e.batches]]
+                for (t, p, pid), e in self._entries.items()
+            ]
+        data = json.dumps({"version": 0, "covered": covered, "entries": entries}).encode()
+        write_atomic(os.path.join(self._dir, STATE_FILE), data)
+
+    def _load_snapshot(self) -> dict[tuple[str, int], int]:
+        try:
+            with open(os.path.join(self._dir, STATE_FILE), encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable producer state snapshot: %s", exc)
+            return {}
+        for t, p, pid, epoch, batches in data["entries"]:
+            entry = ProducerEntry(epoch, collections.deque(maxlen=RETAINED_BATCHES))
+            entry.batches.extend(BatchMetadata(*b) for b in batches)
+            self._entries[(t, p, pid)] = entry
+        out = {}
+        for key, offset in data["covered"].items():
+            topic, _, partition = key.rpartition("\x00")
+            out[(topic, int(partition))] = offset
+        return out
+
+    def _scan_tail(self, covered: dict[tuple[str, int], int]) -> None:
+        """Replay idempotent batch headers the snapshot does not cover."""
+        batches = 0
+        for plog in self.store.all_partitions():
+            if plog.topic.startswith("__"):
+                continue
+            start = covered.get((plog.topic, plog.partition))
+            if start is None:
+                start = plog.segments[-1].base_offset
+            if start > plog.high_watermark:  # the log was cut shorter than the snapshot
+                start = plog.segments[-1].base_offset
+            start = max(start, plog.log_start_offset)
+            for seg in plog.segments:
+                if seg.next_offset <= start:
+                    continue
+                for h, _ in seg.batches_from(max(start, seg.base_offset), seg.size):
+                    if h.producer_id >= 0 and h.next_offset > start:
+                        self._remember(plog.topic, plog.partition, h, h.base_offset, -1)
+                        batches += 1
+        if batches:
+            log.info("producer state: replayed %d idempotent batches from the log tail", batches)
