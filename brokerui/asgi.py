@@ -20,3 +20,7 @@ try:
     get_broker()
 except DataDirLocked as exc:  # a second server on the same data: say so, without a traceback
     raise SystemExit(f"tidelog: {exc}") from None
+
+from brokerui.console.live.services import start_saved_panels  # noqa: E402
+
+start_saved_panels()  # users' metric panels run from start-up, not only once their page is open

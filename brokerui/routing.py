@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from django.core.asgi import get_asgi_application
 
-websocket_urlpatterns: list = []  # consumers land here with the live-metrics issue
-
 
 def build_application():
     django_http = get_asgi_application()  # sets Django up before anything imports models
@@ -19,6 +17,8 @@ def build_application():
     from channels.routing import ProtocolTypeRouter, URLRouter
     from channels.security.websocket import AllowedHostsOriginValidator
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    from brokerui.console.live.routing import websocket_urlpatterns  # live charts and panels
 
     return ProtocolTypeRouter(
         {

@@ -1,10 +1,12 @@
-"""Console routes. Each area (topics, messages, groups, audit) owns its routes and views."""
+"""Console routes. Each area (topics, messages, groups, audit, live panels) owns its routes
+and views."""
 
 from django.urls import path
 
 from brokerui.console import views
 from brokerui.console.audit_log import urls as audit_urls
 from brokerui.console.groups import urls as group_urls
+from brokerui.console.live import urls as live_urls
 from brokerui.console.messages import urls as message_urls
 from brokerui.console.topics import urls as topic_urls
 
@@ -16,4 +18,5 @@ urlpatterns = [
     *message_urls.urlpatterns,
     *group_urls.urlpatterns,
     *audit_urls.urlpatterns,
+    *live_urls.urlpatterns,
 ]

@@ -1,0 +1,248 @@
+"""The live WebSocket endpoints: one consumer per concern.
+
+- `MetricsConsumer` (``/ws/metrics/``): a page subscribes to the series of its scope
+  (``{"type": "subscribe", "scope": "topic", "name": "orders", "resolution": 1000,
+  "since": <ms>}``), gets the history since then (``backfill``, from ``__metrics``), then each
+  closed window as it comes (``points``).
+- `PanelConsumer` (``/ws/panels/<id>/``): a user's own panel; a snapshot, then each update.
+
+Both refuse anonymous connections (and a panel that is not the user's), and both obey
+``{"type": "pause"}`` (a hidden tab: the socket leaves its group, nothing more is sent) and
+``{"type": "resume", "since": <ms>}`` (rejoin, then fill the gap). Channel-layer events are
+handled by methods named after their type (``metrics.points`` → `metrics_points`).
+
+Each consumer instance lives on the event loop; the hub and jobs are read in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from brokerui.console.live import feeds, relay
+from brokerui.console.live.scopes import KINDS, Scope, matcher
+
+BACKFILL_MS = 15 * 60_000  # what a page gets on connect when it says nothing else
+RESOLUTIONS = (1000, 60_000)
+MAX_BACKFILL_MS = {1000: 60 * 60_000, 60_000: 24 * 60 * 60_000}
+REFUSED = 4403  # close code for anonymous or foreign sockets
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """What both endpoints share: authentication, one group at a time, pause and resume."""
+
+    relay_key = ""
+    group: str | None = None
+    paused = False
+    _relay: relay.Relay | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated or not await self.allowed(user):
+            await self.close(code=REFUSED)
+            return
+        await self.accept()
+
+    async def allowed(self, user) -> bool:
+        return True
+
+    async def disconnect(self, code: int) -> None:
+        await self.leave()
+        if self._relay is not None:
+            relay.release(self.relay_key, self._relay)
+            self._relay = None
+
+    async def receive_json(self, content, **kwargs) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        handler = {"subscribe": self.on_subscribe, "pause": self.on_pause,
+                   "resume": self.on_resume}.get(kind)
+        if handler is None:
+            await self.send_json({"type": "error", "message": f"unknown message type {kind!r}"})
+            return
+        await handler(content)
+
+    async def join(self, group: str) -> None:
+        await self.leave()
+        self.group = group
+        await self.channel_layer.group_add(group, self.channel_name)
+
+    async def leave(self) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def on_pause(self, content: dict) -> None:
+        # leaving the group stops the layer delivering to this socket at all
+        self.paused = True
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self.send_json({"type": "paused"})
+
+    async def on_resume(self, content: dict) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        if self.group is not None:
+            # rejoin before reading the history: a window may come twice, never be missed
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_json({"type": "resumed"})
+        await self.fill_gap(content)
+
+    async def on_subscribe(self, content: dict) -> None:
+        raise NotImplementedError
+
+    async def fill_gap(self, content: dict) -> None:
+        raise NotImplementedError
+
+
+class MetricsConsumer(LiveConsumer):
+    relay_key = "metrics"
+    subject: Scope | None = None
+    resolution = 1000
+    last_t: int | None = None
+    hub = None
+
+    async def on_subscribe(self, content: dict) -> None:
+        scope = _scope(content)
+        if scope is None or scope.kind == "panel":
+            await self.send_json({"type": "error", "message": "unknown scope"})
+            return
+        self.hub = await asyncio.to_thread(feeds.metrics_hub)
+        if self.hub is None:
+            await self.send_json({"type": "unavailable",
+                                  "message": "This broker runs without a metrics sampler."})
+            return
+        if self._relay is None:
+            self._relay = relay.acquire(self.relay_key, self.hub, self.hub.subscribe,
+                                        feeds.MetricsFanOut())
+        self.subject, self.resolution = scope, _resolution(content)
+        self.last_t, self.paused = None, False
+        self.topics = await asyncio.to_thread(_group_topics, scope)
+        await self.join(scope.group_name)
+        await self.backfill(_since(content, self.resolution, BACKFILL_MS))
+
+    async def fill_gap(self, content: dict) -> None:
+        if self.subject is None:
+            return
+        since = _int(content.get("since"))
+        if since is None:
+            since = self.last_t + 1 if self.last_t is not None else now_ms() - BACKFILL_MS
+        await self.backfill(_clamp(since, self.resolution))
+
+    async def backfill(self, since_ms: int) -> None:
+        match = matcher(self.subject, self.topics)
+        points = await asyncio.to_thread(
+            self.hub.history, since_ms, None, resolution_ms=self.resolution, match=match
+        )
+        rows = [feeds.as_row(p) for p in points]
+        await self.send_points("backfill", rows, since=since_ms)
+
+    async def metrics_points(self, event: dict) -> None:
+        if self.paused:
+            return
+        rows = [r for r in event["points"] if r[2] == self.resolution]
+        if rows:
+            await self.send_points("points", rows)
+
+    async def send_points(self, kind: str, rows: list, **extra) -> None:
+        if rows:
+            latest = max(r[1] for r in rows)
+            self.last_t = latest if self.last_t is None else max(self.last_t, latest)
+        await self.send_json({"type": kind, "resolution": self.resolution,
+                              **extra, **feeds.encode_points(rows)})
+
+
+class PanelConsumer(LiveConsumer):
+    relay_key = "panels"
+    jobs = None
+
+    @property
+    def panel_pk(self) -> int:
+        return int(self.scope["url_route"]["kwargs"]["pk"])
+
+    async def allowed(self, user) -> bool:
+        from brokerui.console.live.models import MetricPanel
+
+        self.panel = await database_sync_to_async(
+            MetricPanel.objects.filter(pk=self.panel_pk, user=user).first
+        )()
+        return self.panel is not None
+
+    async def on_subscribe(self, content: dict) -> None:
+        self.jobs = await asyncio.to_thread(feeds.panel_jobs)
+        if self.jobs is None:
+            await self.send_json({"type": "unavailable",
+                                  "message": "This broker runs without panel jobs."})
+            return
+        if self._relay is None:
+            self._relay = relay.acquire(self.relay_key, self.jobs, self.jobs.subscribe,
+                                        feeds.PanelFanOut())
+        self.paused = False
+        await self.join(Scope("panel", self.panel.panel_id).group_name)
+        await self.fill_gap(content)
+
+    async def fill_gap(self, content: dict) -> None:
+        if self.jobs is None:
+            return
+        from brokerui.console.live.services import panel_snapshot
+
+        update = await asyncio.to_thread(panel_snapshot, self.panel)
+        await self.send_json({"type": "snapshot", "update": update})
+
+    async def panel_update(self, event: dict) -> None:
+        if not self.paused:
+            await self.send_json({"type": "update", "update": event["update"]})
+
+
+# ------------------------------------------------------------------------------ parsing
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _scope(content: dict) -> Scope | None:
+    kind, name = content.get("scope"), content.get("name") or ""
+    if kind not in KINDS or not isinstance(name, str) or (kind != "overview" and not name):
+        return None
+    return Scope(kind, "" if kind == "overview" else name)
+
+
+def _resolution(content: dict) -> int:
+    value = _int(content.get("resolution"))
+    return value if value in RESOLUTIONS else RESOLUTIONS[0]
+
+
+def _clamp(since: int, resolution: int) -> int:
+    return max(since, now_ms() - MAX_BACKFILL_MS[resolution])
+
+
+def _since(content: dict, resolution: int, default_ms: int) -> int:
+    since = _int(content.get("since"))
+    if since is None:
+        span = _int(content.get("range_ms")) or default_ms
+        since = now_ms() - span
+    return _clamp(since, resolution)
+
+
+def _group_topics(scope: Scope) -> list[str]:
+    """The topics a group reads (their produce rate is drawn on its page)."""
+    if scope.kind != "group":
+        return []
+    from brokerui.cluster import get_cluster
+    from streams.errors import UnknownGroup
+
+    try:
+        detail = get_cluster().describe_group(scope.name)
+    except UnknownGroup:
+        return []
+    return sorted({p.topic for p in detail.lag.partitions})

@@ -1,0 +1,10 @@
+"""WebSocket routes of the live console (included by `brokerui.routing`)."""
+
+from django.urls import path
+
+from brokerui.console.live.consumers import MetricsConsumer, PanelConsumer
+
+websocket_urlpatterns = [
+    path("ws/metrics/", MetricsConsumer.as_asgi()),
+    path("ws/panels/<int:pk>/", PanelConsumer.as_asgi()),
+]

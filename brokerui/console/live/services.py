@@ -1,0 +1,119 @@
+"""Writes and reads of users' metric panels: the database row, the broker's panel job, the audit.
+
+A panel is a `MetricPanel` row (the user's, with its `PanelSpec` as JSON) plus a job in
+`broker.panels` under `MetricPanel.panel_id`. Jobs live in memory, so they are re-ensured when a
+panel's page is opened and for every saved panel at start-up (`ensure_saved_panels`). Creating
+and deleting a panel is audited; it changes nothing else in the cluster.
+
+Thread-safety: as Django's ORM (one call per request or worker thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import DatabaseError, connections
+
+from brokerui.audit import services as audit
+from brokerui.console.live import feeds
+from brokerui.console.live.models import MetricPanel
+
+log = logging.getLogger(__name__)
+
+
+def _spec_class():
+    from streams.processing.panels import PanelSpec
+
+    return PanelSpec
+
+
+def spec_of(panel: MetricPanel):
+    return _spec_class().from_dict(panel.spec)
+
+
+def _target(panel: MetricPanel) -> str:
+    return f"panel {panel.pk} {panel.name}"
+
+
+def panel_create(*, user, name: str, spec) -> MetricPanel:
+    """Save a validated `PanelSpec` as `user`'s panel, start its job, audit it."""
+    spec.validate()
+    panel = MetricPanel.objects.create(user=user, name=name, spec=spec.to_dict())
+    ensure_panel(panel)
+    audit.record(user, "panel.create", _target(panel), after={"name": name, **panel.spec})
+    return panel
+
+
+def panel_update(*, panel: MetricPanel, user, name: str, spec) -> MetricPanel:
+    """Change a panel's name and spec; its job restarts with the new spec."""
+    spec.validate()
+    before = {"name": panel.name, **panel.spec}
+    panel.name, panel.spec = name, spec.to_dict()
+    panel.save(update_fields=["name", "spec", "updated_at"])
+    jobs = feeds.panel_jobs()
+    if jobs is not None:
+        jobs.remove(panel.panel_id)
+    ensure_panel(panel)
+    audit.record(user, "panel.update", _target(panel), before=before,
+                 after={"name": name, **panel.spec})
+    return panel
+
+
+def panel_delete(*, panel: MetricPanel, user) -> None:
+    jobs = feeds.panel_jobs()
+    if jobs is not None:
+        jobs.remove(panel.panel_id)
+    before = {"name": panel.name, **panel.spec}
+    target = _target(panel)
+    panel.delete()
+    audit.record(user, "panel.delete", target, before=before)
+
+
+def ensure_panel(panel: MetricPanel) -> bool:
+    """Make sure the panel's job runs; False when the broker has no panel jobs."""
+    jobs = feeds.panel_jobs()
+    if jobs is None:
+        return False
+    jobs.ensure(panel.panel_id, spec_of(panel))
+    return True
+
+
+def ensure_saved_panels() -> int:
+    """Start the jobs of every saved panel (at start-up); returns how many were started."""
+    started = 0
+    for panel in MetricPanel.objects.all():
+        try:
+            started += ensure_panel(panel)
+        except Exception:  # one broken panel must not keep the others (or the server) down
+            log.exception("panel %s could not be started", panel.pk)
+    return started
+
+
+def panel_snapshot(panel: MetricPanel) -> dict | None:
+    """The panel's current state as JSON-able data, or None without panel jobs."""
+    jobs = feeds.panel_jobs()
+    if jobs is None:
+        return None
+    ensure_panel(panel)
+    return feeds.encode_update(jobs.snapshot(panel.panel_id))
+
+
+def start_saved_panels() -> threading.Thread:
+    """`ensure_saved_panels` in a thread of its own (the server starts meanwhile; a database
+    that is not migrated yet only means no panels)."""
+
+    def run() -> None:
+        try:
+            count = ensure_saved_panels()
+        except DatabaseError as exc:
+            log.warning("saved metric panels not started: %s", exc)
+        else:
+            if count:
+                log.info("started %d saved metric panel(s)", count)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name="start-saved-panels", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,14 @@
+"""`{% live_charts "topic" topic.name %}`: the live charts of a page (see static/js/live.js)."""
+
+from __future__ import annotations
+
+from django import template
+
+from brokerui.console.live.feeds import metrics_hub
+
+register = template.Library()
+
+
+@register.inclusion_tag("console/live/partials/charts.html")
+def live_charts(scope: str, name: str = "") -> dict:
+    return {"scope": scope, "name": name, "available": metrics_hub() is not None}

@@ -1,0 +1,368 @@
+// Live charts and panels: one WebSocket per page (the element with data-live-socket), automatic
+// reconnect with backoff (the server fills the gap from the last window we have), pause while the
+// tab is hidden (Page Visibility API: the server stops sending, and fills the gap on resume), and
+// Plotly charts drawn in the theme's colours. The server's messages: backfill / points (metric
+// windows), snapshot / update (a user panel), paused / resumed, unavailable, error.
+(function () {
+  "use strict";
+
+  var root = document.querySelector("[data-live-socket]");
+  if (!root || root.dataset.liveUnavailable || !window.Plotly) return;
+
+  var MINUTE = 60000;
+  var RANGE_RESOLUTION = { 300000: 1000, 900000: 1000, 3600000: MINUTE }; // 60 min: 1-min rollups
+  var isPanel = root.dataset.liveScope === "panel";
+  var indicator = root.querySelector(".live-indicator");
+  var state = {
+    range: 900000, resolution: 1000, socket: null, backoff: 1000, retry: null,
+    series: {}, meta: {}, lastT: null, panel: null, drawPending: false
+  };
+
+  // ------------------------------------------------------------------ the socket
+
+  function setIndicator(name, text) {
+    if (!indicator) return;
+    indicator.dataset.liveState = name;
+    indicator.textContent = text || name;
+  }
+
+  function send(message) {
+    if (state.socket && state.socket.readyState === WebSocket.OPEN) {
+      state.socket.send(JSON.stringify(message));
+    }
+  }
+
+  function subscribe(since) {
+    var message = { type: "subscribe", scope: root.dataset.liveScope, name: root.dataset.liveName,
+                    resolution: state.resolution, range_ms: state.range };
+    if (since !== null) message.since = since;
+    send(message);
+  }
+
+  function connect() {
+    state.retry = null;
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + location.host + root.dataset.liveSocket);
+    state.socket = socket;
+    socket.onopen = function () {
+      state.backoff = 1000;
+      subscribe(state.lastT); // after a reconnect: only what we miss
+      if (document.hidden) pause(); else setIndicator("live");
+    };
+    socket.onmessage = function (event) { receive(JSON.parse(event.data)); };
+    socket.onclose = function () {
+      if (state.socket !== socket) return;
+      state.socket = null;
+      setIndicator("stale", "stale — reconnecting…");
+      state.retry = setTimeout(connect, state.backoff);
+      state.backoff = Math.min(state.backoff * 2, 30000);
+    };
+  }
+
+  function pause() {
+    send({ type: "pause" });
+    setIndicator("paused");
+  }
+
+  function resume() {
+    send({ type: "resume", since: state.lastT });
+    if (state.socket) setIndicator("live");
+  }
+
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) pause(); else resume();
+  });
+
+  function receive(message) {
+    if (message.type === "backfill" || message.type === "points") addPoints(message);
+    else if (message.type === "snapshot") setPanel(message.update, true);
+    else if (message.type === "update") setPanel(message.update, false);
+    else if (message.type === "unavailable") showEmpty(message.message);
+    scheduleDraw();
+  }
+
+  // ------------------------------------------------------------------ metric data
+
+  function addPoints(message) {
+    if (message.resolution !== state.resolution) return; // an answer to an older subscription
+    Object.assign(state.meta, message.series);
+    message.points.forEach(function (row) {
+      var name = row[0], t = row[1];
+      var windows = state.series[name] || (state.series[name] = new Map());
+      windows.set(t, { v: row[3], w: row[2] }); // a correction (rev > 0) replaces the window
+      if (state.lastT === null || t > state.lastT) state.lastT = t;
+    });
+    prune();
+  }
+
+  function prune() {
+    var oldest = Date.now() - state.range - 2 * state.resolution;
+    Object.keys(state.series).forEach(function (name) {
+      state.series[name].forEach(function (_, t, map) { if (t < oldest) map.delete(t); });
+    });
+  }
+
+  function perSecond(kind, point) {
+    return kind.indexOf("lag") >= 0 ? point.v : point.v / (point.w / 1000);
+  }
+
+  // [{label, kind, parts, points: [[t, value]]}] for the series `pick(kind, parts)` names
+  function collect(pick) {
+    var out = {};
+    Object.keys(state.series).forEach(function (name) {
+      var meta = state.meta[name];
+      if (!meta) return;
+      var label = pick(meta[0], meta[1]);
+      if (label === null || label === undefined) return;
+      var entry = out[label] || (out[label] = new Map());
+      state.series[name].forEach(function (point, t) {
+        entry.set(t, (entry.get(t) || 0) + perSecond(meta[0], point)); // same label: summed
+      });
+    });
+    return Object.keys(out).sort(byLabel).map(function (label) {
+      var ts = Array.from(out[label].keys()).sort(function (a, b) { return a - b; });
+      return { label: label, ts: ts, values: ts.map(function (t) { return out[label].get(t); }) };
+    });
+  }
+
+  function byLabel(a, b) {
+    var total = /^(all topics|total)/;
+    if (total.test(a) !== total.test(b)) return total.test(a) ? -1 : 1;
+    return a.localeCompare(b, undefined, { numeric: true });
+  }
+
+  function trace(s, extra) {
+    return Object.assign({
+      type: "scatter", mode: "lines", name: s.label, line: { width: 1.5, shape: "hv" },
+      x: s.ts.map(function (t) { return new Date(t); }), y: s.values,
+      hovertemplate: "%{y:,.4~r}<extra>" + s.label + "</extra>"
+    }, extra || {});
+  }
+
+  function emphasise(s) {
+    return /^(all topics|total)/.test(s.label) ? trace(s, { line: { width: 3, shape: "hv" } }) : trace(s);
+  }
+
+  var CHARTS = {
+    records_in: { title: "Records in", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        if (kind !== "records_in" || parts.length > 1) return null;
+        return parts.length ? parts[0] : "all topics";
+      }).map(emphasise);
+    } },
+    bytes_in: { title: "Bytes in", unit: "bytes/s", traces: function () {
+      return collect(function (kind, parts) {
+        if (kind !== "bytes_in" || parts.length > 1) return null;
+        return parts.length ? parts[0] : "all topics";
+      }).map(emphasise);
+    } },
+    partition_in: { title: "In, per partition", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        return kind === "records_in" && parts.length === 2 ? "partition " + parts[1] : null;
+      }).map(emphasise);
+    } },
+    partition_out: { title: "Consumed, per partition", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        return kind === "records_out" && parts.length === 2 ? "partition " + parts[1] : null;
+      }).map(emphasise);
+    } },
+    group_lag: { title: "Lag per partition", unit: "records", traces: function () {
+      return collect(function (kind, parts) {
+        if (kind !== "group_lag") return null;
+        return parts.length === 3 ? parts[1] + "-" + parts[2] : "total";
+      }).map(emphasise);
+    } },
+    group_rate: { title: "Consume rate", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        if (kind === "group_records") return "consumed (processing time)";
+        if (kind === "group_records_et") return "consumed (event time)";
+        if (kind === "records_in" && parts.length === 1) return "produced to its topics";
+        return null;
+      }).map(function (s) {
+        var dash = s.label.indexOf("event") >= 0 ? "dot" : s.label.indexOf("produced") >= 0 ? "dash" : "solid";
+        return trace(s, { line: { width: 2, dash: dash, shape: "hv" } });
+      });
+    } }
+  };
+
+  // ------------------------------------------------------------------ time to clear the lag
+
+  function lastMinuteRate(pickKind) {
+    var series = collect(function (kind, parts) { return pickKind(kind, parts) ? "x" : null; })[0];
+    if (!series || !series.ts.length) return null;
+    var end = series.ts[series.ts.length - 1] + state.resolution, sum = 0, span = 0;
+    series.ts.forEach(function (t, i) {
+      if (t >= end - MINUTE) { sum += series.values[i] * state.resolution / 1000; span += state.resolution; }
+    });
+    return span ? sum / (span / 1000) : null;
+  }
+
+  function duration(seconds) {
+    if (seconds < 60) return Math.ceil(seconds) + " s";
+    if (seconds < 3600) return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
+    if (seconds < 86400) return Math.floor(seconds / 3600) + " h " + Math.round(seconds % 3600 / 60) + " min";
+    return Math.round(seconds / 86400) + " d";
+  }
+
+  function drawEta() {
+    var out = root.querySelector("[data-eta-value]");
+    if (!out) return;
+    var lag = collect(function (kind, parts) { return kind === "group_lag" && parts.length === 1 ? "t" : null; })[0];
+    var consume = lastMinuteRate(function (kind) { return kind === "group_records"; });
+    var produce = lastMinuteRate(function (kind, parts) { return kind === "records_in" && parts.length === 1; });
+    if (!lag || !lag.values.length || consume === null) { out.textContent = "–"; return; }
+    var current = lag.values[lag.values.length - 1], gain = consume - (produce || 0);
+    out.dataset.lag = current;
+    if (current <= 0) out.textContent = "caught up";
+    else if (gain <= 0) out.textContent = "not catching up";
+    else out.textContent = "about " + duration(current / gain);
+  }
+
+  // ------------------------------------------------------------------ drawing
+
+  function colours() {
+    var css = getComputedStyle(document.documentElement);
+    function v(name, fallback) { return css.getPropertyValue(name).trim() || fallback; }
+    return { text: v("--pico-color", "#333"), muted: v("--pico-muted-color", "#777"),
+             grid: v("--pico-muted-border-color", "#ddd") };
+  }
+
+  function layout(title, unit, xRange, empty) {
+    var c = colours();
+    var axis = { gridcolor: c.grid, linecolor: c.grid, zerolinecolor: c.grid,
+                 tickfont: { color: c.muted }, title: { font: { color: c.muted } } };
+    return {
+      title: { text: title, font: { size: 14, color: c.text }, x: 0, xanchor: "left" },
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+      font: { color: c.text, family: "system-ui, sans-serif", size: 12 },
+      margin: { l: 64, r: 16, t: 36, b: 48 }, height: 300, showlegend: true,
+      legend: { orientation: "h", y: -0.22, font: { color: c.muted } },
+      xaxis: Object.assign({}, axis, { type: "date", range: xRange, title: { text: "time (UTC)", font: { color: c.muted } } }),
+      yaxis: Object.assign({}, axis, { rangemode: "tozero", title: { text: unit, font: { color: c.muted } } }),
+      annotations: empty ? [{ text: "no data yet", showarrow: false, xref: "paper", yref: "paper",
+                              x: 0.5, y: 0.5, font: { color: c.muted } }] : []
+    };
+  }
+
+  function scheduleDraw() {
+    if (state.drawPending) return;
+    state.drawPending = true;
+    window.requestAnimationFrame(function () { state.drawPending = false; draw(); });
+  }
+
+  function draw() {
+    if (isPanel) { drawPanel(); return; }
+    var now = Date.now(), any = false;
+    var xRange = [new Date(now - state.range), new Date(now)];
+    root.querySelectorAll("[data-chart]").forEach(function (figure) {
+      var chart = CHARTS[figure.dataset.chart];
+      var traces = chart.traces();
+      var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
+      figure.dataset.points = points;
+      any = any || points > 0;
+      window.Plotly.react(figure, traces, layout(chart.title, chart.unit, xRange, points === 0),
+                          { displayModeBar: false, responsive: true });
+    });
+    if (any) showEmpty(null);
+    drawEta();
+  }
+
+  function showEmpty(text) {
+    var empty = root.querySelector("[data-live-empty]");
+    if (!empty) return;
+    empty.hidden = !text;
+    if (text) empty.textContent = text;
+  }
+
+  // ------------------------------------------------------------------ user panels
+
+  function setPanel(update, replace) {
+    if (!update) { showEmpty("The broker runs without panel jobs."); return; }
+    var panel = state.panel;
+    if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: [] };
+    update.results.forEach(function (r) {
+      var key = r.key === null || r.key === undefined ? "all" : String(r.key);
+      panel.windows.set(key + "\u0000" + r.start, r);
+      if (r.correction && !replace) panel.corrections.unshift(r);
+    });
+    panel.corrections = panel.corrections.slice(0, 8);
+    panel.stats = update;
+    var byStart = Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; });
+    while (byStart.length > 2000) panel.windows.delete(keyOf(byStart.shift()));
+  }
+
+  function keyOf(r) {
+    return (r.key === null || r.key === undefined ? "all" : String(r.key)) + "\u0000" + r.start;
+  }
+
+  function resultValue(r) {
+    var wanted = root.dataset.aggregation;
+    if (r.values && wanted in r.values) return r.values[wanted];
+    for (var k in r.values) if (typeof r.values[k] === "number") return r.values[k];
+    return null;
+  }
+
+  function drawPanel() {
+    var panel = state.panel, figure = root.querySelector("[data-chart]");
+    if (!panel || !figure) return;
+    var keys = {};
+    Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; }).forEach(function (r) {
+      var key = r.key === null || r.key === undefined ? "all" : String(r.key);
+      var s = keys[key] || (keys[key] = { label: key, ts: [], values: [] });
+      s.ts.push(r.start); s.values.push(resultValue(r));
+    });
+    var traces = Object.keys(keys).sort(byLabel).map(function (k) {
+      return trace(keys[k], { mode: "lines+markers", marker: { size: 4 } });
+    });
+    var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
+    figure.dataset.points = points;
+    if (points) showEmpty(null);
+    window.Plotly.react(figure, traces, layout(root.dataset.title || "", root.dataset.unit || "", undefined, points === 0),
+                        { displayModeBar: false, responsive: true });
+    drawPanelStats(panel);
+  }
+
+  function drawPanelStats(panel) {
+    var s = panel.stats || {};
+    function put(name, value) {
+      var el = root.querySelector('[data-stat="' + name + '"]');
+      if (el) el.textContent = value;
+    }
+    put("watermark", s.watermark === null || s.watermark === undefined || s.watermark < 0 ? "–" : new Date(s.watermark).toISOString().replace("T", " ").slice(0, 23) + " UTC");
+    put("late_count", (s.late_count || 0).toLocaleString());
+    put("corrections", (s.corrections || 0).toLocaleString());
+    put("records_read", (s.records_read || 0).toLocaleString());
+    put("parse_errors", (s.parse_errors || 0).toLocaleString());
+    var list = root.querySelector("[data-corrections]");
+    if (!list || !panel.corrections.length) return;
+    list.replaceChildren.apply(list, panel.corrections.map(function (r) {
+      var li = document.createElement("li");
+      li.textContent = new Date(r.start).toISOString().slice(11, 19) + "–" + new Date(r.end).toISOString().slice(11, 19) +
+        (r.key === null || r.key === undefined ? "" : " · " + r.key) + " → " + resultValue(r) + " (revision " + r.revision + ")";
+      return li;
+    }));
+  }
+
+  // ------------------------------------------------------------------ controls
+
+  root.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-range]");
+    if (!button) return;
+    root.querySelectorAll("[data-range]").forEach(function (b) {
+      b.setAttribute("aria-pressed", b === button ? "true" : "false");
+    });
+    state.range = Number(button.dataset.range);
+    state.resolution = RANGE_RESOLUTION[state.range] || 1000;
+    state.series = {}; state.lastT = null; // a new range: backfilled afresh
+    root.dataset.range = state.range;
+    subscribe(null);
+    scheduleDraw();
+  });
+
+  // the theme toggle flips data-theme on <html>: redraw in the new colours
+  new MutationObserver(scheduleDraw).observe(document.documentElement,
+                                             { attributes: true, attributeFilter: ["data-theme"] });
+  setInterval(function () { if (!document.hidden && !isPanel) scheduleDraw(); }, 5000); // x axis moves on
+  root.dataset.range = state.range;
+  connect();
+})();

@@ -1,0 +1,200 @@
+"""The live-metrics WebSocket (/ws/metrics/) through the whole ASGI stack: session auth, the
+relay from the hub's thread to the event loop, the channel layer (in memory, and a real
+redis-server), backfill, live points, pause and resume with the gap filled."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from brokerui.console.live.consumers import REFUSED
+from streams.broker.metrics import series
+
+pytestmark = pytest.mark.django_db
+
+
+def run(coro_fn):
+    """Run an async test body on an event loop, with DB calls going back to this thread."""
+    return async_to_sync(coro_fn)()
+
+
+def produce(broker, topic: str, n: int, partitions: int = 2) -> None:
+    if topic not in broker.store.list_topics():
+        broker.store.create_topic(topic, partitions)
+    for i in range(n):
+        broker.store.append(topic, b'{"n": %d}' % i, partition=i % partitions)
+
+
+async def next_second(hub, clock) -> None:
+    """Advance the hand clock a second and tick the hub in another thread, as its sampler."""
+    clock.now += 1000
+    await asyncio.to_thread(hub.tick)
+
+
+async def receive(ws, kind: str) -> dict:
+    """The next message of type `kind` (skipping acks of other kinds)."""
+    for _ in range(10):
+        message = await ws.receive_json_from(timeout=5)
+        if message["type"] == kind:
+            return message
+    raise AssertionError(f"no {kind!r} message")
+
+
+def values(message: dict, name: str) -> dict[int, float]:
+    return {t: v for s, t, _w, v, _r in message["points"] if s == name}
+
+
+def test_anonymous_connection_is_refused(connect, login):
+    headers = login()
+
+    async def body():
+        ws = connect("/ws/metrics/", headers)
+        connected, code = await ws.connect()
+        assert not connected
+        assert code == REFUSED
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_overview_backfill_then_live_points(broker, hub, clock, connect, login, viewer):
+    produce(broker, "orders", 5)
+
+    headers = login(viewer)
+
+    async def body():
+        await next_second(hub, clock)  # history: 5 records in the first window
+        first_window = clock.now - 1000 - clock.now % 1000
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 900_000})
+        backfill = await receive(ws, "backfill")
+        assert values(backfill, series("records_in", "orders")) == {first_window: 5}
+        assert backfill["series"][series("records_in", "orders")] == ["records_in", ["orders"]]
+        # per-partition series belong to the topic page, not the overview
+        assert not values(backfill, series("records_in", "orders", 0))
+
+        await asyncio.to_thread(produce, broker, "orders", 7)
+        await next_second(hub, clock)
+        live = await receive(ws, "points")
+        assert values(live, series("records_in", "orders")) == {first_window + 1000: 7}
+        assert values(live, series("records_in")) == {first_window + 1000: 7}
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_pause_stops_pushes_and_resume_fills_the_gap(broker, hub, clock, connect, login, operator):
+    produce(broker, "orders", 1)
+
+    headers = login(operator)
+
+    async def body():
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "topic", "name": "orders"})
+        await receive(ws, "backfill")
+        await next_second(hub, clock)
+        seen = await receive(ws, "points")
+        last_t = max(t for _s, t, *_ in seen["points"])
+
+        await ws.send_json_to({"type": "pause"})
+        await receive(ws, "paused")
+        await asyncio.to_thread(produce, broker, "orders", 4)
+        await next_second(hub, clock)  # a window closes while the tab is hidden
+        await next_second(hub, clock)
+        assert await ws.receive_nothing(timeout=0.5)
+
+        await ws.send_json_to({"type": "resume", "since": last_t + 1})
+        await receive(ws, "resumed")
+        gap = await receive(ws, "backfill")
+        by_partition = values(gap, series("records_in", "orders", 0))
+        by_partition.update({t: v + by_partition.get(t, 0)
+                             for t, v in values(gap, series("records_in", "orders", 1)).items()})
+        assert sorted(by_partition) == [last_t + 1000, last_t + 2000]  # both missed windows
+        assert sum(by_partition.values()) == 4
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_group_page_gets_lag_and_the_produce_rate_of_its_topics(broker, hub, clock, connect, login,
+                                                                viewer):
+    produce(broker, "orders", 6)
+    produce(broker, "clicks", 3, partitions=1)
+    broker.coordinator.commit_offsets("billing", {("orders", 0): 1, ("orders", 1): 1})
+
+    headers = login(viewer)
+
+    async def body():
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "group", "name": "billing"})
+        await receive(ws, "backfill")
+        await asyncio.to_thread(produce, broker, "orders", 2)
+        await asyncio.to_thread(produce, broker, "clicks", 2, 1)
+        await next_second(hub, clock)
+        live = await receive(ws, "points")
+        names = {s for s, *_ in live["points"]}
+        assert series("group_lag", "billing") in names
+        assert series("group_lag", "billing", "orders", 0) in names
+        assert series("group_records_et", "billing") in names
+        assert series("records_in", "orders") in names  # produce rate of what it reads
+        assert series("records_in", "clicks") not in names  # a topic it does not read
+        assert list(values(live, series("group_lag", "billing")).values()) == [6]
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_points_travel_through_a_redis_channel_layer(broker, hub, clock, connect, login, viewer,
+                                                     settings, redis_url):
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                    "CONFIG": {"hosts": [redis_url]}}
+    }
+    import redis as redis_client
+    from channels.layers import get_channel_layer
+
+    redis = redis_client.Redis.from_url(redis_url)
+
+    assert type(get_channel_layer()).__name__ == "RedisChannelLayer"
+
+    headers = login(viewer)
+
+    async def body():
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview"})
+        await receive(ws, "backfill")
+        # channels-redis keeps a group's members in a sorted set in redis
+        assert await asyncio.to_thread(redis.exists, "asgi:group:live.overview")
+        await asyncio.to_thread(produce, broker, "orders", 3)
+        await next_second(hub, clock)
+        live = await receive(ws, "points")
+        assert list(values(live, series("records_in", "orders")).values()) == [3]
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_the_broker_hub_pushes_real_windows(broker, connect, login, viewer):
+    """No hand clock: the broker's own sampler closes a window each second."""
+    assert broker.metrics is not None
+    produce(broker, "orders", 3)
+
+    headers = login(viewer)
+
+    async def body():
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 60_000})
+        await receive(ws, "backfill")
+        live = await receive(ws, "points")
+        assert live["resolution"] == 1000
+        assert series("records_in") in {s for s, *_ in live["points"]}
+        await ws.disconnect()
+
+    run(body)
