@@ -33,6 +33,7 @@ class Config:
     database_url: str
     redis_url: str | None
     secret_key: str | None  # None: generated once and kept in <data_dir>/.secret_key
+    cluster_url: str | None = None  # kafka://host:port[,...]: an external cluster, no local broker
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -49,6 +50,7 @@ class Config:
             database_url=env.get("DATABASE_URL") or f"sqlite:///{data_dir / 'tidelog.sqlite3'}",
             redis_url=env.get("REDIS_URL") or None,
             secret_key=env.get("TIDELOG_SECRET_KEY") or None,
+            cluster_url=_cluster_url(env.get("TIDELOG_CLUSTER", "")),
         )
 
 
@@ -81,6 +83,20 @@ def _port(env: Mapping[str, str], name: str, *, default: int) -> int:
     if not 1 <= port <= 65535:
         raise ConfigError(f"{name}={port}: a TCP port is between 1 and 65535")
     return port
+
+
+def _cluster_url(value: str) -> str | None:
+    value = value.strip()
+    if not value:
+        return None
+    scheme, _, servers = value.partition("://")
+    hosts = [s for s in servers.rstrip("/").split(",") if s.strip()]
+    if scheme != "kafka" or not hosts or any(not h.rpartition(":")[2].isdigit() for h in hosts):
+        raise ConfigError(
+            f"TIDELOG_CLUSTER={value!r}: expected kafka://host:port[,host2:port] "
+            "(unset it to use the built-in broker)"
+        )
+    return value
 
 
 def _csv(value: str) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""Writing audit records: to the database and, as JSON, to the internal topic ``__audit``.
+"""Writing audit records: to the database and, as JSON, to the internal topic ``__audit`` (of
+the built-in broker; on an external cluster, TIDELOG_CLUSTER, to the database only).
 
 Every mutating action of the console, the API and the command line calls ``record`` after it
 succeeded; a refusal worth seeing (an offset reset refused because the group has members) is
@@ -37,7 +38,9 @@ def _append_to_topic(entry: AuditEntry, cluster) -> None:
         from brokerui.cluster import get_cluster
 
         cluster = get_cluster()
-    store = cluster.store
+    store = getattr(cluster, "store", None)
+    if store is None:  # an external cluster: its __* topics are not Tidelog's to write
+        return
     if AUDIT_TOPIC not in store.list_topics():
         try:
             store.create_topic(AUDIT_TOPIC, 1, AUDIT_TOPIC_CONFIG)
