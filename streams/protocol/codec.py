@@ -50,6 +50,7 @@ class Request(NamedTuple):
     correlation_id: int
     client_id: str | None
     body: Any  # the kafka-python request message (fields in snake_case)
+    client_host: str = ""  # set by the server: the peer's address
 
 
 def _message_classes() -> tuple[dict[int, type], dict[int, type]]:

@@ -64,7 +64,7 @@ class KafkaListener:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: set[_Connection] = set()
         self._ctx: BrokerContext | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.address: tuple[str, int] | None = None
@@ -142,9 +142,9 @@ class KafkaListener:
 
     async def _close(self) -> None:
         self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for conn in list(self._connections):
+            conn.abort()
+        await asyncio.gather(*(c.done for c in self._connections), return_exceptions=True)
         await self._server.wait_closed()
         self.store.remove_append_listener(self._ctx.notifier.on_append)
         self._executor.shutdown(wait=True)
@@ -165,36 +165,44 @@ class KafkaListener:
     # ================================================================== connections
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        task = asyncio.current_task()
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        conn = _Connection(self._ctx, reader, writer, f"{peer[0]}:{peer[1]}" if peer else "?")
+        conn = _Connection(self._ctx, reader, writer, peer)
+        self._connections.add(conn)
         try:
             await conn.run()
         finally:
-            self._connections.discard(task)
+            self._connections.discard(conn)
 
 
 class _Connection:
     """One client connection: ordered request processing and responses."""
 
-    def __init__(self, ctx: BrokerContext, reader, writer, peer: str):
+    def __init__(self, ctx: BrokerContext, reader, writer, peer):
         self.ctx = ctx
         self.reader = reader
         self.writer = writer
-        self.peer = peer
+        self.host = peer[0] if peer else ""
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.pending: asyncio.Queue = asyncio.Queue(maxsize=ctx.config.max_in_flight)
+        self.done = asyncio.get_running_loop().create_future()
+        self._tasks: tuple[asyncio.Task, ...] = ()
+
+    def abort(self) -> None:
+        """Stop serving this connection (listener shutdown); `run()` then returns."""
+        for task in self._tasks:
+            task.cancel()
 
     async def run(self) -> None:
         reading = asyncio.create_task(self._read_requests())
         responding = asyncio.create_task(self._respond())
+        self._tasks = (reading, responding)
         try:
-            await asyncio.wait((reading, responding), return_when=asyncio.FIRST_COMPLETED)
-            if reading.done() and reading.exception() is None:
+            await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+            if _succeeded(reading):
                 await self.pending.put(None)  # the client is done: answer what is pending
-                await responding
-            for task in (reading, responding):
-                if task.done() and task.exception() is not None:
+                await asyncio.wait((responding,))
+            for task in self._tasks:
+                if task.done() and not task.cancelled() and task.exception() is not None:
                     raise task.exception()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -210,6 +218,7 @@ class _Connection:
             self.writer.close()
             with contextlib.suppress(Exception):
                 await self.writer.wait_closed()
+            self.done.set_result(None)
 
     def _cancel_pending(self) -> None:
         while not self.pending.empty():
@@ -246,6 +255,7 @@ class _Connection:
             return
         except ProtocolError as exc:
             raise _Closing(str(exc)) from None
+        req = req._replace(client_host=self.host)
         api = APIS[req.api_key]
         task = asyncio.ensure_future(api.handler(self.ctx, req))
         if not api.pipelined:
@@ -278,6 +288,10 @@ class _Connection:
         if body is None:
             return None
         return codec.encode_response(req, body)
+
+
+def _succeeded(task: asyncio.Task) -> bool:
+    return task.done() and not task.cancelled() and task.exception() is None
 
 
 class _Closing(Exception):

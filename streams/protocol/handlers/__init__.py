@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from streams.protocol.handlers import fetch, metadata, offsets, produce
+from streams.protocol.handlers import admin, fetch, groups, metadata, offsets, produce
 
 
 class Api(NamedTuple):
@@ -36,10 +36,27 @@ APIS: dict[int, Api] = {
         Api(1, 12, fetch.handle_fetch, pipelined=True),
         Api(2, 7, offsets.handle_list_offsets),
         Api(3, 13, metadata.handle_metadata),
+        Api(8, 9, offsets.handle_offset_commit),
+        Api(9, 9, offsets.handle_offset_fetch),
         Api(10, 6, metadata.handle_find_coordinator),
+        Api(11, 9, groups.handle_join_group),
+        Api(12, 4, groups.handle_heartbeat),
+        Api(13, 5, groups.handle_leave_group),
+        Api(14, 5, groups.handle_sync_group),
+        Api(15, 5, groups.handle_describe_groups),
+        Api(16, 5, groups.handle_list_groups),
         Api(18, 4, metadata.handle_api_versions),
+        Api(19, 7, admin.handle_create_topics),
+        Api(20, 6, admin.handle_delete_topics),
+        Api(21, 2, admin.handle_delete_records),
         Api(22, 4, produce.handle_init_producer_id),
         Api(23, 4, offsets.handle_offset_for_leader_epoch),
+        Api(32, 4, admin.handle_describe_configs),
+        Api(33, 2, admin.handle_alter_configs),
+        Api(37, 3, admin.handle_create_partitions),
+        Api(42, 2, groups.handle_delete_groups),
+        Api(44, 1, admin.handle_incremental_alter_configs),
+        Api(47, 0, offsets.handle_offset_delete),
         Api(60, 1, metadata.handle_describe_cluster),
     )
 }

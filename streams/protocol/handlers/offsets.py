@@ -1,4 +1,6 @@
-"""ListOffsets (earliest, latest, max timestamp, by timestamp) and OffsetForLeaderEpoch.
+"""Offsets: ListOffsets (earliest, latest, max timestamp, by timestamp), OffsetForLeaderEpoch,
+and the committed offsets of groups (OffsetCommit, OffsetFetch, OffsetDelete), which go through
+the broker's `GroupCoordinator` like the console's.
 
 A single node with leader epoch 0: OffsetForLeaderEpoch answers the high watermark as the end
 offset of epoch 0, which is what KIP-320 offset validation in clients needs to pass.
@@ -6,11 +8,12 @@ offset of epoch 0, which is what KIP-320 offset validation in clients needs to p
 
 from __future__ import annotations
 
-from streams.errors import TidelogError
+from streams.errors import GroupError, GroupNotEmpty, TidelogError, UnknownGroup
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import BrokerContext, domain_error_code
 
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
@@ -78,3 +81,124 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Request):
             )
         topics.append(topic_cls(topic=t.topic, partitions=parts))
     return codec.make_response(req, throttle_time_ms=0, topics=topics)
+
+
+# ---------------------------------------------------------------------- committed offsets
+
+INVALID_COMMIT_OFFSET_SIZE = 28
+
+
+async def handle_offset_commit(ctx: BrokerContext, req: Request):
+    """OffsetCommit: all partitions in one coordinator write. Generation -1 (admin tools,
+    ``assign()`` users) is accepted only while the group is Empty, as in Kafka."""
+    b = req.body
+    generation = b.generation_id_or_member_epoch if req.api_version >= 1 else -1
+    offsets = {
+        (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "")
+        for t in b.topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    }
+    code = 0
+    if offsets:
+        try:
+            await ctx.blocking(
+                lambda: ctx.coordinator.commit_offsets(
+                    b.group_id, offsets, member_id=b.member_id or "", generation=generation
+                )
+            )
+        except GroupError as exc:
+            code = domain_error_code(exc)
+    cls = codec.response_class(req.api_key).OffsetCommitResponseTopic
+    topics = [
+        cls(
+            name=t.name,
+            partitions=[
+                cls.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index,
+                    error_code=code if p.committed_offset >= 0 else INVALID_COMMIT_OFFSET_SIZE,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in b.topics
+    ]
+    return codec.make_response(req, throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_fetch(ctx: BrokerContext, req: Request):
+    """OffsetFetch: v0-7 ask for one group, v8+ for several; null topics mean all."""
+    b = req.body
+    cls = codec.response_class(req.api_key)
+    if req.api_version < 8:
+        topics = _fetched(ctx, b.group_id, b.topics, cls.OffsetFetchResponseTopic, False)
+        return codec.make_response(req, throttle_time_ms=0, topics=topics, error_code=0)
+    group_cls = cls.OffsetFetchResponseGroup
+    groups = [
+        group_cls(
+            group_id=g.group_id,
+            topics=_fetched(ctx, g.group_id, g.topics, group_cls.OffsetFetchResponseTopics, True),
+            error_code=0,
+        )
+        for g in b.groups
+    ]
+    return codec.make_response(req, throttle_time_ms=0, groups=groups)
+
+
+def _fetched(ctx: BrokerContext, group_id: str, wanted, topic_cls, multi: bool) -> list:
+    committed = ctx.coordinator.committed(group_id)
+    if wanted is None:
+        asked: dict[str, list[int]] = {}
+        for topic, partition in sorted(committed):
+            asked.setdefault(topic, []).append(partition)
+    else:
+        asked = {t.name: list(t.partition_indexes) for t in wanted}
+    part_cls = (
+        topic_cls.OffsetFetchResponsePartitions
+        if multi
+        else (topic_cls.OffsetFetchResponsePartition)
+    )
+    out = []
+    for topic, partitions in asked.items():
+        parts = []
+        for p in partitions:
+            c = committed.get((topic, p))
+            parts.append(
+                part_cls(
+                    partition_index=p,
+                    committed_offset=c.offset if c else -1,
+                    committed_leader_epoch=-1,
+                    metadata=c.metadata if c else "",
+                    error_code=0,
+                )
+            )
+        out.append(topic_cls(name=topic, partitions=parts))
+    return out
+
+
+async def handle_offset_delete(ctx: BrokerContext, req: Request):
+    """OffsetDelete: refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) while active members
+    subscribe to the topic. The coordinator deletes a topic's offsets as a whole."""
+    b = req.body
+    cls = codec.response_class(req.api_key).OffsetDeleteResponseTopic
+    top_code, topics = 0, []
+    for t in b.topics:
+        try:
+            await ctx.blocking(ctx.coordinator.delete_offsets, b.group_id, t.name)
+            code = 0
+        except UnknownGroup as exc:
+            top_code = code = domain_error_code(exc)
+        except GroupNotEmpty:
+            code = GROUP_SUBSCRIBED_TO_TOPIC
+        topics.append(
+            cls(
+                name=t.name,
+                partitions=[
+                    cls.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index, error_code=0 if top_code else code
+                    )
+                    for p in t.partitions
+                ],
+            )
+        )
+    return codec.make_response(req, error_code=top_code, throttle_time_ms=0, topics=topics)
