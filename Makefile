@@ -8,6 +8,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
+BENCH_STAMP := $(VENV)/.bench-requirements-installed
 export TIDELOG_HTTP_PORT ?= 8000
 SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server
 
@@ -46,8 +47,13 @@ test: $(STAMP) system-deps
 
 # make bench            all benchmarks in tests/bench/bench_*.py
 # make bench BENCH=log  only tests/bench/bench_log.py
-bench: $(STAMP) system-deps
+bench: $(BENCH_STAMP) system-deps
 	$(PY) -m tests.bench $(BENCH)
+
+# Benchmark peers (requirements-bench.txt) on top of the dev requirements.
+$(BENCH_STAMP): requirements-bench.txt $(STAMP)
+	$(PY) -m pip install --quiet -r requirements-bench.txt
+	touch $@
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
