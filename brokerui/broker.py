@@ -13,6 +13,7 @@ import threading
 from django.conf import settings
 
 from streams.broker.runtime import Broker
+from streams.protocol import ListenerConfig
 
 _lock = threading.Lock()
 _broker: Broker | None = None
@@ -23,11 +24,22 @@ def get_broker() -> Broker:
     global _broker, _atexit_registered
     with _lock:
         if _broker is None:
-            _broker = Broker.open(settings.TIDELOG_DATA_DIR, demo=settings.TIDELOG_DEMO)
+            _broker = Broker.open(
+                settings.TIDELOG_DATA_DIR,
+                demo=settings.TIDELOG_DEMO,
+                kafka_listener=_listener_config(),
+            )
             if not _atexit_registered:
                 atexit.register(close_broker)
                 _atexit_registered = True
         return _broker
+
+
+def _listener_config() -> ListenerConfig | None:
+    """The Kafka listener on TIDELOG_KAFKA_PORT, unless TIDELOG_KAFKA_LISTENER=0."""
+    if not getattr(settings, "TIDELOG_KAFKA_LISTENER", True):
+        return None
+    return ListenerConfig(port=settings.TIDELOG_KAFKA_PORT)
 
 
 def close_broker() -> None:

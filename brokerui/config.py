@@ -34,6 +34,7 @@ class Config:
     redis_url: str | None
     secret_key: str | None  # None: generated once and kept in <data_dir>/.secret_key
     cluster_url: str | None = None  # kafka://host:port[,...]: an external cluster, no local broker
+    kafka_listener: bool = True  # serve the Kafka protocol on kafka_port (TIDELOG_KAFKA_LISTENER)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -51,6 +52,7 @@ class Config:
             redis_url=env.get("REDIS_URL") or None,
             secret_key=env.get("TIDELOG_SECRET_KEY") or None,
             cluster_url=_cluster_url(env.get("TIDELOG_CLUSTER", "")),
+            kafka_listener=_flag(env, "TIDELOG_KAFKA_LISTENER", default=True),
         )
 
 

@@ -14,6 +14,7 @@ TIDELOG_DATA_DIR = ensure_data_dir(CONFIG.data_dir)
 TIDELOG_DEMO = CONFIG.demo
 TIDELOG_HTTP_PORT = CONFIG.http_port
 TIDELOG_KAFKA_PORT = CONFIG.kafka_port
+TIDELOG_KAFKA_LISTENER = CONFIG.kafka_listener
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
 

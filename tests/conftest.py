@@ -5,7 +5,14 @@ Django is imported inside the fixtures only, so the engine's tests never load it
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# The console starts a Kafka listener on 9092 by default; the suite's servers (in-process and the
+# browser tests' subprocesses, which inherit this) must not compete for that port. Tests of the
+# listener start their own on port 0 (tests/protocol).
+os.environ.setdefault("TIDELOG_KAFKA_LISTENER", "0")
 
 # Benchmarks run on demand (`make bench`), never as part of the test suite.
 collect_ignore = ["bench"]
@@ -19,6 +26,7 @@ def broker(settings, tmp_path):
     close_broker()
     settings.TIDELOG_DATA_DIR = tmp_path / "data"
     settings.TIDELOG_DEMO = False
+    settings.TIDELOG_KAFKA_LISTENER = False
     yield get_broker()
     close_broker()
 
