@@ -2,9 +2,9 @@
 
 It opens the log store (which takes the directory's exclusive lock), starts the group
 coordinator over it (committed offsets live in the store's ``__consumer_offsets``), optionally
-a Kafka wire-protocol listener (``streams.protocol``, stopped first on close), runs the
-background work (for now: optional demo traffic, with a demo consumer group) and, on `close()`,
-stops that work before the coordinator and then the store, so the store's last flush and
+the Kafka wire-protocol listener (``streams.protocol``), runs the background work (optional demo
+traffic, with a demo consumer group) and, on `close()`, stops the listener and that work before
+the coordinator and then the store, so the store's last flush and
 recovery points see no appender still running.
 
 Thread-safety: `open` and `close` are meant to be called by one owner; `store` may be used from
@@ -27,11 +27,21 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, data_dir: Path, store, coordinator, demo: DemoTraffic | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        store,
+        coordinator,
+        demo: DemoTraffic | None = None,
+        metrics=None,
+        panels=None,
+    ):
         self.data_dir = data_dir
         self._store = store
         self._coordinator = coordinator
         self._demo = demo
+        self._metrics = metrics
+        self._panels = panels
         self._listener = None  # the Kafka listener, set by open()
         self._closed = False
         self._close_lock = threading.Lock()
@@ -42,34 +52,42 @@ class Broker:
         data_dir: str | Path,
         *,
         demo: bool = False,
+        metrics: bool = True,
         kafka_listener: ListenerConfig | None = None,
         coordinator_options: dict | None = None,
     ) -> Broker:
-        """Open the store in `data_dir` (created if missing) and start the background work.
+        """Open the store in `data_dir` (created if missing) and start the background work:
+        the metrics hub and the panel jobs (unless `metrics` is False) and demo traffic.
 
         With `kafka_listener`, a Kafka wire-protocol listener runs in its own thread (see
         `kafka_address`); `coordinator_options` go to `GroupCoordinator` (e.g. a short
         ``initial_rebalance_delay_ms``). Raises `DataDirLocked` when another process holds the
         directory.
         """
+        from streams.broker.metrics import MetricsHub
         from streams.groups import GroupCoordinator
         from streams.log import LogStore
+        from streams.processing.panels import PanelJobs
 
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         store = LogStore.open(data_dir)
-        coordinator = None
+        coordinator = hub = panels = None
         try:
             coordinator = GroupCoordinator(store, **(coordinator_options or {})).start()
+            if metrics:
+                hub = MetricsHub(store, coordinator).start()
+                panels = PanelJobs(store).start()
             traffic = DemoTraffic(store, coordinator=coordinator) if demo else None
             if traffic is not None:
                 traffic.start()
         except BaseException:
-            if coordinator is not None:
-                coordinator.close()
+            for part in (panels, hub, coordinator):
+                if part is not None:
+                    part.close()
             store.close()
             raise
-        broker = cls(data_dir, store, coordinator, traffic)
+        broker = cls(data_dir, store, coordinator, traffic, hub, panels)
         if kafka_listener is not None:
             broker._start_listener(kafka_listener)
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
@@ -97,6 +115,16 @@ class Broker:
         return self._coordinator
 
     @property
+    def metrics(self):
+        """The `MetricsHub` (None when the broker was opened with ``metrics=False``)."""
+        return self._metrics
+
+    @property
+    def panels(self):
+        """The `PanelJobs` running user-defined metric panels (None without metrics)."""
+        return self._panels
+
+    @property
     def kafka_address(self) -> tuple[str, int] | None:
         """(host, port) the Kafka listener accepts connections on; None without one."""
         return self._listener.address if self._listener is not None else None
@@ -114,6 +142,9 @@ class Broker:
             self._listener.stop()
         if self._demo is not None:
             self._demo.stop()
+        for part in (self._panels, self._metrics):
+            if part is not None:
+                part.close()
         self._coordinator.close()
         self._store.close()
         log.info("broker on %s closed", self.data_dir)

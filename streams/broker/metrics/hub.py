@@ -1,0 +1,289 @@
+"""`MetricsHub`: the broker's live metrics — sampled every second, windowed, kept, pushed.
+
+Every second, just after the second boundary T, the hub takes a `CounterSampler` sample and
+feeds it to three window operators from `streams.processing` (the same ones user jobs use):
+
+- a processing-time 1-second tumbling window, whose sample clock is set to T − 1 while the
+  sample goes in and to T before `advance()`, so the window [T − 1 s, T) closes at once;
+- a processing-time 1-minute tumbling window over the same sample (the rollup);
+- an event-time 1-second tumbling count per group over the timestamps of the records the group
+  committed past — its consume rate in event time, which a stop-and-catch-up does not spike.
+
+Rates are summed, gauges keep their peak (one sample per second: the value itself). Each batch
+of closed windows goes to the internal topic ``__metrics`` (one record per batch, retention one
+day) so history survives a restart, to an in-memory ring of the last hour (served without
+touching the disk), and to subscribers.
+
+Thread-safety: `tick()` runs on the hub's own thread (or a test's); `subscribe`, `history` and
+`close` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from streams.broker.metrics.sampler import CounterSampler, Sample
+from streams.broker.metrics.series import (
+    GAUGE_KINDS,
+    MINUTE_MS,
+    SECOND_MS,
+    Point,
+    series,
+)
+from streams.errors import TopicAlreadyExists
+from streams.processing import Count, Max, Sum, Tumbling, WindowOperator
+
+log = logging.getLogger(__name__)
+
+METRICS_TOPIC = "__metrics"
+METRICS_TOPIC_CONFIG = {
+    "retention.ms": str(24 * 3600 * 1000),
+    "segment.ms": str(3600 * 1000),  # hourly segments, so retention trims hour by hour
+    "compression.type": "zstd",
+    # a lost second of metrics on power loss is fine; a clean shutdown flushes everything
+    "flush.messages": "1000000",
+    "flush.ms": "5000",
+}
+EVENT_TIME_OUT_OF_ORDERNESS_MS = 1000
+EVENT_TIME_GRACE_MS = 5000
+EVENT_TIME_IDLE_MS = 5000
+RING_MS = 3600 * 1000
+Subscriber = Callable[[list[Point]], None]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MetricsHub:
+    def __init__(
+        self,
+        store,
+        coordinator,
+        *,
+        clock: Callable[[], int] = _wall_ms,
+        persist: bool = True,
+    ):
+        self._store = store
+        self._clock = clock
+        self._persist = persist
+        self._sampler = CounterSampler(store, coordinator)
+        self._sample_ms = 0  # the clock the processing-time operators read
+        self._seconds = self._processing_operator(SECOND_MS)
+        self._minutes = self._processing_operator(MINUTE_MS)
+        self._event_time = WindowOperator(
+            Tumbling(SECOND_MS),
+            {"n": Count()},
+            time="event",
+            out_of_orderness_ms=EVENT_TIME_OUT_OF_ORDERNESS_MS,
+            grace_ms=EVENT_TIME_GRACE_MS,
+            idle_timeout_ms=EVENT_TIME_IDLE_MS,
+            clock=clock,
+        )
+        self._et_inputs: dict[tuple[str, str, int], int] = {}  # (group, topic, p) -> input
+        self._lock = threading.Lock()
+        self._subscribers: list[Subscriber] = []
+        self._ring: deque[tuple[int, list[Point]]] = deque()
+        self._ring_start = clock()
+        self._last_tick: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if persist:
+            self._ensure_topic()
+            self._load_ring()
+
+    def _processing_operator(self, size_ms: int) -> WindowOperator:
+        return WindowOperator(
+            Tumbling(size_ms),
+            {"sum": Sum(), "max": Max()},
+            time="processing",
+            clock=lambda: self._sample_ms,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> MetricsHub:
+        self._thread = threading.Thread(target=self._run, name="metrics-hub", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        while True:
+            now = self._clock()
+            # wake just after the next second boundary: the window that just ended closes
+            delay = (SECOND_MS - now % SECOND_MS + 5) / 1000
+            if self._stop.wait(delay):
+                return
+            try:
+                self.tick()
+            except Exception:  # a bad tick must not end the metrics for the process's life
+                log.exception("metrics: sampling failed; trying again next second")
+
+    # ------------------------------------------------------------------ sampling
+
+    def tick(self) -> list[Point]:
+        """Take one sample and emit the windows that closed; returns the emitted points."""
+        now = self._clock()
+        boundary = now - now % SECOND_MS
+        sample = self._sampler.sample()
+        if self._last_tick is None:  # the first sample is only a baseline
+            self._last_tick = boundary
+            return []
+        self._last_tick = boundary
+        points = self._processing_points(sample, boundary)
+        points += self._event_time_points(sample)
+        if points:
+            self._emit(now, points)
+        return points
+
+    def _processing_points(self, sample: Sample, boundary: int) -> list[Point]:
+        events = [(name, value, None, 0) for name, value in sample.rates.items()]
+        events += [(name, value, None, 0) for name, value in sample.gauges.items()]
+        self._sample_ms = boundary - 1  # the sample belongs to [boundary - 1 s, boundary)
+        self._seconds.process_many(events)
+        self._minutes.process_many(events)
+        self._sample_ms = boundary
+        out = [_point(r, SECOND_MS) for r in self._seconds.advance()]
+        out += [_point(r, MINUTE_MS) for r in self._minutes.advance()]
+        return out
+
+    def _event_time_points(self, sample: Sample) -> list[Point]:
+        events = []
+        for c in sample.consumed:
+            name = series("group_records_et", c.group)
+            inputs = self._et_inputs
+            source = inputs.setdefault((c.group, c.topic, c.partition), len(inputs))
+            events.extend((name, 1, ts, source) for ts in c.timestamps)
+        # merged by event time: a catch-up reads each partition's backlog in turn, and a
+        # partition idle until now would otherwise let the watermark run ahead of it
+        events.sort(key=_event_time_of)
+        results = self._event_time.process_many(events) if events else []
+        results += self._event_time.advance()
+        return [
+            Point(r.key, r.start, r.end - r.start, r.values["n"], r.revision)
+            for r in results
+            if r.revision == 0 or r.correction  # a closing emission repeats the last value
+        ]
+
+    # ------------------------------------------------------------------ emitting
+
+    def _emit(self, now: int, points: list[Point]) -> None:
+        if self._persist:
+            value = json.dumps({"p": [list(p) for p in points]}, separators=(",", ":"))
+            self._store.append(METRICS_TOPIC, value.encode(), timestamp_ms=now)
+        with self._lock:
+            self._ring.append((now, points))
+            while self._ring and self._ring[0][0] < now - RING_MS:
+                self._ring_start = self._ring.popleft()[0]
+            subscribers = list(self._subscribers)
+        for callback in subscribers:
+            try:
+                callback(points)
+            except Exception:
+                log.exception("metrics: a subscriber failed")
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback(points)` with every batch of closed windows (from the hub's thread;
+        it must not block). Returns the function that unsubscribes."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    # ------------------------------------------------------------------ history
+
+    def history(
+        self,
+        since_ms: int,
+        until_ms: int | None = None,
+        *,
+        resolution_ms: int = SECOND_MS,
+        match: Callable[[str], bool] | None = None,
+    ) -> list[Point]:
+        """Points of windows starting in [since_ms, until_ms) at one resolution, oldest first
+        (corrections follow the point they correct). The last hour comes from memory, older
+        history from ``__metrics``."""
+        with self._lock:
+            in_ring = since_ms >= self._ring_start
+            batches = list(self._ring) if in_ring else None
+        if batches is None:
+            batches = self._read_topic(since_ms)
+        until = until_ms if until_ms is not None else 1 << 62
+        return [
+            p
+            for _emitted, points in batches
+            for p in points
+            if p.w == resolution_ms
+            and since_ms <= p.t < until
+            and (match is None or match(p.series))
+        ]
+
+    def _ensure_topic(self) -> None:
+        if METRICS_TOPIC in self._store.list_topics():
+            return
+        try:
+            self._store.create_topic(METRICS_TOPIC, 1, dict(METRICS_TOPIC_CONFIG))
+        except TopicAlreadyExists:
+            pass
+
+    def _load_ring(self) -> None:
+        since = self._clock() - RING_MS
+        batches = self._read_topic(since)
+        with self._lock:
+            self._ring.extend(batches)
+            self._ring_start = since
+
+    def _read_topic(self, since_ms: int) -> list[tuple[int, list[Point]]]:
+        """Every batch emitted at or after `since_ms` (a window is emitted after it starts)."""
+        if not self._persist:
+            return []
+        offset = self._store.offset_for_timestamp(METRICS_TOPIC, 0, since_ms)
+        if offset is None:
+            return []
+        out: list[tuple[int, list[Point]]] = []
+        while True:
+            records = self._store.read(METRICS_TOPIC, 0, offset, 1000, 8 << 20)
+            if not records:
+                return out
+            for r in records:
+                out.append((r.timestamp_ms, _decode(r.value)))
+            offset = records[-1].offset + 1
+
+
+def _event_time_of(event: tuple) -> int:
+    return event[2]
+
+
+def _point(result, size_ms: int) -> Point:
+    kind = result.key.split("/", 1)[0]
+    value = result.values["max"] if kind in GAUGE_KINDS else result.values["sum"]
+    return Point(result.key, result.start, size_ms, value, result.revision)
+
+
+def _decode(value: bytes | None) -> list[Point]:
+    try:
+        return [Point(*p) for p in json.loads(value or b"{}").get("p", [])]
+    except (ValueError, TypeError):
+        log.warning("metrics: skipping an unreadable __metrics record")
+        return []
+
+
+def series_matching(prefixes: Iterable[str]) -> Callable[[str], bool]:
+    """A `match` for `history()`: series whose name starts with one of `prefixes`."""
+    wanted = tuple(prefixes)
+    return lambda name: name.startswith(wanted)

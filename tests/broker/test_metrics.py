@@ -1,0 +1,176 @@
+"""The broker's metrics hub: sampled counters become 1-second and 1-minute windows, kept in
+``__metrics`` across restarts, and an event-time consume rate that a stopped-then-restarted
+group does not spike (DDIA ch. 11, "event time versus processing time").
+
+Time is driven by hand: the hub's clock is a `ManualClock` and each test calls `tick()` once per
+simulated second, as the hub's thread does just after each second boundary."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.broker.metrics import METRICS_TOPIC, MetricsHub, parse_series, series
+from streams.groups import GroupCoordinator
+from streams.log import LogStore
+from streams.processing.testing import ManualClock
+
+T0 = 1_800_000_000_000  # a whole minute: 2027-01-15T08:00:00Z
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(T0 + 5)  # ticks land 5 ms after the boundary, as in production
+
+
+@pytest.fixture
+def engine(tmp_path, clock):
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    store.create_topic("orders", 2, {})
+    coordinator = GroupCoordinator(store, clock=clock)
+    coordinator.load()  # no tick thread: nothing here expires
+    yield store, coordinator
+    store.close()
+
+
+def _by_series(points, w=1000):
+    out: dict[str, dict[int, float]] = {}
+    for p in points:
+        if p.w == w:
+            out.setdefault(p.series, {})[p.t] = p.v
+    return out
+
+
+def _second(clock, hub):
+    clock.advance(1000)
+    return hub.tick()
+
+
+def test_series_names_round_trip_any_topic_or_group():
+    name = series("group_lag", "team/a b", "orders", 3)
+    assert parse_series(name) == ("group_lag", ("team/a b", "orders", "3"))
+    with pytest.raises(ValueError):
+        series("no_such_kind")
+
+
+def test_appends_become_one_second_windows_per_partition_topic_and_total(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock)
+    assert hub.tick() == []  # the first sample is the baseline
+    for _ in range(5):
+        store.append("orders", b"x" * 100, partition=0)
+    for _ in range(3):
+        store.append("orders", b"y" * 100, partition=1)
+    got = _by_series(_second(clock, hub))
+    window = T0  # the second [T0, T0 + 1 s) just closed
+    assert got[series("records_in", "orders", 0)] == {window: 5}
+    assert got[series("records_in", "orders", 1)] == {window: 3}
+    assert got[series("records_in", "orders")] == {window: 8}
+    assert got[series("records_in")] == {window: 8}
+    assert got[series("bytes_in", "orders", 0)][window] > 5 * 100
+    assert got[series("end_offset", "orders", 0)] == {window: 5}
+    # a quiet second is a zero, not a hole in the chart
+    got = _by_series(_second(clock, hub))
+    assert got[series("records_in", "orders")] == {T0 + 1000: 0}
+    assert METRICS_TOPIC not in {parse_series(s)[1][:1] for s in got}  # own traffic not counted
+
+
+def test_one_minute_rollup_sums_rates_and_keeps_peak_gauges(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock)
+    hub.tick()
+    minute_points = []
+    for second in range(60):
+        for _ in range(second % 3):  # 0, 1, 2, 0, 1, 2 ... -> 60 records in the minute
+            store.append("orders", b"v", partition=0)
+        minute_points += [p for p in _second(clock, hub) if p.w == 60_000]
+    got = _by_series(minute_points, w=60_000)
+    assert got[series("records_in", "orders")] == {T0: 60}
+    assert got[series("end_offset", "orders", 0)] == {T0: 60}
+
+
+def test_history_survives_a_restart(tmp_path, clock):
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    store.create_topic("orders", 1, {})
+    hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    hub.tick()
+    for n in (4, 0, 7):
+        for _ in range(n):
+            store.append("orders", b"v")
+        _second(clock, hub)
+    want = hub.history(T0, match=lambda s: s == series("records_in", "orders"))
+    assert [(p.t, p.v) for p in want] == [(T0, 4), (T0 + 1000, 0), (T0 + 2000, 7)]
+    store.close()
+
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    got = hub.history(T0, match=lambda s: s == series("records_in", "orders"))
+    assert got == want
+    store.close()
+
+
+def test_subscribers_get_each_batch_until_they_unsubscribe(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock, persist=False)
+    received = []
+    unsubscribe = hub.subscribe(received.append)
+    hub.tick()
+    _second(clock, hub)
+    assert len(received) == 1 and received[0]
+    unsubscribe()
+    _second(clock, hub)
+    assert len(received) == 1
+
+
+def test_lag_and_consume_rate_follow_commits(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock, persist=False)
+    for _ in range(10):
+        store.append("orders", b"v", partition=0)
+    coordinator.commit_offsets("billing", {("orders", 0): 2})
+    hub.tick()
+    coordinator.commit_offsets("billing", {("orders", 0): 6})
+    got = _by_series(_second(clock, hub))
+    assert got[series("group_records", "billing")] == {T0: 4}
+    assert got[series("records_out", "orders", 0)] == {T0: 4}
+    assert got[series("group_lag", "billing", "orders", 0)] == {T0: 4}
+    assert got[series("group_lag", "billing")] == {T0: 4}
+    assert got[series("group_bytes", "billing")][T0] > 0
+
+
+def test_stopped_group_catching_up_spikes_in_processing_time_but_not_in_event_time(
+    engine, clock
+):
+    """The book's example: 10 records/s keep arriving; the group stops for a minute, then
+    catches up in one go.
+
+        second     0 ........ 30 ............ 90 ........ 120
+        appends    10/s ------------------------------------->
+        group      consumes   | stopped (60 s)  | catches up, then consumes
+        processing-time rate  10 10 10 .. 0 0 0 .. 610 10 10
+        event-time rate       10 10 10 ..  10 10 10 ..  10 10     (flat)
+    """
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock, persist=False)
+    hub.tick()
+    points = []
+    for second in range(120):
+        base = T0 + second * 1000
+        for i in range(10):
+            store.append("orders", b"v", partition=i % 2, timestamp_ms=base + i * 100)
+        if not 30 <= second < 90:
+            ends = {("orders", p): store.offsets("orders", p)[1] for p in (0, 1)}
+            coordinator.commit_offsets("dashboards", ends)
+        points += _second(clock, hub)
+    processing = _by_series(points)[series("group_records", "dashboards")]
+    event_time = _by_series(points)[series("group_records_et", "dashboards")]
+
+    steady = [processing[T0 + s * 1000] for s in range(1, 29)]
+    assert set(steady) == {10}
+    assert processing[T0 + 90_000] == 610  # 60 s of backlog + this second's 10: the spike
+    assert max(processing.values()) > 10 * max(steady)
+
+    closed = [t for t in event_time if t <= T0 + 110_000]
+    assert len(closed) >= 110  # every second, including the stopped minute, got its window
+    assert {event_time[t] for t in closed} == {10}  # flat: no spike, no hole
+    corrections = [p for p in points if p.rev > 0]
+    assert corrections == []
