@@ -16,6 +16,7 @@ Thread-safety: specs are immutable; accumulators belong to one operator (not thr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ddsketch import DDSketch
@@ -62,9 +63,15 @@ def add_value(acc: list, v: float, need_sum: bool, need_minmax: bool) -> None:
 
 
 class AggregateSpec:
-    """Base of the aggregate specs: what they need kept, and their value from an accumulator."""
+    """Base of the aggregate specs: what they need kept, and their value from an accumulator.
+
+    `expr`, when set, is the same value as a Python expression over the accumulator ``a``:
+    ``values_builder`` compiles the specs of a job into one function, which makes emitting a
+    result several times cheaper than calling ``value`` per spec.
+    """
 
     needs: frozenset[str] = frozenset()
+    expr: str | None = None
 
     def value(self, acc: list) -> object:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -75,6 +82,7 @@ class Count(AggregateSpec):
     """Number of events in the window (the value given to ``process`` is ignored)."""
 
     needs = frozenset()
+    expr = f"a[{CNT}]"
 
     def value(self, acc: list) -> int:
         return acc[CNT]
@@ -83,6 +91,7 @@ class Count(AggregateSpec):
 @dataclass(frozen=True)
 class Sum(AggregateSpec):
     needs = frozenset({NEED_SUM})
+    expr = f"a[{SUM}]"
 
     def value(self, acc: list) -> float:
         return acc[SUM]
@@ -93,6 +102,7 @@ class Min(AggregateSpec):
     """Smallest value; None for a window without events (never emitted in practice)."""
 
     needs = frozenset({NEED_MINMAX})
+    expr = f"(a[{MIN}] if a[{CNT}] else None)"
 
     def value(self, acc: list) -> float | None:
         return acc[MIN] if acc[CNT] else None
@@ -101,6 +111,7 @@ class Min(AggregateSpec):
 @dataclass(frozen=True)
 class Max(AggregateSpec):
     needs = frozenset({NEED_MINMAX})
+    expr = f"(a[{MAX}] if a[{CNT}] else None)"
 
     def value(self, acc: list) -> float | None:
         return acc[MAX] if acc[CNT] else None
@@ -111,9 +122,24 @@ class Mean(AggregateSpec):
     """Sum / count (kept as the two, so it merges exactly)."""
 
     needs = frozenset({NEED_SUM})
+    expr = f"(a[{SUM}] / a[{CNT}] if a[{CNT}] else None)"
 
     def value(self, acc: list) -> float | None:
         return acc[SUM] / acc[CNT] if acc[CNT] else None
+
+
+def values_builder(aggregates: list[tuple[str, AggregateSpec]]) -> Callable[[list], dict]:
+    """One function ``acc -> {name: value}`` for a job's specs (compiled once per operator:
+    the names are ``repr``-quoted strings, the expressions come from the spec classes)."""
+    env: dict[str, object] = {}
+    parts = []
+    for i, (name, spec) in enumerate(aggregates):
+        expr = type(spec).expr
+        if expr is None:
+            env[f"_v{i}"] = spec.value
+            expr = f"_v{i}(a)"
+        parts.append(f"{name!r}: {expr}")
+    return eval("lambda a: {" + ", ".join(parts) + "}", env)  # noqa: S307 - see docstring
 
 
 def _check_q(q: object) -> float:

@@ -63,6 +63,7 @@ from streams.processing.aggregates import (
     add_value,
     merge_into,
     new_acc,
+    values_builder,
 )
 from streams.processing.windows import Hopping, Session, Sliding, Tumbling
 
@@ -133,10 +134,13 @@ class WindowOperator:
         if not aggregates:
             raise InvalidConfig("aggregates", aggregates, "needs at least one aggregate")
         for name, spec in aggregates.items():
+            if not isinstance(name, str) or not name:
+                raise InvalidConfig("aggregates", name, "names must be non-empty strings")
             if not isinstance(spec, AggregateSpec):
                 raise InvalidConfig(f"aggregates[{name!r}]", spec, "is not an aggregate spec")
         self.window = window
         self._aggs = list(aggregates.items())
+        self._values = values_builder(self._aggs)
         needs = frozenset().union(*(spec.needs for spec in aggregates.values()))
         self._need_sum = NEED_SUM in needs
         self._need_minmax = NEED_MINMAX in needs
@@ -480,21 +484,46 @@ class WindowOperator:
                 return
             if f is not None and (c is None or f <= c):
                 heapq.heappop(fire_heap)
-                for acc in self._fire_at.pop(f):
-                    if acc[ALIVE] and acc[E] == f:
-                        self._fire(acc, out)
+                due = [acc for acc in self._fire_at.pop(f) if acc[ALIVE] and acc[E] == f]
+                if grace == 0:
+                    self._close_all(due, out)
+                else:
+                    self._fire_all(due, out)
+                    if due:  # all end at f: they close together, one timer entry
+                        bucket = self._close_at.get(f + grace)
+                        if bucket is None:
+                            self._close_at[f + grace] = due
+                            heapq.heappush(close_heap, f + grace)
+                        else:
+                            bucket += due
             else:
                 heapq.heappop(close_heap)
-                for acc in self._close_at.pop(c):
-                    if acc[ALIVE] and acc[E] + grace == c:
-                        self._close(acc, out)
+                due = [acc for acc in self._close_at.pop(c) if acc[ALIVE] and acc[E] + grace == c]
+                self._close_all(due, out)
 
-    def _fire(self, acc: list, out: list[WindowResult]) -> None:
-        if self._grace == 0:
-            self._close(acc, out)
-        else:
-            self._emit(acc, acc[REV] > 0, False, out)
-            _push(self._close_heap, self._close_at, acc[E] + self._grace, acc)
+    def _fire_all(self, accs: list[list], out: list[WindowResult]) -> None:
+        """First emissions at the window end (grace follows)."""
+        if type(self.window) is Session:
+            for acc in accs:
+                self._emit(acc, acc[REV] > 0, False, out)
+            return
+        values, append = self._values, out.append
+        for acc in accs:  # fixed and sliding windows fire once: revision 0, no correction
+            append(WindowResult(acc[K], acc[S], acc[E], values(acc), acc[REV], False, False))
+            acc[REV] += 1
+
+    def _close_all(self, accs: list[list], out: list[WindowResult]) -> None:
+        if type(self.window) in (Session, Sliding):
+            for acc in accs:
+                self._close(acc, out)
+            return
+        values, append, fixed = self._values, out.append, self._fixed
+        for acc in accs:
+            append(WindowResult(acc[K], acc[S], acc[E], values(acc), acc[REV], False, True))
+            acc[REV] += 1
+            acc[ALIVE] = False
+            del fixed[(acc[K], acc[S])]
+        self._open -= len(accs)
 
     def _close(self, acc: list, out: list[WindowResult]) -> None:
         self._emit(acc, False, True, out)
@@ -516,7 +545,7 @@ class WindowOperator:
             del self._fixed[(key, acc[S])]
 
     def _emit(self, acc: list, correction: bool, final: bool, out: list[WindowResult]) -> None:
-        values = {name: spec.value(acc) for name, spec in self._aggs}
+        values = self._values(acc)
         replaces: tuple[tuple[int, int], ...] = ()
         if len(acc) > ACC_LEN:  # a session: report the bounds it replaces
             bounds = (acc[S], acc[E])
