@@ -199,6 +199,8 @@ class WindowOperator:
         self, key: object, value: object, event_time: int | None = None, partition: int = 0
     ) -> list[WindowResult]:
         """Add one event; returns the emissions it caused (possibly none)."""
+        if event_time is None and not self._processing:
+            raise ValueError("event_time is required in event-time mode")
         return self.process_many(((key, value, event_time, partition),))
 
     def process_many(self, events: Iterable[Event]) -> list[WindowResult]:

@@ -21,8 +21,10 @@ Jobs emit ``current`` results (every update, so a chart moves as records arrive,
 Records that are not JSON, lack a field, or hold a non-number where a number is needed count
 as ``parse_errors`` and are skipped.
 
-Thread-safety: every public method may be called from any thread. Job state is guarded by one
-lock; subscriber callbacks run on the jobs thread, outside that lock, and must not block.
+Thread-safety: every public method may be called from any thread. The set of jobs is guarded
+by one lock and each job's state by its own (held while it polls, at most ``READ_BUDGET``
+records per partition); subscriber callbacks run on the jobs thread, outside the locks, and
+must not block.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ MAX_SIZE_MS = 24 * 3600_000
 MAX_WINDOWS_PER_EVENT = 100  # hopping: size / step
 MAX_DELAY_MS = 3600_000  # lateness and out-of-orderness
 READ_BATCH = 1000  # records per read call
-READ_BUDGET = 20_000  # records per partition per poll, so one backlog cannot starve the rest
+READ_BUDGET = 5_000  # records per partition per poll: a backlog neither starves other panels
+# nor holds the job's lock (which ``snapshot`` waits for) for long
 SNAPSHOT_WINDOWS = 10_000  # latest emissions kept per panel (also bounded by backfill age)
 
 _MISSING = object()
@@ -303,6 +306,7 @@ class _Job:
         self.error: str | None = None
         self.latest: dict[tuple[object, int, int], WindowResult] = {}
         self.last_reported: tuple | None = None
+        self.lock = threading.Lock()  # poll vs snapshot
         self._add_partitions()
 
     def _add_partitions(self) -> None:
@@ -388,7 +392,8 @@ class _Job:
         if not fresh and counts == self.last_reported:
             return None
         self.last_reported = counts
-        return PanelUpdate(self.panel_id, list(fresh.values()), *counts)
+        ordered = sorted(fresh.values(), key=_window_order)
+        return PanelUpdate(self.panel_id, ordered, *counts)
 
     def _trim(self) -> None:
         horizon = self.clock() - self.backfill_ms
@@ -402,9 +407,13 @@ class _Job:
 
     def snapshot(self) -> PanelUpdate:
         op = self.operator
-        results = sorted(self.latest.values(), key=lambda r: (r.start, r.end, str(r.key)))
+        results = sorted(self.latest.values(), key=_window_order)
         return PanelUpdate(self.panel_id, results, op.watermark, op.late_count, op.corrections,
                            self.records_read, self.parse_errors, self.error)
+
+
+def _window_order(r: WindowResult) -> tuple:
+    return r.end, r.start, str(r.key)
 
 
 class PanelJobs:
@@ -479,8 +488,9 @@ class PanelJobs:
         watermark and counts. Raises UnknownPanel."""
         with self._lock:
             job = self._jobs.get(panel_id)
-            if job is None:
-                raise UnknownPanel(panel_id)
+        if job is None:
+            raise UnknownPanel(panel_id)
+        with job.lock:
             return job.snapshot()
 
     def poll_once(self) -> bool:
@@ -488,11 +498,16 @@ class PanelJobs:
         updates: list[PanelUpdate] = []
         more = False
         with self._lock:
-            for job in list(self._jobs.values()):
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            with job.lock:
                 update, job_more = job.poll()
-                more = more or job_more
-                if update is not None:
-                    updates.append(update)
+            with self._lock:
+                current = self._jobs.get(job.panel_id) is job  # not replaced or removed meanwhile
+            more = more or (job_more and current)
+            if update is not None and current:
+                updates.append(update)
+        with self._lock:
             subscribers = self._subscribers
         for update in updates:
             for callback in subscribers:

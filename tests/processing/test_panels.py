@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -227,3 +228,43 @@ def test_paths_and_times():
     assert parse_time("2026-11-29T16:00:01.123+01:00") == expected
     assert parse_time("2026-11-29T15:00:01.123") == expected  # naive: UTC
     assert parse_time(1234) == 1234 and parse_time(True) is None
+
+
+def test_backlog_is_read_over_several_polls(store, clock, monkeypatch):
+    import streams.processing.panels as panels
+
+    monkeypatch.setattr(panels, "READ_BUDGET", 50)
+    monkeypatch.setattr(panels, "READ_BATCH", 20)
+    for p in range(3):
+        store.append_batch("orders", [(json.dumps({"total": i}).encode(), None, (),
+                                       T0 + i * 10) for i in range(120)], partition=p)
+    clock.set(T0 + 60_000)
+    jobs = PanelJobs(store, clock=clock)
+    jobs.ensure("p", PanelSpec("orders", "sum", value_field="total", size_ms=1000))
+    polls = 1
+    while jobs.poll_once():
+        polls += 1
+    snap = jobs.snapshot("p")
+    assert polls == 3 and snap.records_read == 360 and snap.late_count == 0
+    # 120 records per partition, 10 ms apart: windows of 100 records, then 20
+    sums = {r.start - T0: r.values["sum"] for r in snap.results if r.final}
+    assert sums == {0: 3 * sum(range(100)), 1000: 3 * sum(range(100, 120))}
+
+
+def test_processing_imports_without_django():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.abc\n"
+        "class Refuse(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'django': raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "import streams.processing, streams.processing.panels, streams.processing.testing\n"
+        "print('ok')\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=repo)
+    assert done.stdout.strip() == "ok", done.stderr
