@@ -1,5 +1,5 @@
 # Tidelog: `make run` serves the console and broker, `make test` runs the whole suite.
-# Both set up .venv (and, for tests, Debian's chromium and redis-server) on a fresh machine.
+# Both set up .venv (and, for tests, Debian's chromium, redis-server and kcat) on a fresh machine.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 BENCH_STAMP := $(VENV)/.bench-requirements-installed
 export TIDELOG_HTTP_PORT ?= 8000
-SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server
+SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat
 
 .PHONY: run test bench lint venv system-deps
 
@@ -34,6 +34,7 @@ system-deps:
 	@missing=""; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium fonts-dejavu-core"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 		echo "installing:$$missing"; \

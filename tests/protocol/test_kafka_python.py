@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import time
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+
+from streams.cluster import LocalCluster
+from streams.errors import GroupNotEmpty
+from streams.groups import GroupState, ResetScope, ResetStrategy
 
 
 def _produce(bootstrap: str, topic: str, n: int, **options) -> list:
@@ -67,3 +72,75 @@ def test_offsets_for_times(broker, bootstrap):
         assert consumer.offsets_for_times({tp: base + 10_000})[tp] is None
     finally:
         consumer.close()
+
+
+def _poll_until(consumer: KafkaConsumer, n: int) -> list:
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < n and time.monotonic() < deadline:
+        for msgs in consumer.poll(timeout_ms=200).values():
+            got += [(m.partition, m.offset, m.value) for m in msgs]
+    return got
+
+
+def _group_consumer(bootstrap: str, group: str) -> KafkaConsumer:
+    return KafkaConsumer(
+        "shared",
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        client_id="kp-consumer",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=200,
+    )
+
+
+def test_group_seen_by_console_and_reset_through_coordinator(broker, bootstrap):
+    """A kafka-python group is the console's group: members and lag through LocalCluster, and
+    an offset reset (admin commit) refused while members are in, applied once they left."""
+    broker.store.create_topic("shared", 2)
+    _produce(bootstrap, "shared", 100, enable_idempotence=True)
+    cluster = LocalCluster(broker.store, broker.coordinator)
+
+    consumer = _group_consumer(bootstrap, "kp-group")
+    try:
+        got = _poll_until(consumer, 80)
+        consumer.commit(
+            {TopicPartition("shared", p): OffsetAndMetadata(40, "", -1) for p in (0, 1)}
+        )
+        detail = cluster.describe_group("kp-group")
+        assert detail.description.state == "Stable"
+        [member] = detail.description.members
+        assert member.client_id == "kp-consumer"
+        assert member.assignment == {"shared": [0, 1]}
+        assert {(p.partition, p.committed, p.lag) for p in detail.lag.partitions} == {
+            (0, 40, 10),
+            (1, 40, 10),
+        }
+        plan = cluster.plan_reset(
+            group_id="kp-group",
+            strategy=ResetStrategy.parse("to-offset", "5"),
+            scope=ResetScope(topic="shared"),
+        )
+        with pytest.raises(GroupNotEmpty):
+            cluster.execute_reset(plan=plan)
+    finally:
+        consumer.close()
+    assert sorted(got)[:2] == [(0, 0, b"value-0"), (0, 1, b"value-2")]
+
+    assert broker.coordinator.group_state("kp-group") == GroupState.EMPTY
+    cluster.execute_reset(plan=plan)
+    assert {tp: c.offset for tp, c in broker.coordinator.committed("kp-group").items()} == {
+        ("shared", 0): 5,
+        ("shared", 1): 5,
+    }
+    # the next member of the group starts where the reset put it
+    consumer = _group_consumer(bootstrap, "kp-group")
+    try:
+        again = _poll_until(consumer, 90)
+    finally:
+        consumer.close()
+    assert sorted(again) == sorted(
+        (i % 2, i // 2, b"value-%d" % i) for i in range(100) if i // 2 >= 5
+    )

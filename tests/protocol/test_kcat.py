@@ -1,0 +1,62 @@
+"""Debian's kcat (librdkafka 2.0.2, which enables features only on exact old versions) against
+the listener: metadata, produce (compressed), consume, and a balanced consumer group."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("kcat") is None, reason="kcat is not installed (make system-deps installs it)"
+)
+
+
+def kcat(bootstrap: str, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        ["kcat", "-b", bootstrap, "-X", "session.timeout.ms=6000", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_metadata_lists_topics_partitions_and_this_broker(broker, bootstrap):
+    broker.store.create_topic("clicks", 3)
+    meta = json.loads(kcat(bootstrap, "-L", "-J"))
+    port = int(bootstrap.rsplit(":", 1)[1])
+    assert meta["brokers"] == [{"id": 0, "name": bootstrap}]
+    assert meta["controllerid"] == 0
+    clicks = next(t for t in meta["topics"] if t["topic"] == "clicks")
+    assert [p["partition"] for p in clicks["partitions"]] == [0, 1, 2]
+    assert all(p["leader"] == 0 for p in clicks["partitions"])
+    assert port > 0
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_produce_and_consume_round_trip(broker, bootstrap, codec):
+    lines = [f"key-{i}:value {i} {codec}" for i in range(50)]
+    kcat(bootstrap, "-P", "-t", "kc", "-K:", "-p", "0", "-z", codec, stdin="\n".join(lines) + "\n")
+    out = kcat(bootstrap, "-C", "-t", "kc", "-o", "beginning", "-e", "-f", "%k:%s@%o\n")
+    assert out.splitlines() == [f"{line}@{i}" for i, line in enumerate(lines)]
+    stored = broker.store.read("kc", 0, 0, max_records=100)
+    assert [(r.key, r.value) for r in stored] == [
+        (f"key-{i}".encode(), f"value {i} {codec}".encode()) for i in range(50)
+    ]
+
+
+def test_balanced_consumer_group_reads_everything_and_commits(broker, bootstrap):
+    broker.store.create_topic("kg", 2)
+    for p in (0, 1):
+        lines = "".join(f"k{p}-{i}:v{p}-{i}\n" for i in range(20))
+        kcat(bootstrap, "-P", "-t", "kg", "-K:", "-p", str(p), stdin=lines)
+    out = kcat(bootstrap, "-G", "kcat-group", "kg", "-o", "beginning", "-e", "-f", "%p %k %s\n")
+    got = sorted(tuple(line.split(" ")) for line in out.splitlines())
+    assert got == sorted((str(p), f"k{p}-{i}", f"v{p}-{i}") for p in (0, 1) for i in range(20))
+    committed = broker.coordinator.committed("kcat-group")
+    assert {tp: c.offset for tp, c in committed.items()} == {("kg", 0): 20, ("kg", 1): 20}
