@@ -235,8 +235,8 @@
       title: { text: title, font: { size: 14, color: c.text }, x: 0, xanchor: "left" },
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
       font: { color: c.text, family: "system-ui, sans-serif", size: 12 },
-      margin: { l: 64, r: 16, t: 36, b: 48 }, height: 300, showlegend: true,
-      legend: { orientation: "h", y: -0.22, font: { color: c.muted } },
+      margin: { l: 64, r: 16, t: 36, b: 96 }, height: 330, showlegend: true,
+      legend: { orientation: "h", x: 0, y: -0.42, yanchor: "top", font: { color: c.muted } },
       xaxis: Object.assign({}, axis, { type: "date", range: xRange, title: { text: "time (UTC)", font: { color: c.muted } } }),
       yaxis: Object.assign({}, axis, { rangemode: "tozero", title: { text: unit, font: { color: c.muted } } }),
       annotations: empty ? [{ text: "no data yet", showarrow: false, xref: "paper", yref: "paper",
@@ -354,7 +354,7 @@
     state.range = Number(button.dataset.range);
     state.resolution = RANGE_RESOLUTION[state.range] || 1000;
     state.series = {}; state.lastT = null; // a new range: backfilled afresh
-    root.dataset.range = state.range;
+    root.dataset.liveRange = state.range;
     subscribe(null);
     scheduleDraw();
   });
@@ -363,6 +363,6 @@
   new MutationObserver(scheduleDraw).observe(document.documentElement,
                                              { attributes: true, attributeFilter: ["data-theme"] });
   setInterval(function () { if (!document.hidden && !isPanel) scheduleDraw(); }, 5000); // x axis moves on
-  root.dataset.range = state.range;
+  root.dataset.liveRange = state.range;
   connect();
 })();
