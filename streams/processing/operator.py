@@ -166,6 +166,8 @@ class WindowOperator:
         self._fire_at: dict[int, list[list]] = {}
         self._close_heap: list[int] = []
         self._close_at: dict[int, list[list]] = {}
+        self._gc_heap: list[tuple[int, int, object]] = []  # sliding: (due, seq, key)
+        self._gc_seq = 0
         self._open = 0
         self._late_count = 0
         self._corrections = 0
@@ -262,6 +264,7 @@ class WindowOperator:
             state.clear()
         self._fire_heap.clear()
         self._close_heap.clear()
+        self._gc_heap.clear()
         self._open = 0
         return out
 
@@ -430,14 +433,28 @@ class WindowOperator:
         return True
 
     def _prune_sliding(self, key: object) -> None:
-        """Forget buffered events no future window can hold; drop an empty key."""
+        """Forget buffered events no future window can hold; drop a key that holds nothing.
+        A key without windows but with buffered events gets a clean-up timer for when its
+        newest buffered event can no longer be in any window (dormant keys do not leak)."""
+        size, grace = self.window.size_ms, self._grace
         buf = self._slide_buf.get(key)
-        if buf is not None:
-            del buf[: bisect.bisect_right(buf, self._wm - self._grace - self.window.size_ms,
-                                          key=_first)]
-        if not self._sliding.get(key) and not buf:
-            for state in (self._sliding, self._slide_ends, self._slide_buf):
-                state.pop(key, None)
+        if buf:
+            del buf[: bisect.bisect_right(buf, self._wm - grace - size, key=_first)]
+        if self._sliding.get(key):
+            return
+        if buf:
+            self._gc_seq += 1
+            heapq.heappush(self._gc_heap, (buf[-1][0] + size + grace, self._gc_seq, key))
+            return
+        for state in (self._sliding, self._slide_ends, self._slide_buf):
+            state.pop(key, None)
+
+    def _collect_garbage(self) -> None:
+        gc_heap, wm = self._gc_heap, self._wm
+        while gc_heap and gc_heap[0][0] <= wm:
+            key = heapq.heappop(gc_heap)[2]
+            if key in self._slide_buf and not self._sliding.get(key):
+                self._prune_sliding(key)
 
     # ------------------------------------------------------------------ watermark and timers
 
@@ -483,6 +500,8 @@ class WindowOperator:
             f = fire_heap[0] if fire_heap and fire_heap[0] <= wm else None
             c = close_heap[0] if close_heap and close_heap[0] <= wm else None
             if f is None and c is None:
+                if self._gc_heap:
+                    self._collect_garbage()
                 return
             if f is not None and (c is None or f <= c):
                 heapq.heappop(fire_heap)

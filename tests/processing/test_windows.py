@@ -90,6 +90,14 @@ def test_sliding_late_event_is_dropped_and_state_is_released():
     assert operator.open_windows == 1 and "a" not in operator._slide_buf
 
 
+def test_sliding_dormant_keys_release_their_buffers():
+    operator = WindowOperator(Sliding(10), {"n": Count()})
+    operator.process_many((f"k{i}", 1, i, 0) for i in range(100))  # one event per key
+    operator.process("z", 1, 1000)
+    assert operator.open_windows == 1
+    assert set(operator._slide_buf) == {"z"}
+
+
 # ------------------------------------------------------------------ sessions
 
 
