@@ -129,7 +129,8 @@ class PanelSpec:
     @classmethod
     def from_dict(cls, d: Mapping[str, object]) -> PanelSpec:
         """Build and validate a spec from form or JSON data: numbers may be strings, empty
-        strings mean "not set", and keys that are not fields are ignored."""
+        strings and None mean "not set" (the default), and keys that are not fields are
+        ignored."""
         names = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, object] = {}
         for name, value in d.items():
@@ -139,6 +140,8 @@ class PanelSpec:
                 value = value.strip()
                 if value == "" and name not in ("topic", "aggregation"):
                     continue
+            if value is None and names[name].default is not None:
+                continue  # "not given": keep the default (size, lateness, ...)
             if name.endswith("_ms") and value is not None:
                 value = _coerce_int(name, value)
             kwargs[name] = value

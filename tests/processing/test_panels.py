@@ -195,6 +195,9 @@ def test_spec_from_dict_coerces_and_validates():
                                 "lateness_ms": "0", "title": "ignored"})
     assert spec.size_ms == 60_000 and spec.step_ms == 10_000 and spec.gap_ms is None
     assert PanelSpec.from_dict(spec.to_dict()) == spec
+    defaults = PanelSpec.from_dict({"topic": "t", "aggregation": "count", "size_ms": None,
+                                    "lateness_ms": None, "group_by": None})
+    assert (defaults.size_ms, defaults.lateness_ms, defaults.group_by) == (10_000, 0, None)
 
 
 @pytest.mark.parametrize("data, field", [
