@@ -2,7 +2,7 @@
 
 Loading it starts the process-wide broker, so the data directory is locked and demo traffic
 flows from the moment the server starts, not from the first request; the broker is closed at
-interpreter exit (see `brokerui.broker`).
+interpreter exit (see `brokerui.broker`). With TIDELOG_CLUSTER set, no local broker is opened.
 """
 
 import os
@@ -14,13 +14,16 @@ from brokerui.routing import build_application  # noqa: E402
 application = build_application()
 
 from brokerui.broker import get_broker  # noqa: E402
+from brokerui.cluster import is_external  # noqa: E402
 from streams.errors import DataDirLocked  # noqa: E402
 
-try:
-    get_broker()
-except DataDirLocked as exc:  # a second server on the same data: say so, without a traceback
-    raise SystemExit(f"tidelog: {exc}") from None
+# On an external cluster (TIDELOG_CLUSTER) the console is only a client: no local broker.
+if not is_external():
+    try:
+        get_broker()
+    except DataDirLocked as exc:  # a second server on the same data: say so, no traceback
+        raise SystemExit(f"tidelog: {exc}") from None
 
-from brokerui.console.live.services import start_saved_panels  # noqa: E402
+    from brokerui.console.live.services import start_saved_panels
 
-start_saved_panels()  # users' metric panels run from start-up, not only once their page is open
+    start_saved_panels()  # users' metric panels run from start-up, not only once their page is open

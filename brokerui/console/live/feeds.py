@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from channels.layers import get_channel_layer
 
 from brokerui.broker import get_broker
+from brokerui.cluster import is_external
 from brokerui.console.live.scopes import Scope, learn_readers, route
 from streams.broker.metrics import parse_series
 
@@ -26,12 +27,17 @@ PANEL_EVENT = "panel.update"  # handled by PanelConsumer.panel_update
 
 
 def metrics_hub():
-    """The broker's `MetricsHub`, or None when the broker runs without one."""
+    """The broker's `MetricsHub`, or None when the broker runs without one (or the console
+    works on an external cluster, TIDELOG_CLUSTER: no local broker, no live metrics)."""
+    if is_external():
+        return None
     return getattr(get_broker(), "metrics", None)
 
 
 def panel_jobs():
-    """The broker's `PanelJobs`, or None when the broker runs without them."""
+    """The broker's `PanelJobs`, or None when the broker runs without them (or external)."""
+    if is_external():
+        return None
     return getattr(get_broker(), "panels", None)
 
 

@@ -1,0 +1,154 @@
+"""The console on an external Kafka-protocol cluster (TIDELOG_CLUSTER=kafka://...): Tidelog's
+listener runs in another process, the console reaches it through KafkaCluster only and never
+opens a local broker. Topic list/create/detail, produce and browse, group list/detail with lag,
+reset preview and apply once the members left."""
+
+from __future__ import annotations
+
+import html as htmllib
+import importlib.util
+import re
+import time
+
+import pytest
+from confluent_kafka import Consumer
+from django.urls import reverse
+
+from brokerui.audit.models import AuditEntry
+from streams.cluster import ProduceRequest
+from tests.kafka_servers import kafka_server
+
+if importlib.util.find_spec("streams.protocol") is None:  # pragma: no cover - until it lands
+    pytest.skip("Tidelog's Kafka listener (streams.protocol) is not here", allow_module_level=True)
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with kafka_server(str(tmp_path_factory.mktemp("kafka"))) as s:
+        yield s
+
+
+@pytest.fixture
+def external(settings, server, monkeypatch):
+    """The console pointed at `server`; opening the local broker fails the test."""
+    from brokerui import broker, cluster
+
+    def no_local_broker():
+        raise AssertionError("the console opened the local broker on an external cluster")
+
+    monkeypatch.setattr(broker, "get_broker", no_local_broker)
+    settings.TIDELOG_CLUSTER = server.url
+    yield cluster.get_cluster()
+    cluster.close_external_clusters()
+
+
+@pytest.fixture
+def name(request) -> str:
+    return f"ui-{request.node.name[5:40].replace('_', '-')}-{time.time_ns() % 10**9}"
+
+
+def page(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def test_topic_list_create_and_detail(operator_client, external, name):
+    form = {"name": name, "partitions": "2", "cleanup_policy": "delete",
+            "retention_ms": "3600000", "retention_bytes": "-1"}  # fmt: skip
+    response = operator_client.post(reverse("console:topic_create"), form)
+    assert response.status_code == 302 and response.url == reverse("console:topic", args=[name])
+    assert external.describe_topic(name).config["retention.ms"] == "3600000"
+    assert AuditEntry.objects.get(action="topic.create").target == f"topic {name}"
+
+    external.produce(topic=name, records=[ProduceRequest(b"x", partition=1)] * 3)
+    assert name in page(operator_client.get(reverse("console:topics")))
+    detail = page(operator_client.get(reverse("console:topic", args=[name])))
+    rows = re.findall(r'data-partition="(\d+)" data-end-offset="(\d+)" data-start-offset="(\d+)"',
+                      detail)  # fmt: skip
+    assert rows == [("0", "0", "0"), ("1", "3", "0")]
+
+
+def test_produce_then_browse(operator_client, external, name):
+    external.create_topic(name=name, partitions=1)
+    response = operator_client.post(
+        reverse("console:produce", args=[name]),
+        {"topic": name, "encoding": "text", "count": "1", "key": "k-ui", "value": "hello-ui"},
+    )
+    assert "Wrote 1 message to" in page(response)
+    assert [r.value for r in external.read(topic=name, partition=0, offset=0)] == [b"hello-ui"]
+
+    browse = page(operator_client.get(reverse("console:messages", args=[name]), {"seek": "oldest"}))
+    assert "k-ui" in browse and "hello-ui" in browse
+
+
+def test_groups_lag_and_reset_after_members_left(operator_client, external, server, name):
+    group = f"g-{name}"
+    external.create_topic(name=name, partitions=2)
+    external.produce(topic=name, records=[ProduceRequest(b"v%d" % i, partition=i % 2)
+                                          for i in range(6)])  # fmt: skip
+    consumer = _member(server, group, name, 6)
+    try:
+        external.produce(topic=name, records=[ProduceRequest(b"late", partition=0)])
+        listing = page(operator_client.get(reverse("console:groups")))
+        assert reverse("console:group", args=[group]) in listing
+        detail = page(operator_client.get(reverse("console:group", args=[group])))
+        assert name in detail and re.search(r"\b1\b", detail)  # one record behind
+        preview = _preview(operator_client, group)
+        assert _plan_rows(preview) == {(name, 0): 0, (name, 1): 0}
+        refused = page(_apply(operator_client, group, preview))
+        assert 'id="reset-refused"' in refused and "Nothing was changed" in refused
+    finally:
+        consumer.close()
+
+    _wait(lambda: external.describe_group(group).description.state == "Empty")
+    applied = page(_apply(operator_client, group, _preview(operator_client, group)))
+    assert 'id="reset-applied"' in applied
+    lag = {p.partition: (p.committed, p.lag) for p in external.describe_group(group).lag.partitions}
+    assert lag == {0: (0, 4), 1: (0, 3)}
+    assert AuditEntry.objects.filter(action="group.reset").count() == 1
+
+
+def _member(server, group: str, topic: str, n: int) -> Consumer:
+    consumer = Consumer({
+        "bootstrap.servers": server.bootstrap, "group.id": group,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "session.timeout.ms": 6000, "max.poll.interval.ms": 6000,
+    })  # fmt: skip
+    consumer.subscribe([topic])
+    seen, deadline = 0, time.monotonic() + 60
+    while seen < n:
+        assert time.monotonic() < deadline, f"the group read {seen} of {n} records"
+        m = consumer.poll(0.5)
+        seen += m is not None and m.error() is None
+    consumer.commit(asynchronous=False)
+    return consumer
+
+
+def _preview(client, group: str) -> str:
+    data = {"action": "preview", "scope": "all", "strategy": "to-earliest"}
+    return page(client.post(reverse("console:group_reset", args=[group]), data, **HX))
+
+
+def _apply(client, group: str, preview: str):
+    token = re.search(r'name="plan" value="([^"]+)"', preview)
+    assert token, "no plan in the preview"
+    data = {"action": "apply", "plan": htmllib.unescape(token.group(1))}
+    return client.post(reverse("console:group_reset", args=[group]), data, **HX)
+
+
+def _plan_rows(html: str) -> dict[tuple[str, int], int]:
+    rows = re.findall(
+        r'<tr data-topic="([^"]+)" data-partition="(\d+)" data-current="[^"]*" '
+        r'data-target="(\d+)"',
+        html,
+    )
+    return {(t, int(p)): int(target) for t, p, target in rows}
+
+
+def _wait(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
