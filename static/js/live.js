@@ -282,11 +282,13 @@
     if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: [] };
     update.results.forEach(function (r) {
       var key = r.key === null || r.key === undefined ? "all" : String(r.key);
+      (r.replaces || []).forEach(function (bounds) { panel.windows.delete(key + "\u0000" + bounds[0]); });
       panel.windows.set(key + "\u0000" + r.start, r);
       if (r.correction && !replace) panel.corrections.unshift(r);
     });
     panel.corrections = panel.corrections.slice(0, 8);
     panel.stats = update;
+    if (update.error) showEmpty("This panel stopped: " + update.error);
     var byStart = Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; });
     while (byStart.length > 2000) panel.windows.delete(keyOf(byStart.shift()));
   }
@@ -316,7 +318,7 @@
     });
     var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
     figure.dataset.points = points;
-    if (points) showEmpty(null);
+    if (points && !(panel.stats && panel.stats.error)) showEmpty(null);
     window.Plotly.react(figure, traces, layout(root.dataset.title || "", root.dataset.unit || "", undefined, points === 0),
                         { displayModeBar: false, responsive: true });
     drawPanelStats(panel);

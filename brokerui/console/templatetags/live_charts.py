@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django import template
 
-from brokerui.console.live.feeds import metrics_hub
+from brokerui.console.live import feeds
 
 register = template.Library()
 
 
 @register.inclusion_tag("console/live/partials/charts.html")
 def live_charts(scope: str, name: str = "") -> dict:
-    return {"scope": scope, "name": name, "available": metrics_hub() is not None}
+    return {"scope": scope, "name": name, "available": feeds.metrics_hub() is not None}

@@ -1,0 +1,126 @@
+"""Users' metric panels over HTTP: create with per-field errors (htmx), per-user visibility,
+edit, delete, audit, jobs re-ensured; and the live chart sections of the overview, topic and
+group pages (with and without a metrics hub)."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from brokerui.audit.models import AuditEntry
+from brokerui.console.live import feeds, services
+from brokerui.console.live.models import MetricPanel
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+FORM = {"name": "Order totals", "topic": "orders", "aggregation": "p95", "value_field": "total",
+        "group_by": "", "window": "tumbling", "size_s": "10", "step_s": "", "gap_s": "",
+        "time_field": "at", "lateness_s": "5", "out_of_orderness_s": "2"}
+
+
+@pytest.fixture
+def orders(broker):
+    broker.store.create_topic("orders", 2)
+    broker.store.append("orders", b'{"total": 12.5, "at": 1}', partition=0)
+    return broker
+
+
+def create(client, **changes):
+    return client.post(reverse("console:panels"), {**FORM, **changes}, **HTMX)
+
+
+def test_a_viewer_creates_a_panel_which_starts_its_job_and_is_audited(orders, viewer_client,
+                                                                      viewer):
+    response = create(viewer_client)
+    panel = MetricPanel.objects.get(user=viewer)
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == reverse("console:panel", args=[panel.pk])
+    assert panel.spec["size_ms"] == 10_000 and panel.spec["lateness_ms"] == 5_000
+    assert panel.spec["out_of_orderness_ms"] == 2_000 and panel.spec["time_field"] == "at"
+    assert panel.panel_id in orders.panels.panel_ids()
+    entry = AuditEntry.objects.get(action="panel.create")
+    assert entry.username == viewer.username and entry.after["value_field"] == "total"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "words"),
+    [
+        ({"value_field": ""}, "value_field", "needs a field"),
+        ({"window": "hopping", "step_s": ""}, "step_s", "needs a step"),
+        ({"window": "session"}, "gap_s", "needs a gap"),
+        ({"size_s": "0.01"}, "size_s", "between"),
+        ({"value_field": "a..b"}, "value_field", "dotted JSON path"),
+        ({"topic": "nope"}, "topic", "Select a valid choice"),
+    ],
+)
+def test_invalid_panels_come_back_with_the_error_next_to_the_field(orders, viewer_client,
+                                                                   changes, field, words):
+    response = create(viewer_client, **changes)
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert 'id="panel-form"' in html and "<html" not in html  # only the form, for htmx
+    message = html.split(f'id="{field}-msg"', 1)[1].split("</small>", 1)[0]
+    assert "field-error" in html and words in message
+    assert not MetricPanel.objects.exists()
+
+
+def test_users_see_and_change_only_their_own_panels(orders, client, viewer, operator):
+    client.force_login(viewer)
+    create(client)
+    panel = MetricPanel.objects.get()
+    client.force_login(operator)
+    listing = client.get(reverse("console:panels")).content.decode()
+    assert f'data-panel="{panel.pk}"' not in listing and "No panels yet" in listing
+    for name in ("console:panel", "console:panel_edit"):
+        assert client.get(reverse(name, args=[panel.pk])).status_code == 404
+    assert client.post(reverse("console:panel_delete", args=[panel.pk])).status_code == 404
+    assert MetricPanel.objects.filter(pk=panel.pk).exists()
+
+
+def test_edit_restarts_the_job_and_delete_removes_it(orders, viewer_client):
+    create(viewer_client)
+    panel = MetricPanel.objects.get()
+    edit = reverse("console:panel_edit", args=[panel.pk])
+    assert 'value="Order totals"' in viewer_client.get(edit).content.decode()
+    viewer_client.post(edit, {**FORM, "aggregation": "count", "value_field": ""}, **HTMX)
+    panel.refresh_from_db()
+    assert panel.spec["aggregation"] == "count"
+    assert AuditEntry.objects.filter(action="panel.update").exists()
+
+    response = viewer_client.post(reverse("console:panel_delete", args=[panel.pk]), **HTMX)
+    assert response["HX-Redirect"] == reverse("console:panels")
+    assert not MetricPanel.objects.exists()
+    assert panel.panel_id not in orders.panels.panel_ids()
+    assert AuditEntry.objects.get(action="panel.delete").before["aggregation"] == "count"
+
+
+def test_panel_jobs_are_re_ensured_on_the_page_and_at_start_up(orders, viewer_client):
+    create(viewer_client)
+    panel = MetricPanel.objects.get()
+    orders.panels.remove(panel.panel_id)  # as after a restart: jobs live in memory
+    page = viewer_client.get(reverse("console:panel", args=[panel.pk]))
+    assert page.status_code == 200 and f'data-live-socket="/ws/panels/{panel.pk}/"' in \
+        page.content.decode()
+    assert panel.panel_id in orders.panels.panel_ids()
+
+    orders.panels.remove(panel.panel_id)
+    assert services.ensure_saved_panels() == 1
+    assert panel.panel_id in orders.panels.panel_ids()
+
+
+@pytest.mark.parametrize("url", ["/", "/topics/orders/", "/groups/billing/"])
+def test_pages_embed_live_charts_and_say_when_there_is_no_data(orders, viewer_client, url):
+    orders.coordinator.commit_offsets("billing", {("orders", 0): 1})
+    html = viewer_client.get(url).content.decode()
+    assert 'data-live-socket="/ws/metrics/"' in html
+    assert "data-live-empty" in html and "No metrics yet" in html
+    assert "vendor/plotly-basic-4.1.1.min.js" in html
+
+
+def test_pages_render_without_a_metrics_hub(orders, viewer_client, monkeypatch):
+    monkeypatch.setattr(feeds, "metrics_hub", lambda: None)
+    response = viewer_client.get("/topics/orders/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Live metrics are not available" in html and "plotly" not in html
