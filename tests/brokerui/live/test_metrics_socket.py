@@ -140,7 +140,7 @@ def test_group_page_gets_lag_and_the_produce_rate_of_its_topics(broker, hub, clo
         names = {s for s, *_ in live["points"]}
         assert series("group_lag", "billing") in names
         assert series("group_lag", "billing", "orders", 0) in names
-        assert series("group_records_et", "billing") in names
+        assert series("group_records", "billing") in names
         assert series("records_in", "orders") in names  # produce rate of what it reads
         assert series("records_in", "clicks") not in names  # a topic it does not read
         assert list(values(live, series("group_lag", "billing")).values()) == [6]
