@@ -19,11 +19,16 @@ Time semantics (Flink's, in milliseconds; windows are half-open ``[start, end)``
   advances the watermark and due timers fire.
 - emissions (``WindowResult``), ``emit="final"``: revision 0 when the window fires; then one
   *correction* (``correction=True``, next revision) for each event that arrives within grace;
-  then, when it closes, a closing emission with ``final=True``. With ``grace_ms == 0`` firing
-  and closing coincide: one emission, revision 0, ``final=True``. ``emit="current"``: one
-  emission per update (``correction=True`` when the window had already fired), then the
-  closing ``final=True`` emission. Either way every window ends with exactly one ``final=True``
-  emission (at close, or from ``flush``), whose values are the window's last word.
+  then, when it closes, a closing emission with ``final=True`` (even if nothing changed since
+  the last one: it tells consumers the value is settled). With ``grace_ms == 0`` firing and
+  closing coincide: one emission, revision 0, ``final=True``. ``emit="current"``: one emission
+  per update (``correction=True`` when the window had fired already), then the closing
+  ``final=True`` emission. Either way every window ends with exactly one ``final=True``
+  emission (at close, or from ``flush``), whose values are the window's last word. A window
+  whose first event arrives within grace after its end emits at once, revision 0, not marked
+  as a correction (nothing was emitted before), and closes at ``end + grace``.
+- sliding windows follow the rule in ``windows.Sliding``: one window per distinct event time
+  of a key, ``[t + 1 - size, t + 1)``; an event is late when its own window has closed.
 - session windows that merge report the bounds of earlier-emitted windows they replace in
   ``WindowResult.replaces``, so a consumer can drop those.
 

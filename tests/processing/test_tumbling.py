@@ -176,3 +176,22 @@ def test_bad_window_size():
 def test_source_rejects_malformed_items():
     with pytest.raises(ValueError):
         list(TestingSource([("a", 1)]))
+
+
+def test_first_event_of_a_window_within_grace_emits_revision_zero():
+    #  0         10        20
+    #  |    a1 ^ |   b1    |        b1 at 15 -> watermark 15: [0,10) for b never existed;
+    #  a1 at 5 after that: opens a's [0,10) within grace (closes at 10+10): emitted at once
+    operator = op(grace_ms=10)
+    sink = run_operator(operator, [("b", 1, 15), ("a", 1, 5), ("b", 1, 21)])
+    a = [(r.revision, r.correction, r.final) for r in sink.by_key("a")]
+    assert a == [(0, False, False), (1, False, True)]
+    assert operator.corrections == 0
+
+
+def test_emit_current_marks_updates_after_firing_as_corrections():
+    operator = op(grace_ms=10, emit="current")
+    sink = run_operator(operator, [("a", 1, 1), ("a", 1, 12), ("a", 1, 2)])
+    zero = [(r.revision, r.values["n"], r.correction) for r in sink.results if r.start == 0]
+    assert zero == [(0, 1, False), (1, 2, True)]
+    assert operator.corrections == 1
