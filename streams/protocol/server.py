@@ -3,10 +3,11 @@ store and group coordinator.
 
 Per connection, a reader loop takes size-prefixed frames, decodes them (``codec``) and starts
 their handlers in order; a writer loop sends the responses in request order. At most
-``max_in_flight`` responses may be pending: the reader stops reading the socket until the
-writer catches up (back-pressure). Anything malformed — a size below a header or above
-``max_request_bytes``, a truncated frame, an unknown API key or version, undecodable bytes —
-closes that one connection with a log line; other connections and stored data are unaffected.
+``max_in_flight`` requests may be read and not yet answered: the reader then stops reading the
+socket until the writer catches up (back-pressure: TCP flow control pushes back on the client).
+Anything malformed — a size below a header or above ``max_request_bytes``, a truncated frame,
+an unknown API key or version, undecodable bytes — closes that one connection with a log line;
+other connections and stored data are unaffected.
 
 Blocking engine work (fsync, topic creation, coordinator writes) runs on a thread pool, never on
 the event loop; coordinator futures are awaited with ``asyncio.wrap_future``.
@@ -183,7 +184,9 @@ class _Connection:
         self.writer = writer
         self.host = peer[0] if peer else ""
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.pending: asyncio.Queue = asyncio.Queue(maxsize=ctx.config.max_in_flight)
+        self.pending: asyncio.Queue = asyncio.Queue()
+        # one slot per request read and not yet answered: with none free, the socket is not read
+        self.slots = asyncio.Semaphore(ctx.config.max_in_flight)
         self.done = asyncio.get_running_loop().create_future()
         self._tasks: tuple[asyncio.Task, ...] = ()
 
@@ -229,6 +232,7 @@ class _Connection:
     async def _read_requests(self) -> None:
         max_bytes = self.ctx.config.max_request_bytes
         while True:
+            await self.slots.acquire()  # back-pressure: released once a response is written
             try:
                 prefix = await self.reader.readexactly(4)
             except asyncio.IncompleteReadError as exc:
@@ -260,7 +264,7 @@ class _Connection:
         task = asyncio.ensure_future(api.handler(self.ctx, req))
         if not api.pipelined:
             await asyncio.wait((task,))
-        await self.pending.put((req, task))  # blocks while max_in_flight are pending
+        await self.pending.put((req, task))
 
     async def _respond(self) -> None:
         while True:
@@ -268,14 +272,11 @@ class _Connection:
             if item is None:
                 return
             req, outcome = item
-            if req is None:
-                data = outcome
-            else:
-                data = await self._outcome(req, outcome)
-                if data is None:
-                    continue
-            self.writer.write(data)
-            await self.writer.drain()
+            data = outcome if req is None else await self._outcome(req, outcome)
+            if data is not None:  # None: acks=0, no response
+                self.writer.write(data)
+                await self.writer.drain()
+            self.slots.release()
 
     async def _outcome(self, req: codec.Request, task: asyncio.Future) -> bytes | None:
         try:

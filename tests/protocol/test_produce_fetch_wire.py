@@ -1,0 +1,168 @@
+"""Produce and Fetch at the byte level: idempotent sequences (retries acknowledged with their
+original offsets, gaps refused, state kept across a restart), acks=0, fetch long-polling, and
+never-reused producer ids."""
+
+from __future__ import annotations
+
+import threading
+
+from streams.log import records as rb
+from streams.log.records import ProducerRecord
+from streams.protocol import codec
+from tests.protocol.conftest import open_broker
+from tests.protocol.wire import WireClient
+
+PRODUCE, FETCH, INIT_PID = 0, 1, 22
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+P = codec.request_class(PRODUCE)
+F = codec.request_class(FETCH)
+
+
+def batch(values: list[bytes], pid: int = -1, epoch: int = -1, seq: int = -1) -> bytes:
+    records = [ProducerRecord(v, b"key") for v in values]
+    return rb.build_batch(
+        records, now_ms=1_700_000_000_000, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
+
+
+def produce(client: WireClient, topic: str, data: bytes, acks: int = -1, version: int = 9):
+    fields = {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 5000,
+        "topic_data": [
+            P.TopicProduceData(
+                name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(0, data)]
+            )
+        ],
+    }
+    if acks == 0:
+        return client.send(PRODUCE, version, **fields)
+    resp = client.call(PRODUCE, version, **fields)
+    part = resp.responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def fetch_request(topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> dict:
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": 1 << 20,
+        "isolation_level": 1,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            F.FetchTopic(
+                topic=topic,
+                partitions=[
+                    F.FetchTopic.FetchPartition(
+                        partition=0,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def init_pid(client: WireClient) -> int:
+    resp = client.call(INIT_PID, 4, transactional_id=None, transaction_timeout_ms=60000)
+    assert resp.error_code == 0
+    return resp.producer_id
+
+
+def test_retries_get_their_original_offsets_and_gaps_are_refused(broker, bootstrap):
+    broker.store.create_topic("idem", 1)
+    with WireClient(bootstrap) as c:
+        pid = init_pid(c)
+        first = batch([b"a", b"b", b"c"], pid, 0, 0)
+        assert produce(c, "idem", first) == (0, 0)
+        assert produce(c, "idem", batch([b"d"], pid, 0, 3)) == (0, 3)
+        assert produce(c, "idem", first) == (0, 0)  # a retry: same offsets, not stored again
+        assert produce(c, "idem", batch([b"x"], pid, 0, 7))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce(c, "idem", batch([b"e"], pid, 0, 4)) == (0, 4)
+    values = [r.value for r in broker.store.read("idem", 0, 0)]
+    assert values == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_producer_state_and_ids_survive_a_restart(tmp_path):
+    data = tmp_path / "data"
+    broker = open_broker(data)
+    host, port = broker.kafka_address
+    with WireClient(f"{host}:{port}") as c:
+        pid = init_pid(c)
+        produce(c, "kept", batch([b"1", b"2"], pid, 0, 0))
+        produce(c, "kept", batch([b"3"], pid, 0, 2))
+    broker.close()
+    for snapshot_lost in (False, True):  # the second time, recover from the log tail alone
+        if snapshot_lost:
+            (data / ".meta" / "producer-state.json").unlink()
+        broker = open_broker(data)
+        host, port = broker.kafka_address
+        try:
+            with WireClient(f"{host}:{port}") as c:
+                assert produce(c, "kept", batch([b"3"], pid, 0, 2)) == (0, 2)
+                assert produce(c, "kept", batch([b"9"], pid, 0, 5))[0] == 45
+                assert init_pid(c) > pid  # never handed out twice
+        finally:
+            broker.close()
+    assert [r.value for r in broker_values(data, "kept")] == [b"1", b"2", b"3"]
+
+
+def broker_values(data, topic: str):
+    from streams.log import LogStore
+
+    with LogStore.open(data, background=False) as store:
+        return store.read(topic, 0, 0)
+
+
+def test_acks_zero_gets_no_response_and_responses_keep_request_order(broker, bootstrap):
+    broker.store.create_topic("fire", 1)
+    with WireClient(bootstrap) as c:
+        produce(c, "fire", batch([b"a"]), acks=0)
+        produce(c, "fire", batch([b"b"]), acks=0)
+        # pipelined: many requests written before any response is read
+        ids = [c.send(3, 1, topics=None) for _ in range(200)]
+        got = [c.recv(3, 1).header.correlation_id for _ in ids]
+        assert got == ids
+    assert [r.value for r in broker.store.read("fire", 0, 0)] == [b"a", b"b"]
+
+
+def test_fetch_long_poll_wakes_on_append(broker, bootstrap):
+    broker.store.create_topic("poll", 1)
+    with WireClient(bootstrap) as c:
+        # waits for data (max 60 s): an append from another thread must wake it
+        correlation = c.send(FETCH, 11, **fetch_request("poll", 0, max_wait_ms=60_000))
+        timer = threading.Timer(0.3, lambda: broker.store.append("poll", b"wake up"))
+        timer.start()
+        resp = c.recv(FETCH, 11)
+        timer.join()
+    assert resp.header.correlation_id == correlation
+    part = resp.responses[0].partitions[0]
+    assert (part.error_code, part.high_watermark, part.last_stable_offset) == (0, 1, 1)
+    assert [r.value for r in rb.decode_records(part.records)] == [b"wake up"]
+
+
+def test_fetch_returns_whole_batches_from_the_one_containing_the_offset(broker, bootstrap):
+    broker.store.create_topic("whole", 1)
+    broker.store.append_raw("whole", 0, batch([b"0", b"1", b"2"]))
+    broker.store.append_raw("whole", 0, batch([b"3", b"4"]))
+    with WireClient(bootstrap) as c:
+        resp = c.call(FETCH, 12, **fetch_request("whole", 1, max_wait_ms=0))
+        part = resp.responses[0].partitions[0]
+        h = rb.parse_header(part.records)
+        assert (h.base_offset, h.count) == (0, 3)  # starts with the batch holding offset 1
+        offsets = []
+        pos = 0
+        while pos < len(part.records):
+            h = rb.parse_header(part.records, pos)
+            offsets += [r.offset for r in rb.decode_records(part.records[pos : pos + h.size])]
+            pos += h.size
+        assert offsets == [0, 1, 2, 3, 4]
+        out_of_range = c.call(FETCH, 12, **fetch_request("whole", 9, max_wait_ms=0))
+        assert out_of_range.responses[0].partitions[0].error_code == 1
