@@ -286,6 +286,7 @@ class WindowOperator:
         track = now is not None
         last_seen, idle = self._last_seen, self._idle
         wm = self._wm
+        fixed_get, pmax_get = fixed.get, pmax.get
         for key, v, t, p in events:
             if track:
                 last_seen[p] = now
@@ -296,7 +297,7 @@ class WindowOperator:
             if end + grace <= wm:
                 self._late(key, v, t, p)
                 continue
-            acc = fixed.get((key, start))
+            acc = fixed_get((key, start))
             if acc is None:
                 acc = self._open_fixed(key, start, end)
             acc[CNT] += 1
@@ -311,7 +312,7 @@ class WindowOperator:
                 acc[SK].add(v)
             if current or end <= wm:
                 self._emit(acc, end <= wm and acc[REV] > 0, False, out)
-            if t > pmax.get(p, MIN_TIME):
+            if t > pmax_get(p, MIN_TIME):
                 pmax[p] = t
                 cand = (t if len(pmax) == 1 else self._min_active()) - ooo
                 if cand > wm:
