@@ -27,7 +27,7 @@ import enum
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 
 from streams.errors import (
@@ -551,15 +551,22 @@ class GroupCoordinator:
                 raise GroupNotEmpty(group_id, str(g.state), sorted(g.members))
             self._drop_group(g)
 
-    def delete_offsets(self, group_id: str, topic: str) -> list[TopicPartition]:
-        """OffsetDelete for one topic: refused while active members subscribe to it."""
+    def delete_offsets(
+        self, group_id: str, topic: str, partitions: Collection[int] | None = None
+    ) -> list[TopicPartition]:
+        """OffsetDelete for one topic (or some of its partitions): refused while active members
+        subscribe to it."""
         with self._lock:
             g = self._groups.get(group_id)
             if g is None:
                 raise UnknownGroup(group_id)
             if g.members and topic in self._subscribed_topics(g):
                 raise GroupNotEmpty(group_id, str(g.state), sorted(g.members))
-            doomed = [tp for tp in self.offsets.committed(group_id) if tp[0] == topic]
+            doomed = [
+                tp
+                for tp in self.offsets.committed(group_id)
+                if tp[0] == topic and (partitions is None or tp[1] in partitions)
+            ]
             self.offsets.delete_offsets(group_id, doomed)
             return doomed
 

@@ -171,6 +171,8 @@ class KafkaListener:
         self._connections.add(conn)
         try:
             await conn.run()
+        except asyncio.CancelledError:
+            pass  # the loop is shutting down: this task is the top of its connection, end it
         finally:
             self._connections.discard(conn)
 

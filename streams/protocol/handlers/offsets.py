@@ -178,13 +178,14 @@ def _fetched(ctx: BrokerContext, group_id: str, wanted, topic_cls, multi: bool) 
 
 async def handle_offset_delete(ctx: BrokerContext, req: Request):
     """OffsetDelete: refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) while active members
-    subscribe to the topic. The coordinator deletes a topic's offsets as a whole."""
+    subscribe to the topic."""
     b = req.body
     cls = codec.response_class(req.api_key).OffsetDeleteResponseTopic
     top_code, topics = 0, []
     for t in b.topics:
         try:
-            await ctx.blocking(ctx.coordinator.delete_offsets, b.group_id, t.name)
+            partitions = {p.partition_index for p in t.partitions}
+            await ctx.blocking(ctx.coordinator.delete_offsets, b.group_id, t.name, partitions)
             code = 0
         except UnknownGroup as exc:
             top_code = code = domain_error_code(exc)
