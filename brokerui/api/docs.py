@@ -42,6 +42,9 @@ ENGINE_NOTES = {
     "corrupt_record": "damaged data on disk",
     "store_closed": "the broker is shutting down",
     "data_dir_locked": "another process owns the data directory",
+    "cluster_unavailable": "the external Kafka cluster (`TIDELOG_CLUSTER`) did not answer",
+    "cluster_error": "the external Kafka cluster refused the request; the message says why",
+    "unsupported": "not available on this cluster (e.g. OffsetDelete on an external one)",
 }
 
 # Codes the API layer itself answers with (the engine's come from DOMAIN_STATUS).

@@ -59,6 +59,9 @@ DOMAIN_STATUS: dict[type, int] = {
     se.CorruptRecord: 500,
     se.StoreClosed: 503,
     se.DataDirLocked: 503,
+    se.ClusterUnavailable: 503,  # TIDELOG_CLUSTER: the external cluster does not answer
+    se.ClusterError: 502,
+    se.Unsupported: 501,
     se.TidelogError: 400,
 }
 
