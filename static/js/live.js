@@ -319,7 +319,10 @@
     var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
     figure.dataset.points = points;
     if (points && !(panel.stats && panel.stats.error)) showEmpty(null);
-    window.Plotly.react(figure, traces, layout(root.dataset.title || "", root.dataset.unit || "", undefined, points === 0),
+    // at least 30 windows (and a minute) wide, so a new panel's first points are not alone
+    var span = Math.max(30 * Number(root.dataset.sizeMs || 1000), MINUTE), now = Date.now();
+    var xRange = [new Date(now - span), new Date(now + Number(root.dataset.sizeMs || 0))];
+    window.Plotly.react(figure, traces, layout(root.dataset.title || "", root.dataset.unit || "", xRange, points === 0),
                         { displayModeBar: false, responsive: true });
     drawPanelStats(panel);
   }
@@ -364,7 +367,7 @@
   // the theme toggle flips data-theme on <html>: redraw in the new colours
   new MutationObserver(scheduleDraw).observe(document.documentElement,
                                              { attributes: true, attributeFilter: ["data-theme"] });
-  setInterval(function () { if (!document.hidden && !isPanel) scheduleDraw(); }, 5000); // x axis moves on
+  setInterval(function () { if (!document.hidden) scheduleDraw(); }, 5000); // x axis moves on
   root.dataset.liveRange = state.range;
   connect();
 })();

@@ -87,3 +87,34 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     page.click("[data-theme-toggle]")  # the charts follow the theme
     page.wait_for_timeout(300)
     page.locator(".live").screenshot(path=str(SCREENSHOTS / "live-group-dark.png"))
+
+
+def test_a_user_panel_is_created_and_draws(operator_login, browser):
+    server, user, password = operator_login
+    page = browser.new_page(viewport={"width": 1280, "height": 1300})
+    _login(page, server, user, password)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.click("text=Panels")
+    page.fill("#id_name", "Order value by status")
+    page.select_option("#id_topic", "orders")
+    page.select_option("#id_aggregation", "sum")
+    page.click("#panel-form button[type=submit]")  # no value field: refused, next to the field
+    page.wait_for_selector("#value_field-msg.field-error")
+    assert "needs a field" in page.locator("#value_field-msg").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "live-panel-form-error.png"), full_page=True)
+
+    page.fill("#id_value_field", "total")
+    page.fill("#id_group_by", "status")
+    page.fill("#id_size_s", "2")
+    page.fill("#id_time_field", "ts")
+    page.fill("#id_lateness_s", "2")
+    page.fill("#id_out_of_orderness_s", "1")
+    page.click("#panel-form button[type=submit]")
+    page.wait_for_url("**/panels/*/")
+    assert page.locator("h1").inner_text() == "Order value by status"
+    _wait_live(page)
+    _wait_points(page, "panel", 2)
+    page.wait_for_function(
+        "() => document.querySelector('[data-stat=watermark]').textContent.includes('UTC')",
+        timeout=WAIT_MS)
+    page.screenshot(path=str(SCREENSHOTS / "live-panel.png"), full_page=True)

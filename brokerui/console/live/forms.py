@@ -70,7 +70,10 @@ class PanelForm(forms.Form):
             spec = build_spec(data)
             spec.validate()
         except TidelogError as exc:
-            self.add_error(_field_for(exc), str(exc))
+            field = _field_for(exc)
+            # next to its field, the engine's reason says enough ("needs a field to aggregate")
+            reason = getattr(exc, "reason", None) if field else None
+            self.add_error(field, reason or str(exc))
         except (TypeError, ValueError) as exc:
             self.add_error(None, str(exc))
         else:

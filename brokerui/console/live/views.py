@@ -2,8 +2,8 @@
 
 Every query is limited to the user's own panels (another user's panel is a 404). Viewers may
 create panels too: a panel reads a topic and changes nothing in the cluster. The form posts with
-htmx; on errors only the form comes back (with per-field messages), on success the browser goes
-to the panel's page.
+htmx; on errors only the form comes back (with per-field messages; a plain post gets the page
+with status 422), on success the browser goes to the panel's page.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def _go(request, url: str):
 def _form_page(request, form, panels, *, panel=None, status=200):
     context = {"nav": "panels", "form": form, "panels": panels, "panel": panel}
     if request.htmx and not request.htmx.history_restore_request:
-        return render(request, "console/live/partials/panel_form.html", context, status=status)
+        # 200 even for errors: htmx swaps only successful responses into the page
+        return render(request, "console/live/partials/panel_form.html", context)
     return render(request, "console/live/panels.html", context, status=status)
 
 

@@ -57,12 +57,18 @@ def test_a_viewer_creates_a_panel_which_starts_its_job_and_is_audited(orders, vi
 def test_invalid_panels_come_back_with_the_error_next_to_the_field(orders, viewer_client,
                                                                    changes, field, words):
     response = create(viewer_client, **changes)
-    assert response.status_code == 422
+    assert response.status_code == 200  # htmx swaps only successful responses
     html = response.content.decode()
     assert 'id="panel-form"' in html and "<html" not in html  # only the form, for htmx
     message = html.split(f'id="{field}-msg"', 1)[1].split("</small>", 1)[0]
     assert "field-error" in html and words in message
     assert not MetricPanel.objects.exists()
+
+
+def test_a_plain_post_with_errors_gets_the_whole_page_with_422(orders, viewer_client):
+    response = viewer_client.post(reverse("console:panels"), {**FORM, "value_field": ""})
+    assert response.status_code == 422
+    assert "<html" in response.content.decode() and "needs a field" in response.content.decode()
 
 
 def test_users_see_and_change_only_their_own_panels(orders, client, viewer, operator):
