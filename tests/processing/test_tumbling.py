@@ -195,3 +195,37 @@ def test_emit_current_marks_updates_after_firing_as_corrections():
     zero = [(r.revision, r.values["n"], r.correction) for r in sink.results if r.start == 0]
     assert zero == [(0, 1, False), (1, 2, True)]
     assert operator.corrections == 1
+
+
+def test_sketch_quantiles_are_within_one_percent_of_the_ranked_value():
+    import math
+    import random
+
+    from streams.processing.sketch import QuantileSketch
+
+    rng = random.Random(7)
+    qs = (0.0, 0.01, 0.5, 0.95, 0.99, 1.0)
+    for data in ([rng.expovariate(0.01) for _ in range(2000)], [0, 0, 0, 5.5, 7],
+                 [rng.uniform(-10, 10) for _ in range(501)], [3.25], [-2.0, -1.0]):
+        sketch = QuantileSketch(0.01)
+        for v in data:
+            sketch.add(v)
+        exact = sorted(data)
+        for q, got in zip(qs, sketch.quantiles(qs), strict=True):
+            want = exact[math.floor(q * (len(data) - 1))]
+            assert abs(got - want) <= 0.01 * abs(want) + 1e-12, (q, got, want)
+
+
+def test_sketch_merge_equals_sketch_of_union():
+    from streams.processing.sketch import QuantileSketch
+
+    a, b, union = QuantileSketch(), QuantileSketch(), QuantileSketch()
+    for i in range(-50, 300):
+        (a if i % 3 else b).add(i * 1.5)
+        union.add(i * 1.5)
+    a.merge(b)
+    qs = (0.1, 0.5, 0.9, 0.99)
+    assert a.quantiles(qs) == union.quantiles(qs) and a.count == union.count
+    assert QuantileSketch().quantiles((0.5,)) == [None]
+    with pytest.raises(ValueError):
+        a.merge(QuantileSketch(0.05))
