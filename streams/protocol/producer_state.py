@@ -10,7 +10,8 @@
 - That state survives a restart the Kafka way: a snapshot (``.meta/producer-state.json``) is
   written on close and periodically, each partition's entry saying up to which offset it is
   complete; on open the log is scanned from there to its end (batch headers only) to catch up.
-  Without a snapshot for a partition only its active segment is scanned (the tail).
+  Without a snapshot for a partition only its active segment is scanned (the tail). Producers
+  idle for a day (Kafka's ``producer.id.expiration.ms``) are forgotten at the next snapshot.
 
 Thread-safety: one lock guards all state. The listener calls `check` and `record` for a batch
 without yielding in between (on its event loop), so no other append to that partition can
@@ -35,6 +36,7 @@ from streams.log.records import BatchHeader
 log = logging.getLogger(__name__)
 
 RETAINED_BATCHES = 5
+PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
 ID_BLOCK = 1000
 IDS_FILE = "producer-ids"
 STATE_FILE = "producer-state.json"
@@ -53,6 +55,7 @@ class BatchMetadata(NamedTuple):
 class ProducerEntry:
     epoch: int
     batches: collections.deque  # of BatchMetadata, oldest first
+    last_seen_ms: int = 0  # wall clock of the last batch: idle producers are forgotten
 
     @property
     def last_seq(self) -> int:
@@ -153,6 +156,7 @@ class ProducerStateManager:
             entry = self._entries[key] = ProducerEntry(
                 h.producer_epoch, collections.deque(maxlen=RETAINED_BATCHES)
             )
+        entry.last_seen_ms = self.store.clock()
         entry.batches.append(
             BatchMetadata(h.base_sequence, _last_seq(h), base, base + h.last_offset_delta, ts)
         )
@@ -164,14 +168,28 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ persistence
 
+    def expire(self, now_ms: int) -> int:
+        """Forget producers idle for longer than producer.id.expiration.ms; returns how many."""
+        with self._lock:
+            idle = [
+                key
+                for key, e in self._entries.items()
+                if now_ms - e.last_seen_ms > PRODUCER_ID_EXPIRATION_MS
+            ]
+            for key in idle:
+                del self._entries[key]
+        return len(idle)
+
     def snapshot(self) -> None:
-        """Write every entry, with the offset up to which each partition is covered."""
+        """Write every entry, with the offset up to which each partition is covered (after
+        forgetting idle producers, so the state stays bounded)."""
+        self.expire(self.store.clock())
         with self._lock:
             covered = {}
             for plog in self.store.all_partitions():
                 covered[f"{plog.topic}\x00{plog.partition}"] = plog.high_watermark
             entries = [
-                [t, p, pid, e.epoch, [list(b) for b in e.batches]]
+                [t, p, pid, e.epoch, [list(b) for b in e.batches], e.last_seen_ms]
                 for (t, p, pid), e in self._entries.items()
             ]
         data = json.dumps({"version": 0, "covered": covered, "entries": entries}).encode()
@@ -186,8 +204,8 @@ class ProducerStateManager:
         except (OSError, ValueError) as exc:
             log.warning("ignoring unreadable producer state snapshot: %s", exc)
             return {}
-        for t, p, pid, epoch, batches in data["entries"]:
-            entry = ProducerEntry(epoch, collections.deque(maxlen=RETAINED_BATCHES))
+        for t, p, pid, epoch, batches, last_seen in data["entries"]:
+            entry = ProducerEntry(epoch, collections.deque(maxlen=RETAINED_BATCHES), last_seen)
             entry.batches.extend(BatchMetadata(*b) for b in batches)
             self._entries[(t, p, pid)] = entry
         out = {}
