@@ -198,3 +198,45 @@ def test_the_broker_hub_pushes_real_windows(broker, connect, login, viewer):
         await ws.disconnect()
 
     run(body)
+
+
+def test_a_reconnect_gets_only_the_windows_since_the_last_one_it_had(broker, hub, clock,
+                                                                     connect, login, viewer):
+    headers = login(viewer)
+    produce(broker, "orders", 1)
+
+    async def body():
+        for n in (2, 3, 4):
+            await asyncio.to_thread(produce, broker, "orders", n)
+            await next_second(hub, clock)
+        windows = [t for _s, t, *_ in hub.history(0, match=lambda s: s == "records_in")]
+        ws = connect("/ws/metrics/", headers)  # a page that had everything up to windows[-2]
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview",
+                               "since": windows[-2] + 1})
+        gap = await receive(ws, "backfill")
+        assert values(gap, series("records_in")) == {windows[-1]: 4}
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_the_60_minute_range_gets_the_one_minute_rollups(broker, hub, clock, connect, login,
+                                                         viewer):
+    headers = login(viewer)
+
+    async def body():
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "resolution": 60_000,
+                               "range_ms": 3_600_000})
+        assert (await receive(ws, "backfill"))["resolution"] == 60_000
+        await asyncio.to_thread(produce, broker, "orders", 5)
+        for _ in range(61):  # 1-second windows close each tick, but are not for this page
+            await next_second(hub, clock)
+        rollup = await receive(ws, "points")
+        assert {w for _s, _t, w, _v, _r in rollup["points"]} == {60_000}
+        assert sum(values(rollup, series("records_in", "orders")).values()) == 5
+        await ws.disconnect()
+
+    run(body)
