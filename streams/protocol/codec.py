@@ -103,12 +103,12 @@ def decode_request(frame: bytes | memoryview, versions: VersionRanges) -> Reques
     return Request(api_key, api_version, correlation_id, body.header.client_id, body)
 
 
-def encode_response(request: Request, body: Any) -> bytes:
+def encode_response(request: Request, body: Any) -> bytearray:
     """The framed response to `request` (header version chosen by the request's version)."""
     if body.version != request.api_version:
         raise ValueError(f"response v{body.version} for a v{request.api_version} request")
     body.with_header(correlation_id=request.correlation_id)
-    return bytes(body.encode(header=True, framed=True))
+    return body.encode(header=True, framed=True)  # a fresh bytearray, not a pooled buffer
 
 
 def make_response(request: Request, **fields: Any) -> Any:

@@ -26,7 +26,10 @@ class AppendNotifier:
     def on_append(self, plog) -> None:
         key = (plog.topic, plog.partition)
         if key in self._waiters:
-            self._loop.call_soon_threadsafe(self._wake, key)
+            try:
+                self._loop.call_soon_threadsafe(self._wake, key)
+            except RuntimeError:  # the listener's loop closed meanwhile: nobody left to wake
+                pass
 
     def _wake(self, key: PartitionKey) -> None:
         for fut in self._waiters.pop(key, ()):
