@@ -16,7 +16,8 @@ Time semantics (Flink's, in milliseconds; windows are half-open ``[start, end)``
   open until ``watermark >= end + grace``, then **closes**. An event whose windows have all
   closed is **late**: counted in ``late_count`` and dropped, or appended to ``side_output``.
   Within one event the lateness check uses the watermark *before* that event; the event then
-  advances the watermark and due timers fire.
+  advances the watermark and due timers fire. A late event still counts as its partition's
+  progress (a partition first heard of through a late event holds the watermark from then on).
 - emissions (``WindowResult``), ``emit="final"``: revision 0 when the window fires; then one
   *correction* (``correction=True``, next revision) for each event that arrives within grace;
   then, when it closes, a closing emission with ``final=True`` (even if nothing changed since
@@ -295,23 +296,23 @@ class WindowOperator:
             start = t - t % size
             end = start + size
             if end + grace <= wm:
-                self._late(key, v, t, p)
-                continue
-            acc = fixed_get((key, start))
-            if acc is None:
-                acc = self._open_fixed(key, start, end)
-            acc[CNT] += 1
-            if need_sum:
-                acc[SUM] += v
-            if need_minmax:
-                if v < acc[MIN]:
-                    acc[MIN] = v
-                if v > acc[MAX]:
-                    acc[MAX] = v
-            if sketch:
-                acc[SK].add(v)
-            if current or end <= wm:
-                self._emit(acc, end <= wm and acc[REV] > 0, False, out)
+                self._late(key, v, t, p)  # still news of its partition's progress (below)
+            else:
+                acc = fixed_get((key, start))
+                if acc is None:
+                    acc = self._open_fixed(key, start, end)
+                acc[CNT] += 1
+                if need_sum:
+                    acc[SUM] += v
+                if need_minmax:
+                    if v < acc[MIN]:
+                        acc[MIN] = v
+                    if v > acc[MAX]:
+                        acc[MAX] = v
+                if sketch:
+                    acc[SK].add(v)
+                if current or end <= wm:
+                    self._emit(acc, end <= wm and acc[REV] > 0, False, out)
             if t > pmax_get(p, MIN_TIME):
                 pmax[p] = t
                 cand = (t if len(pmax) == 1 else self._min_active()) - ooo
