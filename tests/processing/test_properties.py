@@ -157,3 +157,19 @@ def test_tumbling_fast_path_equals_generic_path(script, size, ooo, grace, emit, 
         sink = run_operator(operator, script, clock=clock, flush=True)
         outputs.append((sink.results, operator.late_count, operator.corrections))
     assert outputs[0] == outputs[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(scripts(), st.integers(1, 40), st.integers(1, 40), st.integers(0, 30),
+       st.integers(0, 30), st.sampled_from(["final", "current"]), st.sampled_from([None, 100]))
+def test_hopping_fast_path_equals_generic_path(script, size, step, ooo, grace, emit, idle):
+    outputs = []
+    for fast in (True, False):
+        clock = ManualClock(0)
+        operator = WindowOperator(Hopping(size, step), {"n": Count(), "s": Sum()},
+                                  out_of_orderness_ms=ooo, grace_ms=grace, emit=emit,
+                                  idle_timeout_ms=idle, clock=clock)
+        operator._fast_hopping = fast
+        sink = run_operator(operator, script, clock=clock, flush=True)
+        outputs.append((sink.results, operator.late_count, operator.corrections))
+    assert outputs[0] == outputs[1]
