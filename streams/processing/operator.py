@@ -33,9 +33,11 @@ Time semantics (Flink's, in milliseconds; windows are half-open ``[start, end)``
 - session windows that merge report the bounds of earlier-emitted windows they replace in
   ``WindowResult.replaces``, so a consumer can drop those.
 
-Performance: tumbling windows in event time take a dedicated loop (``process_many``) that
-allocates nothing per event except the ``(key, start)`` dict key; the other window kinds go
-through a per-event method.
+Performance: tumbling and hopping windows in event time take dedicated loops
+(``process_many``) that allocate nothing per event except the ``(key, start)`` dict key (property
+tests check them against the generic per-event path); sliding and session windows, and
+processing time, go through per-event methods. Feed batches with ``process_many``: ``process``
+is the same loop for one event.
 
 Thread-safety: none; one operator is driven by one thread (the caller serialises).
 """
