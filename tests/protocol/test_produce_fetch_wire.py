@@ -166,3 +166,23 @@ def test_fetch_returns_whole_batches_from_the_one_containing_the_offset(broker, 
         assert offsets == [0, 1, 2, 3, 4]
         out_of_range = c.call(FETCH, 12, **fetch_request("whole", 9, max_wait_ms=0))
         assert out_of_range.responses[0].partitions[0].error_code == 1
+
+
+def test_fetch_max_bytes_returns_one_batch_then_only_offsets(broker, bootstrap):
+    broker.store.create_topic("budget", 2)
+    big = [b"x" * 2000] * 3
+    for p in (0, 1):
+        broker.store.append_raw("budget", p, batch(big))
+        broker.store.append_raw("budget", p, batch(big))
+    req = fetch_request("budget", 0, max_wait_ms=0)
+    partition_cls = F.FetchTopic.FetchPartition
+    req["topics"][0].partitions = [
+        partition_cls(partition=p, fetch_offset=0, log_start_offset=-1, partition_max_bytes=100)
+        for p in (0, 1)
+    ]
+    req["max_bytes"] = 100
+    with WireClient(bootstrap) as c:
+        parts = c.call(FETCH, 12, **req).responses[0].partitions
+    first = rb.parse_header(parts[0].records)
+    assert (len(parts[0].records), first.count) == (first.size, 3)  # one whole batch (KIP-74)
+    assert (parts[1].records, parts[1].high_watermark) == (b"", 6)  # over budget: offsets only

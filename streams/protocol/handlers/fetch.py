@@ -54,10 +54,10 @@ def _read_all(ctx: BrokerContext, req: Request):
     for t in body.topics:
         parts = []
         for p in t.partitions:
+            # once the response is full, later partitions only report their offsets (limit 0);
+            # the first batch returned may exceed every limit (KIP-74)
             limit = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
             data, fields = _read_partition(ctx, t.topic, p.partition, p.fetch_offset, limit)
-            if total and budget <= 0:
-                data = b""  # the response is full: later partitions return nothing this time
             total += len(data)
             budget -= len(data)
             failed = failed or fields["error_code"] != 0
@@ -78,9 +78,9 @@ def _read_partition(ctx: BrokerContext, topic: str, partition: int, offset: int,
     try:
         plog = ctx.store.partition_log(topic, partition)
         hw = plog.high_watermark
-        data = plog.read_batches(offset, max(limit, 1)) if offset < hw else b""
-        if offset > hw:
+        if not plog.log_start_offset <= offset <= hw:
             raise OffsetOutOfRange(topic, partition, offset, plog.log_start_offset, hw)
+        data = plog.read_batches(offset, limit) if offset < hw and limit > 0 else b""
         return data, _fields(0, hw, plog.log_start_offset)
     except OffsetOutOfRange as exc:
         return b"", _fields(1, exc.end_offset, exc.log_start_offset)
