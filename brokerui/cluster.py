@@ -36,6 +36,11 @@ def is_external() -> bool:
     return bool(getattr(settings, "TIDELOG_CLUSTER", None))
 
 
+def cluster_context(request) -> dict:
+    """Template context: ``external_cluster`` hides what only the built-in broker knows."""
+    return {"external_cluster": is_external()}
+
+
 def external_cluster(url: str):
     from streams.cluster.kafka import KafkaCluster
 

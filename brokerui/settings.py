@@ -67,6 +67,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "brokerui.console.context_processors.roles",
+                "brokerui.cluster.cluster_context",
             ],
         },
     },

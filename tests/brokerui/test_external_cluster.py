@@ -35,10 +35,12 @@ def external(settings, server, monkeypatch):
     """The console pointed at `server`; opening the local broker fails the test."""
     from brokerui import broker, cluster
 
-    def no_local_broker():
+    def no_local_broker(*args, **kwargs):
         raise AssertionError("the console opened the local broker on an external cluster")
 
-    monkeypatch.setattr(broker, "get_broker", no_local_broker)
+    broker.close_broker()
+    # patched on the class: modules holding their own reference to get_broker() are covered
+    monkeypatch.setattr(broker.Broker, "open", no_local_broker)
     settings.TIDELOG_CLUSTER = server.url
     yield cluster.get_cluster()
     cluster.close_external_clusters()
@@ -68,6 +70,7 @@ def test_topic_list_create_and_detail(operator_client, external, name):
     rows = re.findall(r'data-partition="(\d+)" data-end-offset="(\d+)" data-start-offset="(\d+)"',
                       detail)  # fmt: skip
     assert rows == [("0", "0", "0"), ("1", "3", "0")]
+    assert "on disk: not available on an external cluster" in detail  # no segment files here
 
 
 def test_produce_then_browse(operator_client, external, name):
