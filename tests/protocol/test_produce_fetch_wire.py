@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import crc32c
+
 from streams.log import records as rb
 from streams.log.records import ProducerRecord
 from streams.protocol import codec
@@ -186,3 +188,22 @@ def test_fetch_max_bytes_returns_one_batch_then_only_offsets(broker, bootstrap):
     first = rb.parse_header(parts[0].records)
     assert (len(parts[0].records), first.count) == (first.size, 3)  # one whole batch (KIP-74)
     assert (parts[1].records, parts[1].high_watermark) == (b"", 6)  # over budget: offsets only
+
+
+def test_invalid_batches_are_refused_and_nothing_is_stored(broker, bootstrap):
+    broker.store.create_topic("strict", 1, {"cleanup.policy": "compact"})
+    good = batch([b"ok"])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF  # inside the CRC-covered records
+    wrong_count = bytearray(good)
+    wrong_count[57:61] = (5).to_bytes(4, "big")  # records count != lastOffsetDelta + 1 ...
+    wrong_count[17:21] = crc32c.crc32c(bytes(wrong_count[21:])).to_bytes(4, "big")  # valid CRC
+    keyless = rb.build_batch([ProducerRecord(b"no key")], now_ms=1_700_000_000_000)
+    with WireClient(bootstrap) as c:
+        assert produce(c, "strict", bytes(corrupt))[0] == 2  # CORRUPT_MESSAGE
+        assert produce(c, "strict", bytes(wrong_count))[0] == 2
+        assert produce(c, "strict", good[:-3])[0] == 2  # truncated
+        assert produce(c, "strict", keyless)[0] == 87  # INVALID_RECORD: compacted needs keys
+        assert produce(c, "strict", good, acks=2)[0] == 21  # INVALID_REQUIRED_ACKS
+        assert produce(c, "strict", good) == (0, 0)
+    assert [r.value for r in broker.store.read("strict", 0, 0)] == [b"ok"]
