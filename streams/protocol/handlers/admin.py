@@ -5,11 +5,16 @@ They go through `LocalCluster`, the same services the console and the JSON API c
 rules are the same everywhere (internal topics refuse changes, configs are validated as a
 whole, partitions are only ever added). A single node: replication factor 1 (or -1, "the
 default") is the only one accepted.
+
+Thread-safety: handlers run on the listener's event loop, one request of a connection at a
+time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
+through ``BrokerContext.blocking``.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from streams.cluster import LocalCluster
 from streams.errors import InvalidConfig, TidelogError, UnknownTopic
@@ -38,7 +43,7 @@ def _error(exc: TidelogError) -> tuple[int, str]:
 # ---------------------------------------------------------------------- topics
 
 
-async def handle_create_topics(ctx: BrokerContext, req: Request):
+async def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     result_cls = codec.response_class(req.api_key).CreatableTopicResult
     results = []
@@ -100,7 +105,7 @@ def _creatable_configs(result_cls, desc) -> list:
     ]
 
 
-async def handle_delete_topics(ctx: BrokerContext, req: Request):
+async def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     if req.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in b.topics]
@@ -136,7 +141,7 @@ def _name_for_id(ctx: BrokerContext, topic_id) -> str | None:
     return None
 
 
-async def handle_create_partitions(ctx: BrokerContext, req: Request):
+async def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     result_cls = codec.response_class(req.api_key).CreatePartitionsTopicResult
     results = []
@@ -158,7 +163,7 @@ async def handle_create_partitions(ctx: BrokerContext, req: Request):
     return codec.make_response(req, throttle_time_ms=0, results=results)
 
 
-async def handle_delete_records(ctx: BrokerContext, req: Request):
+async def handle_delete_records(ctx: BrokerContext, req: Request) -> Any:
     cls = codec.response_class(req.api_key).DeleteRecordsTopicResult
     topics = []
     for t in req.body.topics:
@@ -199,7 +204,7 @@ def _broker_configs(ctx: BrokerContext) -> dict[str, str]:
     }
 
 
-async def handle_describe_configs(ctx: BrokerContext, req: Request):
+async def handle_describe_configs(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     cls = codec.response_class(req.api_key).DescribeConfigsResult
     results = []
@@ -261,7 +266,7 @@ def _config_result(cls, req: Request, body, name, value, source, doc):
     )
 
 
-async def handle_alter_configs(ctx: BrokerContext, req: Request):
+async def handle_alter_configs(ctx: BrokerContext, req: Request) -> Any:
     """AlterConfigs replaces a topic's whole set of overrides."""
 
     def plan(overrides: dict[str, str], effective: dict[str, str], configs) -> tuple[dict, list]:
@@ -271,7 +276,7 @@ async def handle_alter_configs(ctx: BrokerContext, req: Request):
     return await _alter(ctx, req, plan)
 
 
-async def handle_incremental_alter_configs(ctx: BrokerContext, req: Request):
+async def handle_incremental_alter_configs(ctx: BrokerContext, req: Request) -> Any:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (for list-valued keys)."""
 
     def plan(overrides: dict[str, str], effective: dict[str, str], configs) -> tuple[dict, list]:

@@ -8,11 +8,16 @@ high watermark and read_committed consumers read the same as read_uncommitted on
 Waiting does not poll: the fetch registers with the `AppendNotifier` before reading, and sleeps
 until an append to one of its partitions (or the deadline). No fetch sessions: session id 0
 means "full fetch each time", which every client accepts.
+
+Thread-safety: handlers run on the listener's event loop, one request of a connection at a
+time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
+through ``BrokerContext.blocking``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from streams.errors import OffsetOutOfRange, TidelogError
 from streams.protocol import codec
@@ -23,7 +28,7 @@ READ_COMMITTED = 1
 NO_LIMIT = 2**31 - 1
 
 
-async def handle_fetch(ctx: BrokerContext, req: Request):
+async def handle_fetch(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     loop = asyncio.get_running_loop()

@@ -5,11 +5,16 @@ ListGroups, DescribeGroups and DeleteGroups, all served by the broker's one `Gro
 Coordinator calls take its lock and may write ``__consumer_offsets``; they run on the
 listener's thread pool, and the JoinGroup/SyncGroup futures are awaited without blocking the
 loop (``asyncio.wrap_future``).
+
+Thread-safety: handlers run on the listener's event loop, one request of a connection at a
+time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
+through ``BrokerContext.blocking``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from streams.errors import GroupError, UnknownGroup
 from streams.groups.schemas import Assignment, Subscription
@@ -20,7 +25,7 @@ from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_er
 CLASSIC = "classic"
 
 
-async def handle_join_group(ctx: BrokerContext, req: Request):
+async def handle_join_group(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     if not b.group_id:
         return _join_error(req, ErrorCode.INVALID_GROUP_ID)
@@ -75,7 +80,7 @@ def _join_error(req: Request, code: int, member_id: str = ""):
     )
 
 
-async def handle_sync_group(ctx: BrokerContext, req: Request):
+async def handle_sync_group(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     assignments = {a.member_id: bytes(a.assignment) for a in b.assignments}
     try:
@@ -96,13 +101,13 @@ async def handle_sync_group(ctx: BrokerContext, req: Request):
     )
 
 
-async def handle_heartbeat(ctx: BrokerContext, req: Request):
+async def handle_heartbeat(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     code = await _call(ctx, ctx.coordinator.heartbeat, b.group_id, b.generation_id, b.member_id)
     return codec.make_response(req, throttle_time_ms=0, error_code=code)
 
 
-async def handle_leave_group(ctx: BrokerContext, req: Request):
+async def handle_leave_group(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     if req.api_version < 3:
         code = await _call(ctx, ctx.coordinator.leave_group, b.group_id, b.member_id)
@@ -128,7 +133,7 @@ async def _call(ctx: BrokerContext, fn, *args) -> int:
         return domain_error_code(exc)
 
 
-async def handle_list_groups(ctx: BrokerContext, req: Request):
+async def handle_list_groups(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     states = set(b.states_filter or ()) if req.api_version >= 4 else set()
     types = {t.lower() for t in b.types_filter or ()} if req.api_version >= 5 else set()
@@ -152,7 +157,7 @@ async def handle_list_groups(ctx: BrokerContext, req: Request):
     return codec.make_response(req, throttle_time_ms=0, error_code=0, groups=groups)
 
 
-async def handle_describe_groups(ctx: BrokerContext, req: Request):
+async def handle_describe_groups(ctx: BrokerContext, req: Request) -> Any:
     cls = codec.response_class(req.api_key).DescribedGroup
     return codec.make_response(
         req, throttle_time_ms=0, groups=[_describe(ctx, cls, g) for g in req.body.groups]
@@ -192,7 +197,7 @@ def _describe(ctx: BrokerContext, cls, group_id: str):
     )
 
 
-async def handle_delete_groups(ctx: BrokerContext, req: Request):
+async def handle_delete_groups(ctx: BrokerContext, req: Request) -> Any:
     result_cls = codec.response_class(req.api_key).DeletableGroupResult
     results = []
     for group_id in req.body.groups_names:

@@ -4,11 +4,16 @@ group; partitions report leader epoch 0.
 
 Topics named in a Metadata request are created when missing, as Kafka does with
 ``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``).
+
+Thread-safety: handlers run on the listener's event loop, one request of a connection at a
+time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
+through ``BrokerContext.blocking``.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from streams.errors import TidelogError, UnknownTopic
 from streams.log.store import is_internal
@@ -19,13 +24,13 @@ from streams.protocol.handlers.common import NODE_ID, BrokerContext, ErrorCode, 
 TRANSACTION_KEY_TYPE = 1
 
 
-async def handle_api_versions(ctx: BrokerContext, req: Request):
+async def handle_api_versions(ctx: BrokerContext, req: Request) -> Any:
     from streams.protocol.handlers import SUPPORTED_VERSIONS
 
     return codec.api_versions_body(SUPPORTED_VERSIONS, req.api_version)
 
 
-async def handle_metadata(ctx: BrokerContext, req: Request):
+async def handle_metadata(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     cls = codec.response_class(req.api_key)
     if body.topics is None or (req.api_version == 0 and not body.topics):
@@ -109,7 +114,7 @@ async def _topic_metadata(ctx: BrokerContext, cls, name: str | None, may_create:
     )
 
 
-async def handle_find_coordinator(ctx: BrokerContext, req: Request):
+async def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     supported = body.key_type != TRANSACTION_KEY_TYPE
     code = 0 if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -139,7 +144,7 @@ async def handle_find_coordinator(ctx: BrokerContext, req: Request):
     return codec.make_response(req, throttle_time_ms=0, coordinators=coordinators)
 
 
-async def handle_describe_cluster(ctx: BrokerContext, req: Request):
+async def handle_describe_cluster(ctx: BrokerContext, req: Request) -> Any:
     cls = codec.response_class(req.api_key)
     broker = cls.DescribeClusterBroker(
         broker_id=NODE_ID, host=ctx.host, port=ctx.port, rack=None, is_fenced=False

@@ -4,9 +4,15 @@ the broker's `GroupCoordinator` like the console's.
 
 A single node with leader epoch 0: OffsetForLeaderEpoch answers the high watermark as the end
 offset of epoch 0, which is what KIP-320 offset validation in clients needs to pass.
+
+Thread-safety: handlers run on the listener's event loop, one request of a connection at a
+time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
+through ``BrokerContext.blocking``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from streams.errors import GroupError, GroupNotEmpty, TidelogError, UnknownGroup
 from streams.protocol import codec
@@ -19,7 +25,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 
 
-async def handle_list_offsets(ctx: BrokerContext, req: Request):
+async def handle_list_offsets(ctx: BrokerContext, req: Request) -> Any:
     cls = codec.response_class(req.api_key)
     topic_cls = cls.ListOffsetsTopicResponse
     topics = []
@@ -62,7 +68,7 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int):
         return domain_error_code(exc), -1, -1
 
 
-async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Request):
+async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Request) -> Any:
     cls = codec.response_class(req.api_key)
     topic_cls = cls.OffsetForLeaderTopicResult
     topics = []
@@ -88,7 +94,7 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Request):
 INVALID_COMMIT_OFFSET_SIZE = 28
 
 
-async def handle_offset_commit(ctx: BrokerContext, req: Request):
+async def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
     """OffsetCommit: all partitions in one coordinator write. Generation -1 (admin tools,
     ``assign()`` users) is accepted only while the group is Empty, as in Kafka."""
     b = req.body
@@ -126,7 +132,7 @@ async def handle_offset_commit(ctx: BrokerContext, req: Request):
     return codec.make_response(req, throttle_time_ms=0, topics=topics)
 
 
-async def handle_offset_fetch(ctx: BrokerContext, req: Request):
+async def handle_offset_fetch(ctx: BrokerContext, req: Request) -> Any:
     """OffsetFetch: v0-7 ask for one group, v8+ for several; null topics mean all."""
     b = req.body
     cls = codec.response_class(req.api_key)
@@ -176,7 +182,7 @@ def _fetched(ctx: BrokerContext, group_id: str, wanted, topic_cls, multi: bool) 
     return out
 
 
-async def handle_offset_delete(ctx: BrokerContext, req: Request):
+async def handle_offset_delete(ctx: BrokerContext, req: Request) -> Any:
     """OffsetDelete: refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) while active members
     subscribe to the topic."""
     b = req.body

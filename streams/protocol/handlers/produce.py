@@ -11,12 +11,16 @@ their order and still share fsyncs:
    many requests and connections made meanwhile share one fdatasync (group commit).
 
 acks=0 gets no response; if such a request fails, the connection is closed, as Kafka does.
+
+Thread-safety: handlers run on the listener's event loop, one request of a connection at a
+time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
+through ``BrokerContext.blocking``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from streams.errors import InvalidRecord, TidelogError, UnknownTopic
 from streams.log import records as rb
@@ -157,7 +161,7 @@ async def _complete(ctx: BrokerContext, req: Request, acks: int, results, syncs)
     return codec.make_response(req, responses=responses, throttle_time_ms=0)
 
 
-async def handle_init_producer_id(ctx: BrokerContext, req: Request):
+async def handle_init_producer_id(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     if body.transactional_id is not None:
         return codec.make_response(
