@@ -131,11 +131,16 @@
     return a.localeCompare(b, undefined, { numeric: true });
   }
 
+  // Plotly reads pseudo-HTML in names; group ids and panel keys come from users and records
+  function plain(text) {
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
   function trace(s, extra) {
     return Object.assign({
-      type: "scatter", mode: "lines", name: s.label, line: { width: 1.5, shape: "hv" },
+      type: "scatter", mode: "lines", name: plain(s.label), line: { width: 1.5, shape: "hv" },
       x: s.ts.map(function (t) { return new Date(t); }), y: s.values,
-      hovertemplate: "%{y:,.4~r}<extra>" + s.label + "</extra>"
+      hovertemplate: "%{y:,.4~r}" // the trace's name shows in the secondary box
     }, extra || {});
   }
 
@@ -232,13 +237,13 @@
     var axis = { gridcolor: c.grid, linecolor: c.grid, zerolinecolor: c.grid,
                  tickfont: { color: c.muted }, title: { font: { color: c.muted } } };
     return {
-      title: { text: title, font: { size: 14, color: c.text }, x: 0, xanchor: "left" },
+      title: { text: plain(title), font: { size: 14, color: c.text }, x: 0, xanchor: "left" },
       paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
       font: { color: c.text, family: "system-ui, sans-serif", size: 12 },
       margin: { l: 64, r: 16, t: 36, b: 96 }, height: 330, showlegend: true,
       legend: { orientation: "h", x: 0, y: -0.42, yanchor: "top", font: { color: c.muted } },
       xaxis: Object.assign({}, axis, { type: "date", range: xRange, title: { text: "time (UTC)", font: { color: c.muted } } }),
-      yaxis: Object.assign({}, axis, { rangemode: "tozero", title: { text: unit, font: { color: c.muted } } }),
+      yaxis: Object.assign({}, axis, { rangemode: "tozero", title: { text: plain(unit), font: { color: c.muted } } }),
       annotations: empty ? [{ text: "no data yet", showarrow: false, xref: "paper", yref: "paper",
                               x: 0.5, y: 0.5, font: { color: c.muted } }] : []
     };

@@ -1,10 +1,12 @@
 """Live charts and metric panels in Debian's Chromium against a real server with demo traffic:
 the overview, a topic and a consumer group page connect their WebSocket, show "live" and draw
 points; a range switch redraws; a hidden tab says "paused" and a visible one "live" again; a
-user panel is created through its form and draws its windows. Screenshots go to
-tests/browser/screenshots/live-*.png."""
+dropped socket says "stale — reconnecting…" and comes back by itself; a user panel is created
+through its form and draws its windows. Screenshots go to tests/browser/screenshots/live-*.png."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -48,6 +50,13 @@ def _set_hidden(page, hidden: bool) -> None:
 def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     server, user, password = operator_login
     page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    sockets = []  # the page's metrics sockets, passed through to the server
+
+    def through(ws) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r".*/ws/metrics/$"), through)
     _login(page, server, user, password)
     SCREENSHOTS.mkdir(exist_ok=True)
 
@@ -69,6 +78,12 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     page.wait_for_selector('.live-indicator[data-live-state="paused"]')
     _set_hidden(page, False)
     _wait_live(page)
+
+    sockets[-1].close()  # the connection drops: stale, then a reconnect (1 s backoff)
+    page.wait_for_selector('.live-indicator[data-live-state="stale"]')
+    assert page.locator(".live-indicator").inner_text() == "stale — reconnecting…"
+    _wait_live(page)
+    assert len(sockets) == 2
 
     page.goto(server + "/topics/orders/")
     _wait_live(page)
