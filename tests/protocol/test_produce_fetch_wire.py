@@ -207,3 +207,22 @@ def test_invalid_batches_are_refused_and_nothing_is_stored(broker, bootstrap):
         assert produce(c, "strict", good, acks=2)[0] == 21  # INVALID_REQUIRED_ACKS
         assert produce(c, "strict", good) == (0, 0)
     assert [r.value for r in broker.store.read("strict", 0, 0)] == [b"ok"]
+
+
+def test_old_message_format_versions_are_answered_with_unsupported_version(broker, bootstrap):
+    """Produce v0-2 and Fetch v0-3 are advertised (Debian's kcat enables compression and
+    other features only when they are in range) but carry message formats v0/v1: refused."""
+    broker.store.create_topic("old", 1)
+    broker.store.append("old", b"v2 only")
+    with WireClient(bootstrap) as c:
+        assert produce(c, "old", batch([b"x"]), version=2)[0] == 35
+        req = fetch_request("old", 0, max_wait_ms=0)
+        resp = c.call(
+            FETCH,
+            3,
+            **{
+                k: req[k] for k in ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "topics")
+            },
+        )
+        assert resp.responses[0].partitions[0].error_code == 35
+        assert produce(c, "old", batch([b"y"])) == (0, 1)  # the connection still serves

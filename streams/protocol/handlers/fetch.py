@@ -22,9 +22,10 @@ from typing import Any
 from streams.errors import OffsetOutOfRange, TidelogError
 from streams.protocol import codec
 from streams.protocol.codec import Request
-from streams.protocol.handlers.common import BrokerContext, domain_error_code
+from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
 
 READ_COMMITTED = 1
+MIN_MAGIC2_VERSION = 4
 NO_LIMIT = 2**31 - 1
 
 
@@ -54,6 +55,9 @@ def _read_all(ctx: BrokerContext, req: Request):
     cls = codec.response_class(req.api_key)
     topic_cls = cls.FetchableTopicResponse
     budget = body.max_bytes if req.api_version >= 3 else NO_LIMIT
+    # Fetch v0-3 clients read message format v0/v1 only: the versions are advertised (old
+    # librdkafka needs them in range to enable features) but answered with an error
+    old_format = req.api_version < MIN_MAGIC2_VERSION
     committed = req.api_version >= 4 and body.isolation_level == READ_COMMITTED
     out, total, failed = [], 0, False
     for t in body.topics:
@@ -62,7 +66,10 @@ def _read_all(ctx: BrokerContext, req: Request):
             # once the response is full, later partitions only report their offsets (limit 0);
             # the first batch returned may exceed every limit (KIP-74)
             limit = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
-            data, fields = _read_partition(ctx, t.topic, p.partition, p.fetch_offset, limit)
+            if old_format:
+                data, fields = b"", _fields(ErrorCode.UNSUPPORTED_VERSION, -1, -1)
+            else:
+                data, fields = _read_partition(ctx, t.topic, p.partition, p.fetch_offset, limit)
             total += len(data)
             budget -= len(data)
             failed = failed or fields["error_code"] != 0
