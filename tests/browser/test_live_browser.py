@@ -67,6 +67,7 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     assert page.locator('[data-chart="records_in"] .ytitle').text_content() == "records/s"
     assert page.locator('[data-chart="bytes_in"] .ytitle').text_content() == "bytes/s"
     page.locator(".live").screenshot(path=str(SCREENSHOTS / "live-overview.png"))
+    page.screenshot(path=str(SCREENSHOTS / "live-overview-page.png"), full_page=True)
 
     page.click('[data-range="300000"]')
     assert page.locator('[data-range="300000"]').get_attribute("aria-pressed") == "true"
@@ -88,7 +89,7 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     page.goto(server + "/topics/orders/")
     _wait_live(page)
     _wait_points(page, "partition_in", 3)
-    page.locator(".live").screenshot(path=str(SCREENSHOTS / "live-topic.png"))
+    page.screenshot(path=str(SCREENSHOTS / "live-topic.png"), full_page=True)
 
     page.goto(server + "/groups/order-fulfilment/")
     _wait_live(page)
