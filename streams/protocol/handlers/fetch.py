@@ -63,9 +63,10 @@ def _read_all(ctx: BrokerContext, req: Request):
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            # once the response is full, later partitions only report their offsets (limit 0);
-            # the first batch returned may exceed every limit (KIP-74)
-            limit = min(p.partition_max_bytes, budget) if total else p.partition_max_bytes
+            # once the response is full, later partitions only report their offsets; the first
+            # batch of the response is returned even if it exceeds every limit (KIP-74)
+            limit = min(p.partition_max_bytes, budget)
+            limit = limit if total else max(limit, 1)
             if old_format:
                 data, fields = b"", _fields(ErrorCode.UNSUPPORTED_VERSION, -1, -1)
             else:
