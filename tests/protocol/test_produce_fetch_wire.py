@@ -4,7 +4,12 @@ never-reused producer ids."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import crc32c
 
@@ -226,3 +231,40 @@ def test_old_message_format_versions_are_answered_with_unsupported_version(broke
         )
         assert resp.responses[0].partitions[0].error_code == 35
         assert produce(c, "old", batch([b"y"])) == (0, 1)  # the connection still serves
+
+
+def _start_process(data: Path) -> tuple[subprocess.Popen, str]:
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streams.protocol", "--data-dir", str(data), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    return proc, proc.stdout.readline().strip().removeprefix("listening on ")
+
+
+def test_retry_after_a_broker_crash_gets_its_original_offsets(tmp_path):
+    """SIGKILL (no snapshot at close): the producer state comes back from the log tail."""
+    data = tmp_path / "data"
+    proc, bootstrap = _start_process(data)
+    try:
+        with WireClient(bootstrap) as c:
+            pid = init_pid(c)
+            for seq in range(0, 30, 3):
+                assert produce(c, "crashy", batch([b"a", b"b", b"c"], pid, 0, seq)) == (0, seq)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    proc, bootstrap = _start_process(data)
+    try:
+        with WireClient(bootstrap) as c:
+            # the last batch, retried because its acknowledgement was lost in the crash
+            assert produce(c, "crashy", batch([b"a", b"b", b"c"], pid, 0, 27)) == (0, 27)
+            assert produce(c, "crashy", batch([b"d"], pid, 0, 31))[0] == 45  # a gap
+            assert produce(c, "crashy", batch([b"d"], pid, 0, 30)) == (0, 30)
+            assert init_pid(c) > pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
