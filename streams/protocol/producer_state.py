@@ -92,6 +92,7 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
         covered = self._load_snapshot()
+        self._drop_beyond_log_end()
         self._scan_tail(covered)
         return self
 
@@ -213,6 +214,18 @@ class ProducerStateManager:
             topic, _, partition = key.rpartition("\x00")
             out[(topic, int(partition))] = offset
         return out
+
+    def _drop_beyond_log_end(self) -> None:
+        """Forget snapshot batches that recovery cut from the log (written but never synced
+        under a relaxed flush policy): a retry of one of them must be written again."""
+        ends = {(p.topic, p.partition): p.log_end_offset for p in self.store.all_partitions()}
+        for key, entry in list(self._entries.items()):
+            end = ends.get(key[:2], -1)
+            kept = [b for b in entry.batches if b.last_offset < end]
+            if len(kept) != len(entry.batches):
+                entry.batches = collections.deque(kept, maxlen=RETAINED_BATCHES)
+            if not kept:
+                del self._entries[key]
 
     def _scan_tail(self, covered: dict[tuple[str, int], int]) -> None:
         """Replay idempotent batch headers the snapshot does not cover."""

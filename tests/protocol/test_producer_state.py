@@ -86,3 +86,12 @@ def test_idle_producers_are_forgotten(store, clock):
     clock.now += PRODUCER_ID_EXPIRATION_MS + 1
     state.snapshot()
     assert state.check("t", 0, header(3, 0, 42)) is None  # unknown again: any sequence
+
+
+def test_batches_recovery_cut_from_the_log_are_forgotten(store):
+    store.create_topic("t", 1)
+    state = ProducerStateManager(store).load()
+    state.record("t", 0, header(5, 0, 0), base=0, ts=-1)  # snapshot says offset 0 exists ...
+    state.snapshot()
+    reloaded = ProducerStateManager(store).load()  # ... but the log is empty (cut short)
+    assert reloaded.check("t", 0, header(5, 0, 0)) is None  # so a retry is written again
