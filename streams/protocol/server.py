@@ -131,10 +131,14 @@ class KafkaListener:
             executor=self._executor,
             cluster_id=_cluster_id(self.store.path),
         )
+        try:
+            self._server = await asyncio.start_server(
+                self._connection, cfg.host, cfg.port, limit=1 << 20
+            )
+        except BaseException:  # e.g. the port is taken: leave nothing running behind
+            self._executor.shutdown(wait=False)
+            raise
         self.store.add_append_listener(notifier.on_append)
-        self._server = await asyncio.start_server(
-            self._connection, cfg.host, cfg.port, limit=1 << 20
-        )
         host, port = self._server.sockets[0].getsockname()[:2]
         self.address = (host, port)
         self._ctx.host = cfg.advertised_host or host

@@ -15,7 +15,7 @@ INITIAL_REBALANCE_DELAY_MS = 300
 def open_broker(data_dir, **listener_options) -> Broker:
     return Broker.open(
         data_dir,
-        kafka_listener=ListenerConfig(port=0, **listener_options),
+        kafka_listener=ListenerConfig(**{"port": 0, **listener_options}),
         coordinator_options={"initial_rebalance_delay_ms": INITIAL_REBALANCE_DELAY_MS},
     )
 

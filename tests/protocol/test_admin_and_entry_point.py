@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
@@ -116,3 +117,11 @@ def test_module_entry_point_serves_until_sigterm(tmp_path):
         assert proc.wait(timeout=30) == 0
     assert (data / ".clean-shutdown").exists()
     assert (data / ".meta" / "producer-state.json").exists()
+
+
+def test_a_taken_port_is_a_clear_error_and_leaves_the_data_dir_free(tmp_path, broker):
+    taken = broker.kafka_address[1]
+    with pytest.raises(OSError, match="address already in use"):
+        open_broker(tmp_path / "other", port=taken)
+    reopened = open_broker(tmp_path / "other")  # the failed open released the directory
+    reopened.close()
