@@ -104,6 +104,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 class MetricsConsumer(LiveConsumer):
     relay_key = "metrics"
     subject: Scope | None = None
+    topics: list[str] = []  # a group scope: the topics its group reads
     resolution = 1000
     last_t: int | None = None
     hub = None
