@@ -71,6 +71,7 @@ def test_topic_list_create_and_detail(operator_client, external, name):
                       detail)  # fmt: skip
     assert rows == [("0", "0", "0"), ("1", "3", "0")]
     assert "on disk: not available on an external cluster" in detail  # no segment files here
+    assert 'id="live-external"' in detail  # nor live metrics
 
 
 def test_produce_then_browse(operator_client, external, name):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 
+from brokerui.cluster import is_external
 from brokerui.console.live import feeds
 
 register = template.Library()
@@ -11,4 +12,9 @@ register = template.Library()
 
 @register.inclusion_tag("console/live/partials/charts.html")
 def live_charts(scope: str, name: str = "") -> dict:
-    return {"scope": scope, "name": name, "available": feeds.metrics_hub() is not None}
+    return {
+        "scope": scope,
+        "name": name,
+        "available": feeds.metrics_hub() is not None,
+        "external": is_external(),  # TIDELOG_CLUSTER: live metrics are the built-in broker's
+    }
