@@ -242,6 +242,32 @@ def test_group_lag_and_reset_after_members_left(cluster, server, topic):
         cluster.execute_reset(plan=plan)
 
 
+class _NoPrecheck(KafkaCluster):
+    """Skips KafkaCluster's own Empty check, to reach the cluster's refusal."""
+
+    def _refuse_active(self, groups, group_id: str) -> None:
+        pass
+
+
+def test_the_clusters_own_refusal_of_a_reset_is_group_not_empty(server, topic):
+    cluster = _NoPrecheck(server.bootstrap, timeout_s=15)
+    group = f"raw-{topic}"
+    produce(cluster, topic, 4)
+    consumer = group_consumer(server, group, topic, 4)
+    try:
+        earliest = ResetStrategy.parse("to-earliest")
+        plan = cluster.plan_reset(group_id=group, strategy=earliest, scope=ResetScope(topic=topic))
+        with pytest.raises(se.GroupNotEmpty) as refused:
+            cluster.execute_reset(plan=plan)
+        if server.name != "tansu":
+            assert refused.value.members  # who holds the group, from DescribeGroups
+        rows = cluster.describe_group(group).lag.partitions
+        assert {p.partition: p.committed for p in rows} == {0: 2, 1: 2}  # nothing changed
+    finally:
+        consumer.close()
+        cluster.close()
+
+
 def test_group_refusals(cluster):
     with pytest.raises(se.UnknownGroup):
         cluster.describe_group("no-such-group-anywhere")
