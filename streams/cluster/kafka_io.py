@@ -384,8 +384,8 @@ def _description(d) -> GroupDescription:
         state=STATE_NAMES.get(d.state, "Unknown"),
         protocol_type="" if d.is_simple_consumer_group else "consumer",
         protocol=d.partition_assignor or None,
-        generation=-1,  # not in the admin client's answer
+        generation=-1,  # not in the admin client's answer (the console hides it)
         leader_id=None,
         members=tuple(members),
-        state_timestamp_ms=0,
+        state_timestamp_ms=0,  # unknown (the console hides it)
     )
