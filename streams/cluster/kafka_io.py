@@ -10,8 +10,8 @@ that let streams' pure logic (browse, lag, reset plans) run against a remote clu
   ``describe_group``). Both cache what they fetched, so one view serves one console request
   with a handful of round trips; make a new view per request to see new data.
 
-Thread-safety: AdminClient and Producer are thread-safe; the reading Consumer is used under a
-lock (assign + consume is a sequence that must not interleave). Views are per request, not
+Thread-safety: AdminClient and Producer are thread-safe; the reading Consumer is used under its
+own lock (assign + consume is a sequence that must not interleave). Views are per request, not
 shared between threads.
 """
 
@@ -125,7 +125,8 @@ class KafkaClients:
         self.admin = AdminClient(base)
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # creating the producer, closing
+        self._read_lock = threading.Lock()  # the reader's assign + consume sequence
 
     def producer(self) -> Producer:
         with self._lock:
@@ -147,7 +148,7 @@ class KafkaClients:
         """Up to `limit` records of one partition from `offset`, stopping at `end`."""
         if offset >= end or limit <= 0:
             return []
-        with self._lock:
+        with self._read_lock:
             consumer = self._reader()
             consumer.assign([TopicPartition(topic, partition, offset)])
             try:
@@ -192,7 +193,7 @@ class KafkaClients:
         return self._consumer
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
