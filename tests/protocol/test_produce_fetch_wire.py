@@ -268,3 +268,15 @@ def test_retry_after_a_broker_crash_gets_its_original_offsets(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+
+
+def test_a_record_set_of_several_batches_is_stored_whole_or_not_at_all(broker, bootstrap):
+    broker.store.create_topic("multi", 1)
+    first, second = batch([b"1", b"2"]), batch([b"3"])
+    broken = bytearray(second)
+    broken[-1] ^= 0x01
+    with WireClient(bootstrap) as c:
+        assert produce(c, "multi", first + bytes(broken))[0] == 2  # second batch corrupt
+        assert broker.store.offsets("multi", 0) == (0, 0)  # the first was not written either
+        assert produce(c, "multi", first + second) == (0, 0)
+    assert [r.value for r in broker.store.read("multi", 0, 0)] == [b"1", b"2", b"3"]

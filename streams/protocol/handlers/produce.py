@@ -94,21 +94,27 @@ def _partition_log(ctx: BrokerContext, topic: str, partition: int) -> PartitionL
 
 
 def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionResult:
-    """Append every batch of a partition's record set (uncompressed sets may hold several)."""
+    """Append every batch of a partition's record set (uncompressed sets may hold several),
+    all validated before the first is written."""
+    batches = _split_batches(data)
+    results = [_append_one(ctx, plog, h, batch, syncs) for h, batch in batches]
+    return results[0]
+
+
+def _split_batches(data: bytes) -> list[tuple[rb.BatchHeader, bytes]]:
     if not data:
         raise InvalidRecord("empty record set")
-    first: PartitionResult | None = None
+    out = []
     pos = 0
     while pos < len(data):
         if len(data) - pos < rb.LOG_OVERHEAD:
             raise InvalidRecord("record set ends inside a batch header")
         _, size = rb.peek_size(data, pos)
         h = rb.validate_batch(data, pos, min(size, len(data) - pos))
-        batch = data[pos : pos + h.size]
+        whole = pos == 0 and h.size == len(data)  # the usual case: one batch, no copy
+        out.append((h, data if whole else data[pos : pos + h.size]))
         pos += h.size
-        result = _append_one(ctx, plog, h, batch, syncs)
-        first = first or result
-    return first
+    return out
 
 
 def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, syncs):
