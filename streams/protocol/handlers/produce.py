@@ -19,7 +19,9 @@ through ``BrokerContext.blocking``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable
+from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 from streams.errors import InvalidRecord, TidelogError, UnknownTopic
@@ -61,7 +63,10 @@ def handle_produce(ctx: BrokerContext, req: Request) -> Awaitable:
             for pd in topic_data.partition_data
         ]
         results.append((name, parts))
-    return _complete(ctx, req, body.acks, results, syncs)
+    # requested now, not in `_complete`: written records must reach the disk (and the high
+    # watermark) even if this request is cancelled, e.g. by its connection closing
+    synced = ctx.executor.submit(_sync_all, syncs) if syncs else None
+    return _complete(req, body.acks, results, synced)
 
 
 def _produce_partition(ctx, req, acks, topic, partition, records, syncs) -> PartitionResult:
@@ -135,9 +140,9 @@ def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> None:
         plog.sync_to(end)
 
 
-async def _complete(ctx: BrokerContext, req: Request, acks: int, results, syncs):
-    if syncs:
-        await ctx.blocking(_sync_all, syncs)
+async def _complete(req: Request, acks: int, results, synced: Future | None) -> Any:
+    if synced is not None:
+        await asyncio.shield(asyncio.wrap_future(synced))
     if acks == 0:
         failed = [r for _, parts in results for r in parts if r.error]
         if failed:
