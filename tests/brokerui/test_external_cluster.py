@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from brokerui.audit.models import AuditEntry
 from streams.cluster import ProduceRequest
+from streams.groups import ResetScope, ResetStrategy
 from tests.kafka_servers import kafka_server
 
 if importlib.util.find_spec("streams.protocol") is None:  # pragma: no cover - until it lands
@@ -157,3 +158,22 @@ def _wait(predicate, timeout: float = 30.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.2)
+
+
+def test_json_api_on_the_external_cluster(operator_client, external, name):
+    external.create_topic(name=name, partitions=2)
+    external.produce(topic=name, records=[ProduceRequest(b"a", partition=0)] * 2)
+    topics = operator_client.get("/api/v1/topics").json()
+    assert name in {t["name"] for t in topics["topics"]}
+    detail = operator_client.get(f"/api/v1/topics/{name}").json()
+    assert [p["end_offset"] for p in detail["partitions"]] == [2, 0]
+    records = operator_client.get(f"/api/v1/topics/{name}/records", {"partition": 0}).json()
+    assert [r["offset"] for r in records["records"]] == [0, 1]
+    group = f"api-{name}"  # a group made by a reset alone (Kafka allows it), then described
+    plan = external.plan_reset(group_id=group, strategy=ResetStrategy.parse("to-latest"),
+                               scope=ResetScope(topic=name))  # fmt: skip
+    external.execute_reset(plan=plan)
+    described = operator_client.get(f"/api/v1/groups/{group}").json()
+    assert described["state"] == "Empty" and described["total_lag"] == 0
+    refused = operator_client.delete(f"/api/v1/groups/{group}/offsets/{name}")
+    assert refused.status_code == 501 and refused.json()["error"]["code"] == "unsupported"
