@@ -51,7 +51,8 @@ class PanelForm(forms.Form):
     gap_s = _seconds("Gap (s)", help_text="Session windows: inactivity that closes a session.")
     time_field = forms.CharField(
         required=False, max_length=200,
-        help_text="Dotted path of the event time (ms or ISO 8601); empty: processing time.")
+        help_text="Dotted path of the event time (ms or ISO 8601); empty: processing time "
+                  "as the broker saw it (each record's append time).")
     lateness_s = _seconds("Allowed lateness (s)", initial=0,
                           help_text="Late events still correct a closed window this long.")
     out_of_orderness_s = _seconds("Out-of-orderness (s)", initial=0,
