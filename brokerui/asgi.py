@@ -23,6 +23,14 @@ if not is_external():
         get_broker()
     except DataDirLocked as exc:  # a second server on the same data: say so, no traceback
         raise SystemExit(f"tidelog: {exc}") from None
+    except OSError as exc:  # the Kafka listener's port is taken (a local Kafka, say)
+        from django.conf import settings
+
+        raise SystemExit(
+            f"tidelog: cannot start the Kafka listener on 127.0.0.1:"
+            f"{settings.TIDELOG_KAFKA_PORT}: {exc.strerror or exc}. Choose another port with "
+            "TIDELOG_KAFKA_PORT=… or run without it with TIDELOG_KAFKA_LISTENER=0."
+        ) from None
 
     from brokerui.console.live.services import start_saved_panels
 
