@@ -1,9 +1,10 @@
 """The Cluster interface: everything the console, the JSON API and the command line may ask of a
 broker, in one place.
 
-``LocalCluster`` serves it from the broker in this process (log store + group coordinator). A
-``KafkaCluster`` speaking the wire protocol to Apache Kafka or Redpanda can implement the same
-methods later; the web layer only ever sees this interface, never a segment file.
+``LocalCluster`` serves it from the broker in this process (log store + group coordinator);
+``streams.cluster.kafka.KafkaCluster`` serves the same methods from any Kafka-protocol cluster
+(Tidelog's listener, Apache Kafka, Redpanda). The web layer only ever sees this interface,
+never a segment file.
 
 Writes are services with keyword arguments (``create_topic(name=..., partitions=...)``); reads
 return frozen dataclasses shaped for display. Errors are the engine's domain errors.
