@@ -174,3 +174,30 @@ def test_stopped_group_catching_up_spikes_in_processing_time_but_not_in_event_ti
     assert {event_time[t] for t in closed} == {10}  # flat: no spike, no hole
     corrections = [p for p in points if p.rev > 0]
     assert corrections == []
+
+
+def test_event_times_come_from_batch_headers_split_by_window(tmp_path):
+    """A 30-record batch with timestamps every 100 ms spans three 1-second windows; the
+    sampler counts it per window from the header alone, and only the offsets asked for."""
+    from streams.broker.metrics.sampler import batch_event_times
+    from streams.log import ProducerRecord
+
+    store = LogStore.open(tmp_path / "data", background=False)
+    store.create_topic("t", 1, {})
+    store.append_batch("t", [ProducerRecord(b"v", timestamp_ms=T0 + 100 * i) for i in range(30)])
+    store.append("t", b"w", timestamp_ms=T0 + 5000)
+    raw = store.read_batches("t", 0, 0, 1 << 20)
+
+    def per_window(counts):
+        out: dict[int, int] = {}
+        for ts, n in counts:
+            out[ts - ts % 1000] = out.get(ts - ts % 1000, 0) + n
+        return out
+
+    counts, reached = batch_event_times(raw, 0, 31)
+    assert reached == 31
+    assert per_window(counts) == {T0: 10, T0 + 1000: 10, T0 + 2000: 10, T0 + 5000: 1}
+    counts, reached = batch_event_times(raw, 5, 25)  # a group committed past part of it
+    assert reached == 25
+    assert per_window(counts) == {T0: 5, T0 + 1000: 10, T0 + 2000: 5}
+    store.close()

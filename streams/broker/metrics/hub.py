@@ -36,7 +36,7 @@ from streams.broker.metrics.series import (
     series,
 )
 from streams.errors import TopicAlreadyExists
-from streams.processing import Count, Max, Sum, Tumbling, WindowOperator
+from streams.processing import Max, Sum, Tumbling, WindowOperator
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class MetricsHub:
         self._minutes = self._processing_operator(MINUTE_MS)
         self._event_time = WindowOperator(
             Tumbling(SECOND_MS),
-            {"n": Count()},
+            {"n": Sum()},  # fed (event time, record count) pairs, one per batch and window
             time="event",
             out_of_orderness_ms=EVENT_TIME_OUT_OF_ORDERNESS_MS,
             grace_ms=EVENT_TIME_GRACE_MS,
@@ -163,7 +163,7 @@ class MetricsHub:
             name = series("group_records_et", c.group)
             inputs = self._et_inputs
             source = inputs.setdefault((c.group, c.topic, c.partition), len(inputs))
-            events.extend((name, 1, ts, source) for ts in c.timestamps)
+            events.extend((name, n, ts, source) for ts, n in c.counts)
         # merged by event time: a catch-up reads each partition's backlog in turn, and a
         # partition idle until now would otherwise let the watermark run ahead of it
         events.sort(key=_event_time_of)
