@@ -234,7 +234,7 @@ def test_paths_and_times():
 
 
 def test_backlog_is_read_over_several_polls(store, clock, monkeypatch):
-    import streams.processing.panels as panels
+    import streams.processing.panels.jobs as panels
 
     monkeypatch.setattr(panels, "READ_BUDGET", 50)
     monkeypatch.setattr(panels, "READ_BATCH", 20)
