@@ -172,26 +172,11 @@ class LocalCluster:
         (neither given). Compact-only topics refuse, with the reason, as Kafka does."""
         _refuse_internal(topic, "purged")
         d = self.store.describe_topic(topic)
-        if d.config["cleanup.policy"] == "compact":
-            raise InvalidRecord(
-                f"topic {topic!r} is compacted (cleanup.policy=compact): its records are deleted "
-                "by key, with tombstones (a record with the key and no value). Purging by offset "
-                "would also drop the latest value of keys, so it is refused; switch the policy to "
-                "compact,delete first if that is what you want"
-            )
-        chosen = list(range(len(d.partitions))) if partitions is None else list(partitions)
-        before = {p: d.partitions[p].log_start_offset for p in chosen if p < len(d.partitions)}
-        targets = {}
-        for p in chosen:
-            start, end = self.store.offsets(topic, p)
-            if before_offset is not None:
-                target = min(max(before_offset, start), end)
-            elif before_timestamp_ms is not None:
-                found = self.store.offset_for_timestamp(topic, p, before_timestamp_ms)
-                target = end if found is None else max(found, start)
-            else:
-                target = end
-            targets[p] = target
+        refuse_compacted_purge(topic, d.config["cleanup.policy"])
+        chosen = range(len(d.partitions)) if partitions is None else partitions  # unknown: 404
+        before, targets = purge_targets(
+            self.store, topic, chosen, before_offset, before_timestamp_ms
+        )
         after = self.store.delete_records(topic, targets)
         return PurgeResult(topic, before, after)
 
@@ -261,6 +246,41 @@ class LocalCluster:
 
     def is_internal(self, topic: str) -> bool:
         return is_internal(topic)
+
+
+def refuse_compacted_purge(topic: str, cleanup_policy: str) -> None:
+    """Compact-only topics refuse purges by offset, with the reason, as Kafka does."""
+    if cleanup_policy == "compact":
+        raise InvalidRecord(
+            f"topic {topic!r} is compacted (cleanup.policy=compact): its records are deleted "
+            "by key, with tombstones (a record with the key and no value). Purging by offset "
+            "would also drop the latest value of keys, so it is refused; switch the policy to "
+            "compact,delete first if that is what you want"
+        )
+
+
+def purge_targets(
+    offsets_source,
+    topic: str,
+    partitions: Sequence[int],
+    before_offset: int | None,
+    before_timestamp_ms: int | None,
+) -> tuple[dict[int, int], dict[int, int]]:
+    """(log start offsets now, DeleteRecords targets) per partition: below `before_offset`
+    (clamped to the partition), before `before_timestamp_ms`, or everything (neither given).
+    `offsets_source` has ``offsets(topic, p)`` and ``offset_for_timestamp(topic, p, ts)``."""
+    before, targets = {}, {}
+    for p in partitions:
+        start, end = offsets_source.offsets(topic, p)
+        before[p] = start
+        if before_offset is not None:
+            targets[p] = min(max(before_offset, start), end)
+        elif before_timestamp_ms is not None:
+            found = offsets_source.offset_for_timestamp(topic, p, before_timestamp_ms)
+            targets[p] = end if found is None else max(found, start)
+        else:
+            targets[p] = end
+    return before, targets
 
 
 def _refuse_internal(topic: str, action: str) -> None:

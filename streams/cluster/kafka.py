@@ -37,7 +37,15 @@ from confluent_kafka.admin import (
 )
 
 from streams import errors as se
-from streams.cluster import GroupDetail, GroupSummary, ProduceRequest, PurgeResult, TopicSummary
+from streams.cluster import (
+    GroupDetail,
+    GroupSummary,
+    ProduceRequest,
+    PurgeResult,
+    TopicSummary,
+    purge_targets,
+    refuse_compacted_purge,
+)
 from streams.cluster.browse import BrowseRequest, BrowseResult, browse
 from streams.cluster.kafka_io import ClusterView, GroupView, KafkaClients, domain_error, result
 from streams.groups import GroupLag, ResetPlan, ResetScope, ResetStrategy, group_lag, plan_reset
@@ -244,23 +252,9 @@ class KafkaCluster:
         view = self._view()
         count = view.partition_count(topic)
         config = {**KAFKA_DEFAULTS, **self._configs([topic]).get(topic, ({}, set()))[0]}
-        if config["cleanup.policy"] == "compact":
-            raise se.InvalidRecord(
-                f"topic {topic!r} is compacted (cleanup.policy=compact): its records are deleted "
-                "by key, with tombstones; purging by offset is refused"
-            )
+        refuse_compacted_purge(topic, config["cleanup.policy"])
         chosen = [p for p in (range(count) if partitions is None else partitions) if p < count]
-        before, targets = {}, {}
-        for p in chosen:
-            start, end = view.offsets(topic, p)
-            before[p] = start
-            if before_offset is not None:
-                targets[p] = min(max(before_offset, start), end)
-            elif before_timestamp_ms is not None:
-                found = view.offset_for_timestamp(topic, p, before_timestamp_ms)
-                targets[p] = end if found is None else max(found, start)
-            else:
-                targets[p] = end
+        before, targets = purge_targets(view, topic, chosen, before_offset, before_timestamp_ms)
         return PurgeResult(topic, before, self._delete_records(topic, targets))
 
     def _delete_records(self, topic: str, targets: dict[int, int]) -> dict[int, int]:
