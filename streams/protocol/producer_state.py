@@ -13,9 +13,9 @@
   Without a snapshot for a partition only its active segment is scanned (the tail). Producers
   idle for a day (Kafka's ``producer.id.expiration.ms``) are forgotten at the next snapshot.
 
-Thread-safety: one lock guards all state. The listener calls `check` and `record` for a batch
-without yielding in between (on its event loop), so no other append to that partition can
-interleave between the check and the write.
+Thread-safety: one lock guards all state. The listener calls `check_batches` for a record set
+and `record` for each batch it then writes without yielding in between (on its event loop), so
+no other append to that partition can interleave between the checks and the writes.
 """
 
 from __future__ import annotations
@@ -113,35 +113,67 @@ class ProducerStateManager:
     def check(self, topic: str, partition: int, h: BatchHeader) -> BatchMetadata | None:
         """Before appending: the original batch if `h` is a retry of one of the last five,
         None if it may be appended; raises OutOfOrderSequence or ProducerFenced."""
-        if h.producer_id < 0:
-            return None
+        return self.check_batches(topic, partition, [h])[0]
+
+    def check_batches(
+        self, topic: str, partition: int, headers: list[BatchHeader]
+    ) -> list[BatchMetadata | None]:
+        """`check` for every batch of one partition's record set, before any is written: each
+        batch is checked as if the earlier new batches of the set were already appended, so a
+        sequence gap between two batches of one request is refused too. Raises on the first
+        batch that fails, so the caller writes all of them or none."""
+        out: list[BatchMetadata | None] = []
+        pending: dict[int, tuple[int, int]] = {}  # producer id -> epoch, last seq of the set
         with self._lock:
-            entry = self._entries.get((topic, partition, h.producer_id))
-            if entry is None:
-                return None  # first batch seen from this producer here
-            if h.producer_epoch < entry.epoch:
-                raise ProducerFenced(
-                    f"producer {h.producer_id} epoch {h.producer_epoch} is older than "
-                    f"{entry.epoch} on {topic}-{partition}"
-                )
-            if h.producer_epoch > entry.epoch:
-                if h.base_sequence != 0:
-                    raise OutOfOrderSequence(
-                        f"producer {h.producer_id} epoch {h.producer_epoch} must start at "
-                        f"sequence 0, not {h.base_sequence}"
-                    )
-                return None
-            last = _last_seq(h)
-            for b in entry.batches:
-                if b.first_seq == h.base_sequence and b.last_seq == last:
-                    return b
-            expected = _next_seq(entry.last_seq)
-            if h.base_sequence != expected:
+            for h in headers:
+                if h.producer_id < 0:
+                    out.append(None)
+                    continue
+                if h.producer_id in pending:
+                    epoch, last_seq = pending[h.producer_id]
+                    dup = self._check_sequence(topic, partition, h, epoch, last_seq, ())
+                else:
+                    dup = self._check_stored(topic, partition, h)
+                if dup is None:
+                    pending[h.producer_id] = (h.producer_epoch, _last_seq(h))
+                out.append(dup)
+        return out
+
+    def _check_stored(self, topic: str, partition: int, h: BatchHeader) -> BatchMetadata | None:
+        entry = self._entries.get((topic, partition, h.producer_id))
+        if entry is None:
+            return None  # first batch seen from this producer here
+        return self._check_sequence(topic, partition, h, entry.epoch, entry.last_seq, entry.batches)
+
+    @staticmethod
+    def _check_sequence(
+        topic: str, partition: int, h: BatchHeader, epoch: int, last_seq: int, retained
+    ) -> BatchMetadata | None:
+        """Kafka's ``checkSequence`` against a producer's epoch, last sequence and retained
+        batches (the original of a retry is returned)."""
+        if h.producer_epoch < epoch:
+            raise ProducerFenced(
+                f"producer {h.producer_id} epoch {h.producer_epoch} is older than "
+                f"{epoch} on {topic}-{partition}"
+            )
+        if h.producer_epoch > epoch:
+            if h.base_sequence != 0:
                 raise OutOfOrderSequence(
-                    f"producer {h.producer_id} sent sequence {h.base_sequence} to "
-                    f"{topic}-{partition}; expected {expected}"
+                    f"producer {h.producer_id} epoch {h.producer_epoch} must start at "
+                    f"sequence 0, not {h.base_sequence}"
                 )
             return None
+        last = _last_seq(h)
+        for b in retained:
+            if b.first_seq == h.base_sequence and b.last_seq == last:
+                return b
+        expected = _next_seq(last_seq)
+        if h.base_sequence != expected:
+            raise OutOfOrderSequence(
+                f"producer {h.producer_id} sent sequence {h.base_sequence} to "
+                f"{topic}-{partition}; expected {expected}"
+            )
+        return None
 
     def record(self, topic: str, partition: int, h: BatchHeader, base: int, ts: int) -> None:
         """After appending `h` at `base`: remember it (a no-op for non-idempotent batches)."""

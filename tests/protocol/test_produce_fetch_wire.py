@@ -280,3 +280,33 @@ def test_a_record_set_of_several_batches_is_stored_whole_or_not_at_all(broker, b
         assert broker.store.offsets("multi", 0) == (0, 0)  # the first was not written either
         assert produce(c, "multi", first + second) == (0, 0)
     assert [r.value for r in broker.store.read("multi", 0, 0)] == [b"1", b"2", b"3"]
+
+
+def test_a_sequence_gap_in_a_later_batch_stores_none_of_the_set(broker, bootstrap):
+    """Every batch of a partition's record set passes the idempotence checks before the first
+    is written: a gap after the stored state, or between two batches of the same request,
+    refuses the whole set."""
+    broker.store.create_topic("idem-multi", 1)
+    with WireClient(bootstrap) as c:
+        pid = init_pid(c)
+        assert produce(c, "idem-multi", batch([b"a"], pid, 0, 0)) == (0, 0)
+        ok = batch([b"b", b"c"], pid, 0, 1)
+        gap_inside = ok + batch([b"x"], pid, 0, 4)  # the set's first batch ends at 2: 3 next
+        gap_from_state = batch([b"y"], pid, 0, 5) + ok  # the first batch is the one out of order
+        assert produce(c, "idem-multi", gap_inside)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce(c, "idem-multi", gap_from_state)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert broker.store.offsets("idem-multi", 0) == (0, 1)  # nothing of either set stored
+        continuous = ok + batch([b"d"], pid, 0, 3)
+        assert produce(c, "idem-multi", continuous) == (0, 1)
+        assert produce(c, "idem-multi", batch([b"e"], pid, 0, 4)) == (0, 4)  # state follows
+    values = [r.value for r in broker.store.read("idem-multi", 0, 0)]
+    assert values == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_a_later_batch_over_the_size_limit_stores_none_of_the_set(broker, bootstrap):
+    broker.store.create_topic("small", 1, {"max.message.bytes": "200"})
+    small, big = batch([b"s"]), batch([b"x" * 300])
+    with WireClient(bootstrap) as c:
+        assert produce(c, "small", small + big)[0] == 10  # MESSAGE_TOO_LARGE
+        assert broker.store.offsets("small", 0) == (0, 0)
+        assert produce(c, "small", small) == (0, 0)

@@ -95,3 +95,15 @@ def test_batches_recovery_cut_from_the_log_are_forgotten(store):
     state.snapshot()
     reloaded = ProducerStateManager(store).load()  # ... but the log is empty (cut short)
     assert reloaded.check("t", 0, header(5, 0, 0)) is None  # so a retry is written again
+
+
+def test_check_batches_follows_the_sequence_across_a_record_set(store):
+    state = ProducerStateManager(store).load()
+    state.record("t", 0, header(3, 0, 0, n=2), base=0, ts=-1)
+    retry, new = state.check_batches("t", 0, [header(3, 0, 0, n=2), header(3, 0, 2, n=2)])
+    assert (retry.base_offset, new) == (0, None)
+    assert state.check_batches("t", 0, [header(3, 0, 2, n=2), header(3, 0, 4)]) == [None, None]
+    with pytest.raises(OutOfOrderSequence):
+        state.check_batches("t", 0, [header(3, 0, 2, n=2), header(3, 0, 5)])  # gap in the set
+    with pytest.raises(ProducerFenced):
+        state.check_batches("t", 0, [header(3, 1, 0), header(3, 0, 1)])  # epoch goes back

@@ -24,7 +24,7 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from streams.errors import InvalidRecord, TidelogError, UnknownTopic
+from streams.errors import InvalidRecord, RecordTooLarge, TidelogError, UnknownTopic
 from streams.log import records as rb
 from streams.log.partition import PartitionLog
 from streams.log.store import is_internal
@@ -102,8 +102,29 @@ def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionRes
     """Append every batch of a partition's record set (uncompressed sets may hold several),
     all validated before the first is written."""
     batches = _split_batches(data)
-    results = [_append_one(ctx, plog, h, batch, syncs) for h, batch in batches]
+    for h, _ in batches:
+        _check_writable(plog, h)
+    # every batch's sequence, continuity across the set's batches included, before any write
+    dups = ctx.producers.check_batches(plog.topic, plog.partition, [h for h, _ in batches])
+    results = [
+        _append_one(ctx, plog, h, batch, dup, syncs) for (h, batch), dup in zip(batches, dups)
+    ]
     return results[0]
+
+
+def _check_writable(plog: PartitionLog, h: rb.BatchHeader) -> None:
+    """The header checks ``write_raw`` makes, done for every batch before the first is written
+    (compacted topics' key check needs the records decoded and stays in ``write_raw``)."""
+    if h.is_control:
+        raise InvalidRecord("clients may not write control batches")
+    if h.count == 0:
+        raise InvalidRecord("a record batch needs at least one record")
+    limit = plog.config.get("max.message.bytes")
+    if h.size > limit:
+        raise RecordTooLarge(
+            f"record batch of {h.size} bytes exceeds max.message.bytes={limit} "
+            f"of topic {plog.topic!r}"
+        )
 
 
 def _split_batches(data: bytes) -> list[tuple[rb.BatchHeader, bytes]]:
@@ -122,9 +143,9 @@ def _split_batches(data: bytes) -> list[tuple[rb.BatchHeader, bytes]]:
     return out
 
 
-def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, syncs):
+def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, dup, syncs):
+    """Write one batch already checked (`dup`: the original if it is a retry)."""
     topic, partition = plog.topic, plog.partition
-    dup = ctx.producers.check(topic, partition, h)
     if dup is not None:  # a retry: acknowledge the original once it is durable
         syncs.append((plog, dup.last_offset + 1))
         return PartitionResult(partition, 0, dup.base_offset, dup.timestamp, plog.log_start_offset)
