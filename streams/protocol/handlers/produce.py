@@ -106,9 +106,8 @@ def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionRes
         _check_writable(plog, h)
     # every batch's sequence, continuity across the set's batches included, before any write
     dups = ctx.producers.check_batches(plog.topic, plog.partition, [h for h, _ in batches])
-    results = [
-        _append_one(ctx, plog, h, batch, dup, syncs) for (h, batch), dup in zip(batches, dups)
-    ]
+    pairs = zip(batches, dups, strict=True)
+    results = [_append_one(ctx, plog, h, batch, dup, syncs) for (h, batch), dup in pairs]
     return results[0]
 
 
