@@ -141,28 +141,38 @@ def test_stopped_group_catching_up_spikes_in_processing_time_but_not_in_event_ti
     engine, clock
 ):
     """The book's example: 10 records/s keep arriving; the group stops for a minute, then
-    catches up in one go.
+    catches up in one go — while two other groups read the same topic: one always keeps up,
+    one is slow (half the rate). Each group's event time is its own.
 
         second     0 ........ 30 ............ 90 ........ 120
         appends    10/s ------------------------------------->
-        group      consumes   | stopped (60 s)  | catches up, then consumes
+        dashboards consumes   | stopped (60 s)  | catches up, then consumes
         processing-time rate  10 10 10 .. 0 0 0 .. 610 10 10
         event-time rate       10 10 10 ..  10 10 10 ..  10 10     (flat)
+        audit      keeps up: every event-time window 10, emitted within seconds
+        archive    5/s: event-time windows still 10 each, just later
     """
     store, coordinator = engine
     hub = MetricsHub(store, coordinator, clock=clock, persist=False)
     hub.tick()
-    points = []
+    points, emitted_at = [], {}
     for second in range(120):
         base = T0 + second * 1000
         for i in range(10):
             store.append("orders", b"v", partition=i % 2, timestamp_ms=base + i * 100)
+        ends = {("orders", p): store.offsets("orders", p)[1] for p in (0, 1)}
         if not 30 <= second < 90:
-            ends = {("orders", p): store.offsets("orders", p)[1] for p in (0, 1)}
             coordinator.commit_offsets("dashboards", ends)
-        points += _second(clock, hub)
-    processing = _by_series(points)[series("group_records", "dashboards")]
-    event_time = _by_series(points)[series("group_records_et", "dashboards")]
+        coordinator.commit_offsets("audit", ends)
+        coordinator.commit_offsets("archive", {tp: (second + 1) * 5 // 2 for tp in ends})
+        got = _second(clock, hub)
+        points += got
+        for p in got:
+            if p.series == series("group_records_et", "audit"):
+                emitted_at[p.t] = T0 + (second + 1) * 1000
+    rates = _by_series(points)
+    processing = rates[series("group_records", "dashboards")]
+    event_time = rates[series("group_records_et", "dashboards")]
 
     steady = [processing[T0 + s * 1000] for s in range(1, 29)]
     assert set(steady) == {10}
@@ -172,8 +182,14 @@ def test_stopped_group_catching_up_spikes_in_processing_time_but_not_in_event_ti
     closed = [t for t in event_time if t <= T0 + 110_000]
     assert len(closed) >= 110  # every second, including the stopped minute, got its window
     assert {event_time[t] for t in closed} == {10}  # flat: no spike, no hole
-    corrections = [p for p in points if p.rev > 0]
-    assert corrections == []
+    assert [p for p in points if p.rev > 0] == []  # and nothing was late or corrected
+
+    audit = rates[series("group_records_et", "audit")]
+    assert len(audit) >= 110 and set(audit.values()) == {10}
+    assert max(emitted_at[t] - t for t in audit) <= 4000  # not held back by the others
+    archive = rates[series("group_records_et", "archive")]
+    later = [v for t, v in archive.items() if t > T0]  # its first commit is the baseline
+    assert len(later) >= 50 and set(later) == {10}
 
 
 def test_event_times_come_from_batch_headers_split_by_window(tmp_path):

@@ -76,16 +76,9 @@ class MetricsHub:
         self._sample_ms = 0  # the clock the processing-time operators read
         self._seconds = self._processing_operator(SECOND_MS)
         self._minutes = self._processing_operator(MINUTE_MS)
-        self._event_time = WindowOperator(
-            Tumbling(SECOND_MS),
-            {"n": Sum()},  # fed (event time, record count) pairs, one per batch and window
-            time="event",
-            out_of_orderness_ms=EVENT_TIME_OUT_OF_ORDERNESS_MS,
-            grace_ms=EVENT_TIME_GRACE_MS,
-            idle_timeout_ms=EVENT_TIME_IDLE_MS,
-            clock=clock,
-        )
-        self._et_inputs: dict[tuple[str, str, int], int] = {}  # (group, topic, p) -> input
+        # one event-time operator per group: each group's watermark follows its own progress
+        # (a stopped or slow group must not hold back, or be run over by, another one)
+        self._event_time: dict[str, _GroupEventTime] = {}
         self._lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
         self._ring: deque[tuple[int, list[Point]]] = deque()
@@ -158,22 +151,16 @@ class MetricsHub:
         return out
 
     def _event_time_points(self, sample: Sample) -> list[Point]:
-        events = []
+        by_group: dict[str, list] = {}
         for c in sample.consumed:
-            name = series("group_records_et", c.group)
-            inputs = self._et_inputs
-            source = inputs.setdefault((c.group, c.topic, c.partition), len(inputs))
-            events.extend((name, n, ts, source) for ts, n in c.counts)
-        # merged by event time: a catch-up reads each partition's backlog in turn, and a
-        # partition idle until now would otherwise let the watermark run ahead of it
-        events.sort(key=_event_time_of)
-        results = self._event_time.process_many(events) if events else []
-        results += self._event_time.advance()
-        return [
-            Point(r.key, r.start, r.end - r.start, r.values["n"], r.revision)
-            for r in results
-            if r.revision == 0 or r.correction  # a closing emission repeats the last value
-        ]
+            by_group.setdefault(c.group, []).append(c)
+        out: list[Point] = []
+        for group in by_group.keys() | self._event_time.keys():
+            op = self._event_time.get(group)
+            if op is None:
+                op = self._event_time[group] = _GroupEventTime(group, self._clock)
+            out += op.points(by_group.get(group, ()))
+        return out
 
     # ------------------------------------------------------------------ emitting
 
@@ -263,6 +250,40 @@ class MetricsHub:
             for r in records:
                 out.append((r.timestamp_ms, _decode(r.value)))
             offset = records[-1].offset + 1
+
+
+class _GroupEventTime:
+    """One group's consume rate in event time: a 1-second tumbling sum over the records it
+    committed past, each (topic, partition) an input partition of the operator."""
+
+    def __init__(self, group: str, clock: Callable[[], int]):
+        self.name = series("group_records_et", group)
+        self.inputs: dict[tuple[str, int], int] = {}
+        self.operator = WindowOperator(
+            Tumbling(SECOND_MS),
+            {"n": Sum()},  # fed (event time, record count) pairs, one per batch and window
+            time="event",
+            out_of_orderness_ms=EVENT_TIME_OUT_OF_ORDERNESS_MS,
+            grace_ms=EVENT_TIME_GRACE_MS,
+            idle_timeout_ms=EVENT_TIME_IDLE_MS,
+            clock=clock,
+        )
+
+    def points(self, consumed) -> list[Point]:
+        events = []
+        for c in consumed:
+            source = self.inputs.setdefault((c.topic, c.partition), len(self.inputs))
+            events.extend((self.name, n, ts, source) for ts, n in c.counts)
+        # merged by event time: a catch-up reads each partition's backlog in turn, and a
+        # partition idle until now would otherwise let the watermark run ahead of it
+        events.sort(key=_event_time_of)
+        results = self.operator.process_many(events) if events else []
+        results += self.operator.advance()
+        return [
+            Point(r.key, r.start, r.end - r.start, r.values["n"], r.revision)
+            for r in results
+            if r.revision == 0 or r.correction  # a closing emission repeats the last value
+        ]
 
 
 def _event_time_of(event: tuple) -> int:
