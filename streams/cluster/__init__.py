@@ -202,6 +202,11 @@ class LocalCluster:
     def offset_for_timestamp(self, *, topic: str, partition: int, timestamp_ms: int) -> int | None:
         return self.store.offset_for_timestamp(topic, partition, timestamp_ms)
 
+    def partition_offsets(self, *, topic: str) -> list[tuple[int, int]]:
+        """(log start, high watermark) of every partition, by partition number."""
+        store = self.store
+        return [store.offsets(topic, p) for p in range(store.partition_count(topic))]
+
     # ================================================================== groups
 
     def list_groups(self) -> list[GroupSummary]:

@@ -312,6 +312,14 @@ class KafkaCluster:
     def offset_for_timestamp(self, *, topic: str, partition: int, timestamp_ms: int) -> int | None:
         return self._view().offset_for_timestamp(topic, partition, timestamp_ms)
 
+    def partition_offsets(self, *, topic: str) -> list[tuple[int, int]]:
+        """(log start, high watermark) of every partition, by partition number: one Metadata
+        and two ListOffsets requests for the whole topic (what polling readers ask for)."""
+        view = self._view()
+        tps = [(topic, p) for p in range(view.partition_count(topic))]
+        view.prefetch(tps)
+        return [view.offsets(t, p) for t, p in tps]
+
     # ================================================================== groups
 
     def list_groups(self) -> list[GroupSummary]:

@@ -2,9 +2,11 @@
 
 A ``PanelSpec`` says what to compute over one topic's JSON records (an aggregation of a field,
 grouped by another, in tumbling/hopping/sliding/session windows). ``PanelJobs`` runs one
-``WindowOperator`` per panel over every partition of the topic, read straight from the
-``LogStore`` by one daemon thread, and hands each poll's new emissions to subscribers as a
-``PanelUpdate``; ``snapshot`` gives a page that opens later the latest result per window.
+``WindowOperator`` per panel over every partition of the topic, read by one daemon thread from
+a ``RecordSource`` (the ``LogStore`` itself, or a ``ClusterSource`` over any Cluster, an
+external Kafka-protocol cluster included: see ``source``), and hands each poll's new emissions
+to subscribers as a ``PanelUpdate``; ``snapshot`` gives a page that opens later the latest
+result per window.
 
 Time: with ``time_field`` the job runs in event time (the field holds epoch milliseconds or an
 ISO-8601 string), each topic partition is an input partition of the operator, and a partition
@@ -28,14 +30,17 @@ must not block.
 """
 
 from streams.processing.panels.jobs import PanelJobs, PanelUpdate
+from streams.processing.panels.source import ClusterSource, RecordSource
 from streams.processing.panels.spec import AGGREGATIONS, WINDOWS, PanelSpec, extract, parse_time
 
 __all__ = [
     "AGGREGATIONS",
     "WINDOWS",
+    "ClusterSource",
     "PanelJobs",
     "PanelSpec",
     "PanelUpdate",
+    "RecordSource",
     "extract",
     "parse_time",
 ]

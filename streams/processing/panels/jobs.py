@@ -11,8 +11,9 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from streams.errors import OffsetOutOfRange, TidelogError, UnknownPanel
+from streams.errors import ClusterUnavailable, OffsetOutOfRange, TidelogError, UnknownPanel
 from streams.processing.operator import WindowResult, wall_clock_ms
+from streams.processing.panels.source import RecordSource
 from streams.processing.panels.spec import PanelSpec, _Parser
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,11 @@ class PanelUpdate(NamedTuple):
     error: str | None = None  # set when the job stopped (e.g. its topic was deleted)
 
 
-
-
 class _Job:
-    def __init__(self, store, panel_id: str, spec: PanelSpec, clock: Callable[[], int],
-                 backfill_ms: int):
+    def __init__(self, source: RecordSource, panel_id: str, spec: PanelSpec,
+                 clock: Callable[[], int], backfill_ms: int):
         self.panel_id, self.spec, self.clock = panel_id, spec, clock
-        self.store = store
+        self.source = source
         self.backfill_ms = backfill_ms
         self.operator = spec.operator(clock)
         self.parse = _Parser(spec)
@@ -59,11 +58,11 @@ class _Job:
         """Start new partitions at the backfill horizon. Those with records to read are
         declared to the operator so they hold the watermark back until they are read (or
         idle), instead of having their backfill dropped as late."""
-        topic, store = self.spec.topic, self.store
+        topic, source = self.spec.topic, self.source
         since = self.clock() - self.backfill_ms
-        for p in range(len(self.positions), store.partition_count(topic)):
-            offset = store.offset_for_timestamp(topic, p, since)
-            end = store.offsets(topic, p)[1]
+        for p in range(len(self.positions), source.partition_count(topic)):
+            offset = source.offset_for_timestamp(topic, p, since)
+            end = source.offsets(topic, p)[1]
             self.positions[p] = end if offset is None else offset
             if self.positions[p] < end:
                 self.operator.add_partitions([p])
@@ -74,6 +73,9 @@ class _Job:
             return None, False
         try:
             results, more = self._read_all()
+        except ClusterUnavailable as e:  # a remote cluster did not answer: retry next poll
+            log.warning("panel %s: %s", self.panel_id, e)
+            return None, False
         except TidelogError as e:  # the topic went away: stop, and say why once
             self.error = str(e)
             log.info("panel %s stopped: %s", self.panel_id, e)
@@ -83,7 +85,7 @@ class _Job:
     def _read_all(self) -> tuple[list[WindowResult], bool]:
         """Read every partition round-robin, a batch at a time, so that no partition's event
         time runs far ahead of another's within one poll."""
-        topic, store, op = self.spec.topic, self.store, self.operator
+        topic, source, op = self.spec.topic, self.source, self.operator
         self._add_partitions()
         results: list[WindowResult] = []
         read = dict.fromkeys(self.positions, 0)
@@ -93,11 +95,14 @@ class _Job:
             still = []
             for p in active:
                 try:
-                    records = store.read(topic, p, self.positions[p], max_records=READ_BATCH)
+                    records = source.read(topic, p, self.positions[p], max_records=READ_BATCH)
                 except OffsetOutOfRange as e:  # retention removed what we had not read yet
                     self.positions[p] = e.log_start_offset
                     still.append(p)
                     continue
+                except ClusterUnavailable as e:  # keep what this round read; retry next poll
+                    log.warning("panel %s: %s", self.panel_id, e)
+                    return results, False
                 if not records:
                     continue
                 self.positions[p] = records[-1].offset + 1
@@ -163,11 +168,12 @@ def _window_order(r: WindowResult) -> tuple:
 
 
 class PanelJobs:
-    """Runs the aggregation job of every panel on one daemon thread (``start``/``close``)."""
+    """Runs the aggregation job of every panel on one daemon thread (``start``/``close``),
+    reading from `source`: a ``LogStore``, or a ``ClusterSource`` over any Cluster."""
 
-    def __init__(self, store, *, clock: Callable[[], int] | None = None,
+    def __init__(self, source: RecordSource, *, clock: Callable[[], int] | None = None,
                  poll_interval_ms: int = 200, backfill_ms: int = 15 * 60_000):
-        self.store = store
+        self.source = source
         self.clock = clock or wall_clock_ms
         self.poll_interval_ms = poll_interval_ms
         self.backfill_ms = backfill_ms
@@ -206,7 +212,7 @@ class PanelJobs:
             job = self._jobs.get(panel_id)
             if job is not None and job.spec == spec and job.error is None:
                 return
-            self._jobs[panel_id] = _Job(self.store, panel_id, spec, self.clock, self.backfill_ms)
+            self._jobs[panel_id] = _Job(self.source, panel_id, spec, self.clock, self.backfill_ms)
         self._wake.set()
 
     def remove(self, panel_id: str) -> None:
