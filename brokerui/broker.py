@@ -39,7 +39,12 @@ def _listener_config() -> ListenerConfig | None:
     """The Kafka listener on TIDELOG_KAFKA_PORT, unless TIDELOG_KAFKA_LISTENER=0."""
     if not getattr(settings, "TIDELOG_KAFKA_LISTENER", True):
         return None
-    return ListenerConfig(port=settings.TIDELOG_KAFKA_PORT)
+    return ListenerConfig(
+        port=settings.TIDELOG_KAFKA_PORT,
+        auto_create_topics=settings.TIDELOG_KAFKA_AUTO_CREATE,
+        default_partitions=settings.TIDELOG_KAFKA_DEFAULT_PARTITIONS,
+        max_request_bytes=settings.TIDELOG_KAFKA_MAX_REQUEST_BYTES,
+    )
 
 
 def close_broker() -> None:

@@ -35,6 +35,9 @@ class Config:
     secret_key: str | None  # None: generated once and kept in <data_dir>/.secret_key
     cluster_url: str | None = None  # kafka://host:port[,...]: an external cluster, no local broker
     kafka_listener: bool = True  # serve the Kafka protocol on kafka_port (TIDELOG_KAFKA_LISTENER)
+    kafka_auto_create: bool = True  # Kafka's auto.create.topics.enable
+    kafka_default_partitions: int = 1  # Kafka's num.partitions, for auto-created topics
+    kafka_max_request_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -53,6 +56,14 @@ class Config:
             secret_key=env.get("TIDELOG_SECRET_KEY") or None,
             cluster_url=_cluster_url(env.get("TIDELOG_CLUSTER", "")),
             kafka_listener=_flag(env, "TIDELOG_KAFKA_LISTENER", default=True),
+            kafka_auto_create=_flag(env, "TIDELOG_KAFKA_AUTO_CREATE", default=True),
+            kafka_default_partitions=_int(
+                env, "TIDELOG_KAFKA_DEFAULT_PARTITIONS", default=1, lo=1, hi=10_000
+            ),
+            kafka_max_request_bytes=_int(
+                env, "TIDELOG_KAFKA_MAX_REQUEST_BYTES", default=100 * 1024 * 1024,
+                lo=1024, hi=2**31 - 1,
+            ),
         )
 
 
@@ -85,6 +96,19 @@ def _port(env: Mapping[str, str], name: str, *, default: int) -> int:
     if not 1 <= port <= 65535:
         raise ConfigError(f"{name}={port}: a TCP port is between 1 and 65535")
     return port
+
+
+def _int(env: Mapping[str, str], name: str, *, default: int, lo: int, hi: int) -> int:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r}: expected a whole number") from None
+    if not lo <= number <= hi:
+        raise ConfigError(f"{name}={number}: expected a number between {lo:,} and {hi:,}")
+    return number
 
 
 def _cluster_url(value: str) -> str | None:

@@ -15,6 +15,9 @@ TIDELOG_DEMO = CONFIG.demo
 TIDELOG_HTTP_PORT = CONFIG.http_port
 TIDELOG_KAFKA_PORT = CONFIG.kafka_port
 TIDELOG_KAFKA_LISTENER = CONFIG.kafka_listener
+TIDELOG_KAFKA_AUTO_CREATE = CONFIG.kafka_auto_create
+TIDELOG_KAFKA_DEFAULT_PARTITIONS = CONFIG.kafka_default_partitions
+TIDELOG_KAFKA_MAX_REQUEST_BYTES = CONFIG.kafka_max_request_bytes
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
 

@@ -20,6 +20,9 @@ def test_defaults_are_safe():
     assert config.database_url == f"sqlite:///{REPO_DIR / 'data' / 'tidelog.sqlite3'}"
     assert config.redis_url is None
     assert config.secret_key is None
+    assert (config.kafka_listener, config.kafka_auto_create) == (True, True)
+    assert config.kafka_default_partitions == 1
+    assert config.kafka_max_request_bytes == 100 * 1024 * 1024
 
 
 def test_environment_overrides(tmp_path):
@@ -33,8 +36,13 @@ def test_environment_overrides(tmp_path):
             "TIDELOG_ALLOWED_HOSTS": "tidelog.internal, other.host",
             "DATABASE_URL": "postgres://u:p@db/tidelog",
             "REDIS_URL": "redis://127.0.0.1:6379/0",
+            "TIDELOG_KAFKA_AUTO_CREATE": "0",
+            "TIDELOG_KAFKA_DEFAULT_PARTITIONS": "6",
+            "TIDELOG_KAFKA_MAX_REQUEST_BYTES": "1048576",
         }
     )
+    assert config.kafka_auto_create is False
+    assert (config.kafka_default_partitions, config.kafka_max_request_bytes) == (6, 1048576)
 
     assert config.data_dir == tmp_path
     assert (config.debug, config.demo) == (True, False)
@@ -46,7 +54,13 @@ def test_environment_overrides(tmp_path):
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("TIDELOG_HTTP_PORT", "http"), ("TIDELOG_HTTP_PORT", "70000"), ("TIDELOG_DEMO", "maybe")],
+    [
+        ("TIDELOG_HTTP_PORT", "http"),
+        ("TIDELOG_HTTP_PORT", "70000"),
+        ("TIDELOG_DEMO", "maybe"),
+        ("TIDELOG_KAFKA_DEFAULT_PARTITIONS", "0"),
+        ("TIDELOG_KAFKA_MAX_REQUEST_BYTES", "lots"),
+    ],
 )
 def test_bad_values_are_refused_with_the_variable_named(name, value):
     with pytest.raises(ConfigError, match=name):
@@ -61,3 +75,31 @@ def test_secret_key_is_generated_once_with_owner_only_permissions(tmp_path):
     assert len(first) >= 50
     assert stat.S_IMODE((tmp_path / ".secret_key").stat().st_mode) == 0o600
     assert list(tmp_path.iterdir()) == [tmp_path / ".secret_key"]
+
+
+def test_listener_settings_reach_the_console_s_kafka_listener(settings, tmp_path):
+    """TIDELOG_KAFKA_AUTO_CREATE=0 under `make run`: a Kafka client asking for an unknown
+    topic gets UNKNOWN_TOPIC_OR_PART and nothing is created."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    from brokerui.broker import close_broker, get_broker
+
+    close_broker()
+    settings.TIDELOG_DATA_DIR = tmp_path / "data"
+    settings.TIDELOG_DEMO = False
+    settings.TIDELOG_KAFKA_LISTENER = True
+    settings.TIDELOG_KAFKA_PORT = 0  # any free port
+    settings.TIDELOG_KAFKA_AUTO_CREATE = False
+    settings.TIDELOG_KAFKA_DEFAULT_PARTITIONS = 3
+    settings.TIDELOG_KAFKA_MAX_REQUEST_BYTES = 65536
+    try:
+        broker = get_broker()
+        host, port = broker.kafka_address
+        admin = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+        topic = admin.list_topics(topic="not-there", timeout=10).topics["not-there"]
+        assert topic.error is not None
+        assert topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        assert "not-there" not in broker.store.list_topics()
+    finally:
+        close_broker()
