@@ -10,7 +10,10 @@ Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x
   only exception leaving this module for bad input;
 - ApiVersions of a version the broker does not support is answered with Kafka's v0-format
   fallback (UNSUPPORTED_VERSION plus the supported ranges, response header v0), which is what
-  kafka-python's and librdkafka's version negotiation rely on.
+  kafka-python's and librdkafka's version negotiation rely on;
+- a request for an API Kafka defines but this broker does not serve can be answered in that
+  API's own response shape, every ``error_code`` UNSUPPORTED_VERSION and everything else empty
+  (``unsupported_api_response``), so the connection stays usable.
 
 A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
 
@@ -23,7 +26,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol import admin, consumer, metadata, producer, sasl
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from streams.errors import ProtocolError
@@ -56,7 +60,7 @@ class Request(NamedTuple):
 def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
     requests: dict[int, type] = {}
     responses: dict[int, type] = {}
-    for module in (admin, consumer, metadata, producer):
+    for module in (admin, consumer, metadata, producer, sasl):
         for name in getattr(module, "__all__", ()):
             cls = getattr(module, name)
             if isinstance(cls, type) and issubclass(cls, ApiMessage):
@@ -131,6 +135,37 @@ def api_versions_fallback(correlation_id: int, versions: VersionRanges) -> bytes
     body = api_versions_body(versions, 0, UNSUPPORTED_VERSION)
     body.with_header(correlation_id=correlation_id)
     return bytes(body.encode(header=True, framed=True))
+
+
+def is_kafka_api(api_key: int) -> bool:
+    """Whether Apache Kafka defines `api_key` (served here or not)."""
+    return api_key in ApiKey._value2member_map_
+
+
+def unsupported_api_response(api_key: int, api_version: int, correlation_id: int) -> bytes | None:
+    """The framed answer to a request of an API this broker does not serve: the API's response
+    of that version with every ``error_code`` UNSUPPORTED_VERSION and everything else at its
+    default (empty arrays, nulls, zeros). None when kafka-python has no response shape for
+    that key and version (the caller then closes the connection)."""
+    cls = RESPONSE_CLASSES.get(api_key)
+    if cls is None or not cls.min_version <= api_version <= cls.max_version:
+        return None
+    body = cls[api_version]()
+    _set_error_codes(body, api_version, UNSUPPORTED_VERSION)
+    body.with_header(correlation_id=correlation_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def _set_error_codes(data: Any, version: int, code: int) -> None:
+    """Set every ``error_code`` of `data` and of its (non-null, non-array) nested structs;
+    arrays stay empty, so they hold none."""
+    for field in data._struct._fields:
+        if not field.for_version_q(version):
+            continue
+        if field.name == "error_code":
+            setattr(data, field.name, code)
+        elif field.is_struct() and getattr(data, field.name) is not None:
+            _set_error_codes(getattr(data, field.name), version, code)
 
 
 def frame_size(prefix: bytes) -> int:

@@ -258,10 +258,7 @@ class _Connection:
         try:
             req = codec.decode_request(frame, SUPPORTED_VERSIONS)
         except codec.UnsupportedRequest as exc:
-            if exc.api_key != codec.API_VERSIONS_KEY:
-                raise _Closing(str(exc)) from None
-            fallback = codec.api_versions_fallback(exc.correlation_id, SUPPORTED_VERSIONS)
-            await self.pending.put((None, fallback))
+            await self.pending.put((None, _unsupported_answer(exc)))
             return
         except ProtocolError as exc:
             raise _Closing(str(exc)) from None
@@ -295,6 +292,23 @@ class _Connection:
         if body is None:
             return None
         return codec.encode_response(req, body)
+
+
+def _unsupported_answer(exc: codec.UnsupportedRequest) -> bytes:
+    """The answer to a request this broker does not serve, or _Closing: ApiVersions gets its
+    fallback; an API Kafka defines but Tidelog does not serve (never advertised) gets its own
+    response shape with UNSUPPORTED_VERSION, so the connection survives; unknown keys, and
+    versions of served APIs outside the advertised range, close the connection."""
+    key, version, correlation = exc.api_key, exc.api_version, exc.correlation_id
+    if key == codec.API_VERSIONS_KEY:
+        return codec.api_versions_fallback(correlation, SUPPORTED_VERSIONS)
+    if key in SUPPORTED_VERSIONS or not codec.is_kafka_api(key):
+        raise _Closing(str(exc))
+    answer = codec.unsupported_api_response(key, version, correlation)
+    if answer is None:
+        raise _Closing(f"{exc}, and no response shape is known for it")
+    log.debug("answered unserved API key %d v%d with UNSUPPORTED_VERSION", key, version)
+    return answer
 
 
 def _succeeded(task: asyncio.Task) -> bool:

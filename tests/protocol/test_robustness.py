@@ -181,3 +181,39 @@ def test_every_api_answers_requests_with_default_fields_without_internal_errors(
             assert resp.header.correlation_id == correlation
     problems = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert problems == []
+
+
+# APIs Kafka defines that Tidelog does not serve (never advertised), each at a version whose
+# response has a top-level error_code: SaslHandshake, DescribeAcls, DescribeLogDirs,
+# SaslAuthenticate, AddPartitionsToTxn, DescribeQuorum
+UNSERVED = [(17, 1), (29, 1), (35, 4), (36, 2), (24, 4), (55, 1)]
+
+
+@pytest.mark.parametrize(("api_key", "version"), UNSERVED)
+def test_an_unserved_kafka_api_gets_unsupported_version_and_the_connection_stays(
+    broker, bootstrap, api_key, version
+):
+    assert api_key not in SUPPORTED_VERSIONS
+    with WireClient(bootstrap) as c:
+        resp = c.call(api_key, version)  # every request field at its default
+        assert resp.error_code == 35
+        assert c.call(18, 3, client_software_name="x", client_software_version="1").error_code == 0
+
+
+def test_an_unserved_api_without_a_top_level_error_code_gets_an_empty_answer(broker, bootstrap):
+    with WireClient(bootstrap) as c:
+        resp = c.call(61, 0)  # DescribeProducers v0: errors live per partition, of which none
+        assert resp.topics == []
+        assert c.call(3, 1, topics=None).brokers[0].node_id == 0
+
+
+def test_an_unserved_api_without_a_known_response_shape_closes_with_a_log_line(
+    broker, bootstrap, caplog
+):
+    broker.store.create_topic("survivor", 1)
+    with caplog.at_level(logging.WARNING, logger="streams.protocol"):
+        with WireClient(bootstrap) as c:
+            c.send_raw(struct.pack(">ihhi", 8, 4, 0, 1))  # LeaderAndIsr: inter-broker only
+            assert c.is_closed_by_peer()
+    assert any("no response shape" in r.getMessage() for r in caplog.records)
+    _assert_still_serving(bootstrap)
