@@ -2,7 +2,8 @@
 
 Loading it starts the process-wide broker, so the data directory is locked and demo traffic
 flows from the moment the server starts, not from the first request; the broker is closed at
-interpreter exit (see `brokerui.broker`). With TIDELOG_CLUSTER set, no local broker is opened.
+interpreter exit (see `brokerui.broker`). With TIDELOG_CLUSTER set, no local broker is opened:
+the saved metric panels run over the external cluster instead (see `brokerui.cluster`).
 """
 
 import os
@@ -32,6 +33,8 @@ if not is_external():
             "TIDELOG_KAFKA_PORT=… or run without it with TIDELOG_KAFKA_LISTENER=0."
         ) from None
 
-    from brokerui.console.live.services import start_saved_panels
+from brokerui.console.live.services import start_saved_panels  # noqa: E402
 
-    start_saved_panels()  # users' metric panels run from start-up, not only once their page is open
+# users' metric panels run from start-up (on the built-in broker or the external cluster), not
+# only once their page is open
+start_saved_panels()

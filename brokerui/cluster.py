@@ -3,7 +3,9 @@
 ``TIDELOG_CLUSTER=kafka://host:port[,...]`` is set.
 
 One ``KafkaCluster`` per process and URL, created on first use (its clients keep connections
-open) and closed at interpreter exit. Thread-safe.
+open) and closed at interpreter exit. On an external cluster the users' metric panels run in one
+process-wide ``PanelJobs`` reading it through a ``ClusterSource`` (`external_panel_jobs`: started
+on first use, stopped before its cluster is closed). Thread-safe.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from streams.cluster import LocalCluster
 
 _lock = threading.Lock()
 _external: dict[str, object] = {}
+_panels: dict[str, object] = {}  # url -> PanelJobs over that cluster
 
 
 def get_cluster():
@@ -53,9 +56,28 @@ def external_cluster(url: str):
         return cluster
 
 
+def external_panel_jobs():
+    """The panel jobs over the external cluster (TIDELOG_CLUSTER), started on first use; None
+    when the console runs on the built-in broker (whose own jobs read its store)."""
+    url = getattr(settings, "TIDELOG_CLUSTER", None)
+    if not url:
+        return None
+    from streams.processing.panels import ClusterSource, PanelJobs
+
+    cluster = external_cluster(url)
+    with _lock:
+        jobs = _panels.get(url)
+        if jobs is None:
+            jobs = _panels[url] = PanelJobs(ClusterSource(cluster)).start()
+        return jobs
+
+
 def close_external_clusters() -> None:
     with _lock:
-        clusters = list(_external.values())
+        jobs, clusters = list(_panels.values()), list(_external.values())
+        _panels.clear()
         _external.clear()
+    for panel_jobs in jobs:  # first: their thread reads through the clusters' clients
+        panel_jobs.close()
     for cluster in clusters:
         cluster.close()

@@ -1,6 +1,7 @@
 """The sources of live data (the broker's metrics hub and panel jobs) and their wire format.
 
-- `metrics_hub()` / `panel_jobs()`: the running broker's, or None when it has none (yet);
+- `metrics_hub()`: the running broker's, or None when it has none (or on an external cluster);
+- `panel_jobs()`: the broker's, or on an external cluster the process-wide jobs reading it;
 - `encode_points()`: points as the browser gets them;
 - `MetricsFanOut` / `PanelFanOut`: the relay deliveries, from one batch to the Channels groups
   of the scopes that draw it (see `scopes.route`).
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from channels.layers import get_channel_layer
 
 from brokerui.broker import get_broker
-from brokerui.cluster import is_external
+from brokerui.cluster import external_panel_jobs, is_external
 from brokerui.console.live.scopes import Scope, learn_readers, route
 from streams.broker.metrics import parse_series
 
@@ -35,9 +36,10 @@ def metrics_hub():
 
 
 def panel_jobs():
-    """The broker's `PanelJobs`, or None when the broker runs without them (or external)."""
+    """The broker's `PanelJobs` (None when it runs without them), or on an external cluster
+    (TIDELOG_CLUSTER) the jobs reading that cluster, started on first use."""
     if is_external():
-        return None
+        return external_panel_jobs()
     return getattr(get_broker(), "panels", None)
 
 
