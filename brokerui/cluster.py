@@ -4,8 +4,8 @@
 
 One ``KafkaCluster`` per process and URL, created on first use (its clients keep connections
 open) and closed at interpreter exit. On an external cluster the users' metric panels run in one
-process-wide ``PanelJobs`` reading it through a ``ClusterSource`` (`external_panel_jobs`: started
-on first use, stopped before its cluster is closed). Thread-safe.
+process-wide ``PanelJobs`` reading it through a ``ClusterSource`` over a ``KafkaCluster`` of their
+own (`external_panel_jobs`: started on first use, closed at exit). Thread-safe.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from streams.cluster import LocalCluster
 
 _lock = threading.Lock()
 _external: dict[str, object] = {}
-_panels: dict[str, object] = {}  # url -> PanelJobs over that cluster
+_panels: dict[str, tuple] = {}  # url -> (PanelJobs, the KafkaCluster it reads through)
 
 
 def get_cluster():
@@ -50,7 +50,7 @@ def external_cluster(url: str):
     with _lock:
         cluster = _external.get(url)
         if cluster is None:
-            if not _external:
+            if not _external and not _panels:
                 atexit.register(close_external_clusters)
             cluster = _external[url] = KafkaCluster.from_url(url)
         return cluster
@@ -62,22 +62,28 @@ def external_panel_jobs():
     url = getattr(settings, "TIDELOG_CLUSTER", None)
     if not url:
         return None
+    from streams.cluster.kafka import KafkaCluster
     from streams.processing.panels import ClusterSource, PanelJobs
 
-    cluster = external_cluster(url)
     with _lock:
-        jobs = _panels.get(url)
-        if jobs is None:
-            jobs = _panels[url] = PanelJobs(ClusterSource(cluster)).start()
-        return jobs
+        running = _panels.get(url)
+        if running is None:
+            if not _external and not _panels:
+                atexit.register(close_external_clusters)
+            # clients of their own: a panel's backfill never queues the console's browsing
+            # behind it on the shared reader, and the cluster sees who reads (client.id)
+            cluster = KafkaCluster.from_url(url, client_config={"client.id": "tidelog-panels"})
+            running = _panels[url] = (PanelJobs(ClusterSource(cluster)).start(), cluster)
+        return running[0]
 
 
 def close_external_clusters() -> None:
     with _lock:
-        jobs, clusters = list(_panels.values()), list(_external.values())
+        panels, clusters = list(_panels.values()), list(_external.values())
         _panels.clear()
         _external.clear()
-    for panel_jobs in jobs:  # first: their thread reads through the clusters' clients
-        panel_jobs.close()
+    for jobs, cluster in panels:  # the jobs' thread first: it reads through the cluster
+        jobs.close()
+        cluster.close()
     for cluster in clusters:
         cluster.close()

@@ -1,7 +1,8 @@
 """Writes and reads of users' metric panels: the database row, the broker's panel job, the audit.
 
-A panel is a `MetricPanel` row (the user's, with its `PanelSpec` as JSON) plus a job in
-`broker.panels` under `MetricPanel.panel_id`. Jobs live in memory, so they are re-ensured when a
+A panel is a `MetricPanel` row (the user's, with its `PanelSpec` as JSON) plus a job under
+`MetricPanel.panel_id` in `feeds.panel_jobs()`: the built-in broker's, or on an external cluster
+the process-wide jobs reading it. Jobs live in memory, so they are re-ensured when a
 panel's page is opened and for every saved panel at start-up (`ensure_saved_panels`). Creating
 and deleting a panel is audited; it changes nothing else in the cluster.
 

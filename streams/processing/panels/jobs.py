@@ -206,13 +206,18 @@ class PanelJobs:
 
     def ensure(self, panel_id: str, spec: PanelSpec) -> None:
         """Run `spec` for `panel_id` (restarting the job if the spec changed) from the records
-        of the last `backfill_ms`. Raises InvalidConfig or UnknownTopic."""
+        of the last `backfill_ms`. Raises InvalidConfig or UnknownTopic (ClusterUnavailable
+        when the source is a cluster that does not answer)."""
         spec.validate()
         with self._lock:
             job = self._jobs.get(panel_id)
             if job is not None and job.spec == spec and job.error is None:
                 return
-            self._jobs[panel_id] = _Job(self.source, panel_id, spec, self.clock, self.backfill_ms)
+        # built outside the lock: it asks the source for offsets, which on a remote cluster
+        # takes round trips that must not hold up the other panels' polls and snapshots
+        job = _Job(self.source, panel_id, spec, self.clock, self.backfill_ms)
+        with self._lock:
+            self._jobs[panel_id] = job
         self._wake.set()
 
     def remove(self, panel_id: str) -> None:
