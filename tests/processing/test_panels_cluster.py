@@ -133,3 +133,26 @@ def test_job_on_a_missing_topic_fails_to_start(kafka):
     jobs = PanelJobs(ClusterSource(kafka))
     with pytest.raises(se.UnknownTopic):
         jobs.ensure("p", PanelSpec("no-such-topic", "count"))
+
+
+def test_a_cluster_that_stops_answering_pauses_the_job_without_failing_it(tmp_path):
+    from tests.kafka_servers import TidelogListener
+
+    with TidelogListener(str(tmp_path / "kafka")) as server:
+        quiet = {"log_level": 0}  # librdkafka would log every refused connection on stderr
+        cluster = KafkaCluster(server.bootstrap, timeout_s=1, client_config=quiet)
+        try:
+            cluster.create_topic(name="orders", partitions=3)
+            cluster.produce(topic="orders", records=records(6))
+            jobs = PanelJobs(ClusterSource(cluster, max_age_ms=0), clock=ManualClock(NOW))
+            jobs.ensure("p", SPECS["event"])
+            jobs.poll_once()
+            assert jobs.snapshot("p").records_read == 7
+            server.stop()
+            assert jobs.poll_once() is False  # the cluster is gone: nothing more this round
+            snap = jobs.snapshot("p")
+            assert snap.error is None and snap.records_read == 7  # paused, not failed
+            with pytest.raises(se.ClusterUnavailable):
+                jobs.ensure("q", SPECS["processing"])
+        finally:
+            cluster.close()
