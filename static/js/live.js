@@ -6,6 +6,9 @@
 (function () {
   "use strict";
 
+  // the pure arithmetic, for tests (page.evaluate) and other scripts; set before any early return
+  window.TidelogLive = { etaSeconds: etaSeconds, etaText: etaText, duration: duration };
+
   var root = document.querySelector("[data-live-socket]");
   if (!root || root.dataset.liveUnavailable || !window.Plotly) return;
 
@@ -216,11 +219,24 @@
     var consume = lastMinuteRate(function (kind) { return kind === "group_records"; });
     var produce = lastMinuteRate(function (kind, parts) { return kind === "records_in" && parts.length === 1; });
     if (!lag || !lag.values.length || consume === null) { out.textContent = "–"; return; }
-    var current = lag.values[lag.values.length - 1], gain = consume - (produce || 0);
+    var current = lag.values[lag.values.length - 1];
     out.dataset.lag = current;
-    if (current <= 0) out.textContent = "caught up";
-    else if (gain <= 0) out.textContent = "not catching up";
-    else out.textContent = "about " + duration(current / gain);
+    out.textContent = etaText(current, consume, produce || 0);
+  }
+
+  // seconds until `lag` records are consumed at the last minute's rates (records/s): 0 when
+  // caught up, Infinity when consuming no faster than producing
+  function etaSeconds(lag, consumeRate, produceRate) {
+    if (lag <= 0) return 0;
+    var gain = consumeRate - produceRate;
+    return gain <= 0 ? Infinity : lag / gain;
+  }
+
+  function etaText(lag, consumeRate, produceRate) {
+    var seconds = etaSeconds(lag, consumeRate, produceRate);
+    if (seconds === 0) return "caught up";
+    if (seconds === Infinity) return "not catching up";
+    return "about " + duration(seconds);
   }
 
   // ------------------------------------------------------------------ drawing

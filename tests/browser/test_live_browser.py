@@ -6,7 +6,9 @@ through its form and draws its windows. Screenshots go to tests/browser/screensh
 
 from __future__ import annotations
 
+import json
 import re
+import time
 
 import pytest
 
@@ -100,6 +102,14 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
         timeout=WAIT_MS)
     eta = page.locator("[data-eta-value]").inner_text()
     assert eta == "caught up" or eta == "not catching up" or eta.startswith("about ")
+    # the arithmetic behind it, with fixed numbers: lag ÷ (consume rate − produce rate)
+    assert page.evaluate("() => TidelogLive.etaSeconds(600, 20, 10)") == 60
+    assert page.evaluate("() => TidelogLive.etaText(600, 20, 10)") == "about 1 min 0 s"
+    assert page.evaluate("() => TidelogLive.etaText(90, 13, 10)") == "about 30 s"
+    assert page.evaluate("() => TidelogLive.etaText(600, 10, 10)") == "not catching up"
+    assert page.evaluate("() => TidelogLive.etaText(600, 5, 10)") == "not catching up"
+    assert page.evaluate("() => TidelogLive.etaText(0, 20, 10)") == "caught up"
+    assert page.evaluate("() => TidelogLive.etaText(0, 5, 10)") == "caught up"
     page.click("[data-theme-toggle]")  # the charts follow the theme
     page.wait_for_timeout(300)
     page.locator(".live").screenshot(path=str(SCREENSHOTS / "live-group-dark.png"))
@@ -134,3 +144,61 @@ def test_a_user_panel_is_created_and_draws(operator_login, browser):
         "() => document.querySelector('[data-stat=watermark]').textContent.includes('UTC')",
         timeout=WAIT_MS)
     page.screenshot(path=str(SCREENSHOTS / "live-panel.png"), full_page=True)
+
+
+def _api_post(page, server: str, path: str, body) -> dict:
+    """POST to the JSON API with the page's session (and its CSRF token)."""
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    response = page.request.post(server + path, data=json.dumps(body), headers={
+        "Content-Type": "application/json", "X-CSRFToken": csrf, "Referer": server + "/"})
+    assert response.status == 201, response.text()
+    return response.json()
+
+
+def test_a_panel_shows_its_corrections_and_late_records(operator_login, browser):
+    """A panel with 5 s of allowed lateness over 10-second windows: a record late within
+    that grace corrects its window (listed, and counted), one after the window closed is
+    counted late."""
+    server, user, password = operator_login
+    page = browser.new_page(viewport={"width": 1280, "height": 1300})
+    _login(page, server, user, password)
+    _api_post(page, server, "/api/v1/topics", {"name": "late-orders", "partitions": 1})
+    t0 = int(time.time()) // 10 * 10 * 1000 - 60_000  # windows of 10 s start at t0
+
+    def produce(*records: tuple[int, int]) -> None:
+        body = [{"value": json.dumps({"total": total, "ts": t0 + at})} for at, total in records]
+        _api_post(page, server, "/api/v1/topics/late-orders/records", body)
+
+    produce((1000, 1), (12_000, 2))  # the watermark passes t0 + 10 s: [t0, t0 + 10 s) fires
+    page.goto(server + "/panels/")
+    page.fill("#id_name", "Late orders")
+    page.select_option("#id_topic", "late-orders")
+    page.select_option("#id_aggregation", "sum")
+    page.fill("#id_value_field", "total")
+    page.fill("#id_size_s", "10")
+    page.fill("#id_time_field", "ts")
+    page.fill("#id_lateness_s", "5")
+    page.fill("#id_out_of_orderness_s", "0")
+    page.click("#panel-form button[type=submit]")
+    page.wait_for_url("**/panels/*/")
+    _wait_live(page)
+    page.wait_for_function(
+        "() => document.querySelector('[data-stat=records_read]').textContent === '2'",
+        timeout=WAIT_MS)
+    assert page.locator("[data-stat=corrections]").inner_text() == "0"
+
+    produce((2000, 4))  # late, within the allowed lateness: a correction of the first window
+    page.wait_for_function(
+        "() => document.querySelector('[data-stat=corrections]').textContent === '1'",
+        timeout=WAIT_MS)
+    correction = page.locator("[data-corrections] li").first.inner_text()
+    assert correction.endswith("→ 5 (revision 1)"), correction
+    assert page.locator("[data-stat=late_count]").inner_text() == "0"
+
+    produce((20_000, 8), (3000, 16))  # the window closes at t0 + 15 s; then one too late
+    page.wait_for_function(
+        "() => document.querySelector('[data-stat=late_count]').textContent === '1'",
+        timeout=WAIT_MS)
+    assert page.locator("[data-stat=corrections]").inner_text() == "1"
+    assert page.locator("[data-stat=records_read]").inner_text() == "5"
+    page.screenshot(path=str(SCREENSHOTS / "live-panel-late.png"), full_page=True)
