@@ -310,3 +310,11 @@ def test_a_later_batch_over_the_size_limit_stores_none_of_the_set(broker, bootst
         assert produce(c, "small", small + big)[0] == 10  # MESSAGE_TOO_LARGE
         assert broker.store.offsets("small", 0) == (0, 0)
         assert produce(c, "small", small) == (0, 0)
+
+
+def test_a_later_keyless_batch_on_a_compacted_topic_stores_none_of_the_set(broker, bootstrap):
+    broker.store.create_topic("compacted", 1, {"cleanup.policy": "compact"})
+    keyless = rb.build_batch([ProducerRecord(b"no key")], now_ms=1_700_000_000_000)
+    with WireClient(bootstrap) as c:
+        assert produce(c, "compacted", batch([b"k"]) + keyless)[0] == 87  # INVALID_RECORD
+        assert broker.store.offsets("compacted", 0) == (0, 0)

@@ -102,8 +102,10 @@ def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionRes
     """Append every batch of a partition's record set (uncompressed sets may hold several),
     all validated before the first is written."""
     batches = _split_batches(data)
-    for h, _ in batches:
+    for h, batch in batches:
         _check_writable(plog, h)
+        if plog.config.compact and len(batches) > 1:  # one batch: write_raw checks first
+            _check_keys(plog, h, batch)
     # every batch's sequence, continuity across the set's batches included, before any write
     dups = ctx.producers.check_batches(plog.topic, plog.partition, [h for h, _ in batches])
     pairs = zip(batches, dups, strict=True)
@@ -112,8 +114,8 @@ def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionRes
 
 
 def _check_writable(plog: PartitionLog, h: rb.BatchHeader) -> None:
-    """The header checks ``write_raw`` makes, done for every batch before the first is written
-    (compacted topics' key check needs the records decoded and stays in ``write_raw``)."""
+    """The header checks ``write_raw`` makes, done for every batch before the first is
+    written."""
     if h.is_control:
         raise InvalidRecord("clients may not write control batches")
     if h.count == 0:
@@ -124,6 +126,12 @@ def _check_writable(plog: PartitionLog, h: rb.BatchHeader) -> None:
             f"record batch of {h.size} bytes exceeds max.message.bytes={limit} "
             f"of topic {plog.topic!r}"
         )
+
+
+def _check_keys(plog: PartitionLog, h: rb.BatchHeader, batch: bytes) -> None:
+    """``write_raw``'s key check of a compacted topic, for a batch that is not the first."""
+    if any(r.key is None for r in rb.decode_records(batch, h)):
+        raise InvalidRecord(f"topic {plog.topic!r} is compacted: every record needs a key")
 
 
 def _split_batches(data: bytes) -> list[tuple[rb.BatchHeader, bytes]]:
