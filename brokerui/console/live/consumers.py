@@ -24,6 +24,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from brokerui.console.live import feeds, relay
 from brokerui.console.live.scopes import KINDS, Scope, matcher
+from streams.errors import TidelogError
 
 BACKFILL_MS = 15 * 60_000  # what a page gets on connect when it says nothing else
 RESOLUTIONS = (1000, 60_000)
@@ -193,7 +194,12 @@ class PanelConsumer(LiveConsumer):
             return
         from brokerui.console.live.services import panel_snapshot
 
-        update = await asyncio.to_thread(panel_snapshot, self.panel)
+        try:
+            update = await asyncio.to_thread(panel_snapshot, self.panel)
+        except TidelogError as exc:  # its topic is gone, or an external cluster does not answer
+            await self.send_json({"type": "unavailable",
+                                  "message": f"This panel cannot run: {exc}"})
+            return
         await self.send_json({"type": "snapshot", "update": update})
 
     async def panel_update(self, event: dict) -> None:

@@ -113,3 +113,30 @@ def test_broker_live_charts_stay_unavailable(external, client, viewer, login, co
         await ws.disconnect()
 
     async_to_sync(body)()
+
+
+def test_a_panel_whose_topic_was_deleted_says_why(external, viewer, login, connect):
+    from brokerui.console.live import feeds, services
+    from streams.processing.panels import PanelSpec
+
+    topic = f"gone-{time.time_ns() % 10**9}"
+    external.create_topic(name=topic, partitions=1)
+    panel = services.panel_create(user=viewer, name="Gone",
+                                  spec=PanelSpec(topic=topic, aggregation="count"))
+    external.delete_topic(name=topic)
+    jobs = feeds.panel_jobs()
+    for _ in range(100):  # the job notices on its next poll, and stops
+        if jobs.snapshot(panel.panel_id).error:
+            break
+        time.sleep(0.05)
+    headers = login(viewer)
+
+    async def body():
+        ws = connect(f"/ws/panels/{panel.pk}/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe"})
+        message = await receive(ws, "unavailable")
+        assert "cannot run" in message["message"] and topic in message["message"]
+        await ws.disconnect()
+
+    async_to_sync(body)()
