@@ -209,6 +209,7 @@ class PartitionLog:
         if h.count == 0:
             raise InvalidRecord("a record batch needs at least one record")
         self._check_size(len(batch))
+        rb.check_record_count(batch, h)
         cfg = self.config
         now = self.clock()
         if cfg.compact or (cfg.codec is not None and cfg.codec != h.codec) or cfg.log_append_time:

@@ -154,3 +154,36 @@ def test_timestamps_outside_the_calendar_are_refused(store, ts):
     with pytest.raises(InvalidRecord, match="timestamps must be between"):
         store.append("t", b"v", timestamp_ms=ts)
     assert store.offsets("t", 0) == (0, 0)
+
+
+def _recount(batch: bytes, count: int) -> bytes:
+    """`batch` with its record count (and last offset delta) set to `count`, CRC redone: a
+    producer that miscounted, which the CRC alone cannot catch."""
+    import struct
+
+    import crc32c
+
+    from streams.log import records as rb
+
+    out = bytearray(batch)
+    struct.pack_into(">i", out, 23, count - 1)  # lastOffsetDelta
+    struct.pack_into(">i", out, rb.HEADER_SIZE - 4, count)  # records count
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[rb.CRC_START :])))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", [0, 3])  # none, lz4
+@pytest.mark.parametrize("declared", [1, 2, 4])
+def test_a_batch_whose_body_holds_another_record_count_is_refused(store, codec, declared):
+    from streams.errors import CorruptRecord
+    from streams.log import records as rb
+
+    store.create_topic("t", 1)
+    batch = rb.build_batch(
+        [ProducerRecord(b"r%d" % i) for i in range(3)], now_ms=1_000, codec=codec
+    )
+    with pytest.raises(CorruptRecord, match=f"declares {declared} records but its body holds 3"):
+        store.append_raw("t", 0, _recount(batch, declared))
+    assert store.offsets("t", 0) == (0, 0)  # nothing stored
+    store.append_raw("t", 0, _recount(batch, 3))  # the honest count is accepted
+    assert [r.value for r in store.read("t", 0, 0, 10)] == [b"r0", b"r1", b"r2"]

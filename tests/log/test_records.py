@@ -7,6 +7,8 @@ import struct
 import crc32c
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from streams.errors import CorruptRecord
@@ -156,3 +158,31 @@ def test_log_append_time_stamps_every_record_with_the_batch_time():
     assert h.attributes & rb.ATTR_LOG_APPEND_TIME and h.max_timestamp == 777
     assert [r.timestamp_ms for r in rb.decode_records(batch)] == [777, 777]
     assert DefaultRecordBatch(batch).timestamp_type == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 60, 100, 100, 100, 300, 20_000]), max_size=300),
+    cut=st.integers(min_value=-3, max_value=3),
+)
+def test_counting_records_agrees_with_a_plain_walk(sizes, cut):
+    """`count_records` skips runs of same-size records with strided slices; whatever the sizes
+    and however the body is cut short or padded, it agrees with the one-by-one walk."""
+    batch = rb.build_batch([ProducerRecord(b"x" * n) for n in sizes], now_ms=1) if sizes else b""
+    body = batch[rb.HEADER_SIZE :]
+    body = body[:cut] if cut < 0 else body + bytes(cut)
+
+    def walk(data: bytes):
+        pos = count = 0
+        while pos < len(data):
+            length, pos = rb.read_varint(data, pos)
+            if length <= 0:
+                return "corrupt"
+            pos, count = pos + length, count + 1
+        return count if pos == len(data) else "corrupt"
+
+    try:
+        counted = rb.count_records(body)
+    except CorruptRecord:
+        counted = "corrupt"
+    assert counted == walk(body)

@@ -318,3 +318,25 @@ def test_a_later_keyless_batch_on_a_compacted_topic_stores_none_of_the_set(broke
     with WireClient(bootstrap) as c:
         assert produce(c, "compacted", batch([b"k"]) + keyless)[0] == 87  # INVALID_RECORD
         assert broker.store.offsets("compacted", 0) == (0, 0)
+
+
+def _miscounted(values: list[bytes], declared: int) -> bytes:
+    """A batch of `values` whose header declares `declared` records, consistently (count and
+    lastOffsetDelta) and under a valid CRC: only counting the body can tell."""
+    out = bytearray(batch(values))
+    out[23:27] = (declared - 1).to_bytes(4, "big")  # lastOffsetDelta
+    out[57:61] = declared.to_bytes(4, "big")  # records count
+    out[17:21] = crc32c.crc32c(bytes(out[21:])).to_bytes(4, "big")
+    return bytes(out)
+
+
+def test_a_batch_holding_more_or_fewer_records_than_it_declares_is_refused(broker, bootstrap):
+    broker.store.create_topic("counted", 1)
+    with WireClient(bootstrap) as c:
+        assert produce(c, "counted", _miscounted([b"a", b"b", b"c"], 1))[0] == 2  # CORRUPT
+        assert produce(c, "counted", _miscounted([b"a"], 3))[0] == 2
+        # in a set of several batches, nothing of the set is stored either
+        assert produce(c, "counted", batch([b"ok"]) + _miscounted([b"a", b"b"], 1))[0] == 2
+        assert broker.store.offsets("counted", 0) == (0, 0)
+        assert produce(c, "counted", batch([b"a", b"b", b"c"])) == (0, 0)
+    assert [r.value for r in broker.store.read("counted", 0, 0)] == [b"a", b"b", b"c"]

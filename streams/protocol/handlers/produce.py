@@ -104,8 +104,10 @@ def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionRes
     batches = _split_batches(data)
     for h, batch in batches:
         _check_writable(plog, h)
-        if plog.config.compact and len(batches) > 1:  # one batch: write_raw checks first
-            _check_keys(plog, h, batch)
+        if len(batches) > 1:  # one batch: write_raw makes these checks before writing
+            rb.check_record_count(batch, h)
+            if plog.config.compact:
+                _check_keys(plog, h, batch)
     # every batch's sequence, continuity across the set's batches included, before any write
     dups = ctx.producers.check_batches(plog.topic, plog.partition, [h for h, _ in batches])
     pairs = zip(batches, dups, strict=True)
