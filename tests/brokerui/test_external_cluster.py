@@ -6,7 +6,6 @@ reset preview and apply once the members left."""
 from __future__ import annotations
 
 import html as htmllib
-import importlib.util
 import re
 import time
 
@@ -17,34 +16,8 @@ from django.urls import reverse
 from brokerui.audit.models import AuditEntry
 from streams.cluster import ProduceRequest
 from streams.groups import ResetScope, ResetStrategy
-from tests.kafka_servers import kafka_server
-
-if importlib.util.find_spec("streams.protocol") is None:  # pragma: no cover - until it lands
-    pytest.skip("Tidelog's Kafka listener (streams.protocol) is not here", allow_module_level=True)
 
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with kafka_server(str(tmp_path_factory.mktemp("kafka"))) as s:
-        yield s
-
-
-@pytest.fixture
-def external(settings, server, monkeypatch):
-    """The console pointed at `server`; opening the local broker fails the test."""
-    from brokerui import broker, cluster
-
-    def no_local_broker(*args, **kwargs):
-        raise AssertionError("the console opened the local broker on an external cluster")
-
-    broker.close_broker()
-    # patched on the class: modules holding their own reference to get_broker() are covered
-    monkeypatch.setattr(broker.Broker, "open", no_local_broker)
-    settings.TIDELOG_CLUSTER = server.url
-    yield cluster.get_cluster()
-    cluster.close_external_clusters()
 
 
 @pytest.fixture

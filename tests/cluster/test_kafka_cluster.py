@@ -4,7 +4,6 @@ consumers in groups: topics, produce and browse, lag, reset plans and their refu
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
 import pytest
@@ -15,9 +14,6 @@ from streams.cluster import BrowseRequest, Filter, ProduceRequest
 from streams.cluster.kafka import KafkaCluster, parse_cluster_url
 from streams.groups import ResetScope, ResetStrategy
 from tests.kafka_servers import kafka_server
-
-if importlib.util.find_spec("streams.protocol") is None:  # pragma: no cover - until it lands
-    pytest.skip("Tidelog's Kafka listener (streams.protocol) is not here", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ same jobs reading the same records straight from a local LogStore."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 
@@ -17,9 +16,6 @@ from streams.log import LogStore
 from streams.processing.panels import ClusterSource, PanelJobs, PanelSpec
 from streams.processing.testing import ManualClock
 from tests.kafka_servers import kafka_server
-
-if importlib.util.find_spec("streams.protocol") is None:  # pragma: no cover - until it lands
-    pytest.skip("Tidelog's Kafka listener (streams.protocol) is not here", allow_module_level=True)
 
 NOW = (int(time.time() * 1000) // 10_000) * 10_000  # a 10-second boundary
 T0 = NOW - 5 * 60_000  # records five minutes old: inside the 15-minute backfill

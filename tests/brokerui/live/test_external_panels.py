@@ -6,7 +6,6 @@ broker is opened. The broker's own live charts stay unavailable there."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import time
 
@@ -16,35 +15,10 @@ from django.urls import reverse
 
 from brokerui.console.live.models import MetricPanel
 from streams.cluster import ProduceRequest
-from tests.kafka_servers import kafka_server
-
-if importlib.util.find_spec("streams.protocol") is None:  # pragma: no cover - until it lands
-    pytest.skip("Tidelog's Kafka listener (streams.protocol) is not here", allow_module_level=True)
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with kafka_server(str(tmp_path_factory.mktemp("kafka"))) as s:
-        yield s
-
-
-@pytest.fixture
-def external(settings, server, monkeypatch):
-    """The console pointed at `server`; opening the local broker fails the test."""
-    from brokerui import broker, cluster
-
-    def no_local_broker(*args, **kwargs):
-        raise AssertionError("the console opened the local broker on an external cluster")
-
-    broker.close_broker()
-    monkeypatch.setattr(broker.Broker, "open", no_local_broker)
-    settings.TIDELOG_CLUSTER = server.url
-    yield cluster.get_cluster()
-    cluster.close_external_clusters()
 
 
 def produce(cluster, topic: str, *totals: float, partition: int = 0) -> None:
