@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.system_programs import require_program
+
 REPO_DIR = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
@@ -100,11 +102,7 @@ def server(tmp_path):
 
 @pytest.fixture
 def browser():
-    if not os.path.exists(CHROMIUM):
-        message = f"{CHROMIUM} is missing: `make test` installs it (as root)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_program(CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -4,17 +4,18 @@ the listener: metadata, produce (compressed), consume, and a balanced consumer g
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import pytest
 
 from streams.log import compression
 from streams.log import records as rb
+from tests.system_programs import require_program
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("kcat") is None, reason="kcat is not installed (make system-deps installs it)"
-)
+
+@pytest.fixture(autouse=True)
+def _kcat_installed():
+    require_program("kcat")
 
 
 def kcat(bootstrap: str, *args: str, stdin: str | None = None) -> str:

@@ -33,3 +33,16 @@ def test_outside_ci_a_missing_redis_server_skips(no_redis_server, monkeypatch, c
         monkeypatch.setenv("CI", ci)
     with pytest.raises(pytest.skip.Exception):
         require_redis_server()
+
+
+@pytest.mark.parametrize("program", ["no-such-program-xyz", "/usr/bin/no-such-program-xyz"])
+def test_the_rule_holds_for_any_program_name_or_path(monkeypatch, program):
+    from tests.system_programs import require_program
+
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="make test"):
+        require_program(program)
+    monkeypatch.setenv("CI", "0")
+    with pytest.raises(pytest.skip.Exception):
+        require_program(program)
+    assert require_program("sh")  # present: its path
