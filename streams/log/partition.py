@@ -198,18 +198,32 @@ class PartitionLog:
             self.sync_to(last + 1)
         return base, last, ts
 
-    def write_raw(self, batch: bytes) -> tuple[int, int, int, bool]:
-        """``append_raw`` without waiting for the disk: returns its result plus whether the
-        flush policy wants a sync; the caller then calls ``sync_to(last + 1)`` (from any
-        thread) before acknowledging. Writes from many callers then share one fdatasync, and
-        a caller can write batches in order on one thread and wait for the disk elsewhere."""
-        h = rb.validate_batch(batch, 0, len(batch))
+    def check_client_batch(self, batch: bytes, h: rb.BatchHeader | None = None) -> rb.BatchHeader:
+        """The checks a client batch passes before it is written: framing, magic and CRC-32C
+        (skipped when `h`, the header of a batch the caller already validated, is given), not a
+        control batch, at least one record, ``max.message.bytes``, and the record count against
+        the body. Returns the header; raises CorruptRecord, InvalidRecord or RecordTooLarge."""
+        if h is None:
+            h = rb.validate_batch(batch, 0, len(batch))
         if h.is_control:
             raise InvalidRecord("clients may not write control batches")
         if h.count == 0:
             raise InvalidRecord("a record batch needs at least one record")
         self._check_size(len(batch))
         rb.check_record_count(batch, h)
+        return h
+
+    def write_raw(
+        self, batch: bytes, checked: rb.BatchHeader | None = None
+    ) -> tuple[int, int, int, bool]:
+        """``append_raw`` without waiting for the disk: returns its result plus whether the
+        flush policy wants a sync; the caller then calls ``sync_to(last + 1)`` (from any
+        thread) before acknowledging. Writes from many callers then share one fdatasync, and
+        a caller can write batches in order on one thread and wait for the disk elsewhere.
+
+        `checked`: the header `check_client_batch` returned for this batch, so a caller that
+        checks every batch of a request before writing any does not check twice."""
+        h = checked if checked is not None else self.check_client_batch(batch)
         cfg = self.config
         now = self.clock()
         if cfg.compact or (cfg.codec is not None and cfg.codec != h.codec) or cfg.log_append_time:

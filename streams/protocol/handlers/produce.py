@@ -24,7 +24,7 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from streams.errors import InvalidRecord, RecordTooLarge, TidelogError, UnknownTopic
+from streams.errors import InvalidRecord, TidelogError, UnknownTopic
 from streams.log import records as rb
 from streams.log.partition import PartitionLog
 from streams.log.store import is_internal
@@ -103,31 +103,14 @@ def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionRes
     all validated before the first is written."""
     batches = _split_batches(data)
     for h, batch in batches:
-        _check_writable(plog, h)
-        if len(batches) > 1:  # one batch: write_raw makes these checks before writing
-            rb.check_record_count(batch, h)
-            if plog.config.compact:
-                _check_keys(plog, h, batch)
+        plog.check_client_batch(batch, h)  # CRC already checked by _split_batches
+        if plog.config.compact and len(batches) > 1:  # one batch: write_raw checks keys
+            _check_keys(plog, h, batch)
     # every batch's sequence, continuity across the set's batches included, before any write
     dups = ctx.producers.check_batches(plog.topic, plog.partition, [h for h, _ in batches])
     pairs = zip(batches, dups, strict=True)
     results = [_append_one(ctx, plog, h, batch, dup, syncs) for (h, batch), dup in pairs]
     return results[0]
-
-
-def _check_writable(plog: PartitionLog, h: rb.BatchHeader) -> None:
-    """The header checks ``write_raw`` makes, done for every batch before the first is
-    written."""
-    if h.is_control:
-        raise InvalidRecord("clients may not write control batches")
-    if h.count == 0:
-        raise InvalidRecord("a record batch needs at least one record")
-    limit = plog.config.get("max.message.bytes")
-    if h.size > limit:
-        raise RecordTooLarge(
-            f"record batch of {h.size} bytes exceeds max.message.bytes={limit} "
-            f"of topic {plog.topic!r}"
-        )
 
 
 def _check_keys(plog: PartitionLog, h: rb.BatchHeader, batch: bytes) -> None:
@@ -158,7 +141,7 @@ def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, dup, s
     if dup is not None:  # a retry: acknowledge the original once it is durable
         syncs.append((plog, dup.last_offset + 1))
         return PartitionResult(partition, 0, dup.base_offset, dup.timestamp, plog.log_start_offset)
-    base, last, ts, needs_sync = plog.write_raw(batch)
+    base, last, ts, needs_sync = plog.write_raw(batch, checked=h)
     ctx.producers.record(topic, partition, h, base, ts)
     if needs_sync:
         syncs.append((plog, last + 1))
