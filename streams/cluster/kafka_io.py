@@ -127,6 +127,7 @@ class KafkaClients:
         self._consumer: Consumer | None = None
         self._lock = threading.Lock()  # creating the producer, closing
         self._read_lock = threading.Lock()  # the reader's assign + consume sequence
+        self._reading: tuple[str, int, int] | None = None  # where the assigned reader is now
 
     def producer(self) -> Producer:
         with self._lock:
@@ -150,11 +151,20 @@ class KafkaClients:
             return []
         with self._read_lock:
             consumer = self._reader()
-            consumer.assign([TopicPartition(topic, partition, offset)])
+            # a read that continues the previous one keeps the assignment, and with it what
+            # the client already fetched ahead (a panel's backfill, a browse's next page);
+            # anything else starts a fresh assignment at `offset`
+            if self._reading != (topic, partition, offset):
+                consumer.assign([TopicPartition(topic, partition, offset)])
+            self._reading = None
             try:
-                return self._drain(consumer, topic, partition, offset, limit, end)
-            finally:
+                out = self._drain(consumer, topic, partition, offset, limit, end)
+            except BaseException:
                 consumer.unassign()
+                raise
+            if out:
+                self._reading = (topic, partition, out[-1].offset + 1)
+            return out
 
     def _drain(self, consumer, topic, partition, offset, limit, end) -> list[Record]:
         out: list[Record] = []
@@ -166,6 +176,8 @@ class KafkaClients:
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() < end:  # an end reached before more records came
+                            continue
                         return out
                     raise domain_error(err, topic=topic)
                 if m.offset() < offset or (out and m.offset() <= out[-1].offset):
@@ -187,6 +199,8 @@ class KafkaClients:
                     "enable.auto.offset.store": False,
                     "enable.partition.eof": True,
                     "fetch.wait.max.ms": 50,
+                    # bounds what an assignment kept between reads fetches ahead
+                    "queued.max.messages.kbytes": 16384,
                     "isolation.level": "read_uncommitted",
                 }
             )
@@ -197,6 +211,7 @@ class KafkaClients:
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
+                self._reading = None
             if self._producer is not None:
                 self._producer.flush(self.timeout)
                 self._producer = None

@@ -285,3 +285,20 @@ def _closed_port() -> int:
     from tests.kafka_servers import free_port
 
     return free_port()  # bound and released: nothing listens there
+
+
+def test_reads_that_continue_keep_their_place_and_see_records_added_since(cluster, topic):
+    """The reader stays assigned while reads continue where the last one ended (a backfill,
+    a next page); records appended after a read reached the end are still found, and a read
+    elsewhere starts afresh."""
+    produce(cluster, topic, 30)  # 15 records in partition 0
+    first = cluster.read(topic=topic, partition=0, offset=0, max_records=5)
+    second = cluster.read(topic=topic, partition=0, offset=5, max_records=10)  # ends at the end
+    assert [r.offset for r in first + second] == list(range(15))
+    produce(cluster, topic, 6, start=30)  # 3 more there, after the reader saw the end
+    third = cluster.read(topic=topic, partition=0, offset=15, max_records=100)
+    assert [r.offset for r in third] == [15, 16, 17]
+    assert [r.value for r in third] == [b"v30", b"v32", b"v34"]
+    again = cluster.read(topic=topic, partition=0, offset=3, max_records=2)
+    assert [r.offset for r in again] == [3, 4]
+    assert [r.value for r in again] == [r.value for r in first[3:5]]
