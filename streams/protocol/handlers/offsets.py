@@ -91,19 +91,33 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Request) -> An
 
 # ---------------------------------------------------------------------- committed offsets
 
-INVALID_COMMIT_OFFSET_SIZE = 28
+OFFSET_METADATA_TOO_LARGE = 12
+OFFSET_METADATA_MAX_CHARS = 4096  # Kafka's offset.metadata.max.bytes (its default)
 
 
 async def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
     """OffsetCommit: all partitions in one coordinator write. Generation -1 (admin tools,
-    ``assign()`` users) is accepted only while the group is Empty, as in Kafka."""
+    ``assign()`` users) is accepted only while the group is Empty, as in Kafka.
+
+    Any offset is stored, negative ones too (KafkaJS resets a group to "earliest" by committing
+    -2): Kafka's OffsetMetadataManager refuses a partition only for metadata longer than
+    offset.metadata.max.bytes (OFFSET_METADATA_TOO_LARGE), counted in UTF-16 units as Java's
+    ``String.length()``."""
     b = req.body
     generation = b.generation_id_or_member_epoch if req.api_version >= 1 else -1
+    too_large = {
+        (t.name, p.partition_index)
+        for t in b.topics
+        for p in t.partitions
+        if p.committed_metadata
+        and len(p.committed_metadata.encode("utf-16-le", "surrogatepass")) // 2
+        > OFFSET_METADATA_MAX_CHARS
+    }
     offsets = {
         (t.name, p.partition_index): (p.committed_offset, p.committed_metadata or "")
         for t in b.topics
         for p in t.partitions
-        if p.committed_offset >= 0
+        if (t.name, p.partition_index) not in too_large
     }
     code = 0
     if offsets:
@@ -122,7 +136,9 @@ async def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
             partitions=[
                 cls.OffsetCommitResponsePartition(
                     partition_index=p.partition_index,
-                    error_code=code if p.committed_offset >= 0 else INVALID_COMMIT_OFFSET_SIZE,
+                    error_code=OFFSET_METADATA_TOO_LARGE
+                    if (t.name, p.partition_index) in too_large
+                    else code,
                 )
                 for p in t.partitions
             ],
@@ -152,7 +168,7 @@ async def handle_offset_fetch(ctx: BrokerContext, req: Request) -> Any:
 
 
 def _fetched(ctx: BrokerContext, group_id: str, wanted, topic_cls, multi: bool) -> list:
-    committed = ctx.coordinator.committed(group_id)
+    committed = ctx.coordinator.committed(group_id, sentinels=True)
     if wanted is None:
         asked: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):
