@@ -130,6 +130,12 @@ class MemberDescription:
     host: str
     assignment: dict[str, list[int]]
     subscription: tuple[str, ...]
+    # the bytes as the member sent them (DescribeGroups returns these, never a re-encoding):
+    # its JoinGroup metadata for the group's protocol, only while the group is Stable, and the
+    # assignment the leader gave it (empty until the rebalance completes), as Kafka describes
+    # a classic group
+    protocol_metadata: bytes = b""
+    assignment_bytes: bytes = b""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -617,11 +623,17 @@ class GroupCoordinator:
         if g.protocol_type == "consumer":
             try:
                 if m.protocols:
-                    subscription = Subscription.decode(m.protocols[0][1]).topics
+                    chosen = m.metadata_for(g.protocol) if g.protocol else m.protocols[0][1]
+                    subscription = Subscription.decode(chosen).topics
                 assignment = Assignment.decode(m.assignment).partitions
             except Exception:  # noqa: BLE001 - a foreign client's metadata is shown as unknown
                 pass
-        return MemberDescription(m.member_id, m.client_id, m.host, assignment, subscription)
+        metadata = b""
+        if g.state == GroupState.STABLE and g.protocol:
+            metadata = m.metadata_for(g.protocol)
+        return MemberDescription(
+            m.member_id, m.client_id, m.host, assignment, subscription, metadata, m.assignment
+        )
 
     def _subscribed_topics(self, g: Group) -> set[str]:
         topics: set[str] = set()
