@@ -3,7 +3,8 @@ its topics and its coordinator. A single node: it leads every partition and coor
 group; partitions report leader epoch 0.
 
 Topics named in a Metadata request are created when missing, as Kafka does with
-``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``).
+``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``), for
+principals who may create topics (operators, or anyone on a listener without authentication).
 
 Thread-safety: handlers run on the listener's event loop, one request of a connection at a
 time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
@@ -20,6 +21,7 @@ from streams.log.store import is_internal
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import NODE_ID, BrokerContext, ErrorCode, error_code, log
+from streams.protocol.security import Role
 
 TRANSACTION_KEY_TYPE = 1
 
@@ -37,8 +39,10 @@ async def handle_metadata(ctx: BrokerContext, req: Request) -> Any:
         names = ctx.store.list_topics(include_internal=True)  # v0: empty list means all
     else:
         names = [t.name for t in body.topics]
-    may_create = ctx.config.auto_create_topics and (
-        req.api_version < 4 or body.allow_auto_topic_creation
+    may_create = (
+        ctx.config.auto_create_topics
+        and (req.api_version < 4 or body.allow_auto_topic_creation)
+        and (req.principal is None or req.principal.role >= Role.OPERATOR)  # Kafka: CREATE
     )
     topics = []
     for name in names:
