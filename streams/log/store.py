@@ -10,6 +10,11 @@ Layout of a data directory::
     log-start-offset-checkpoint         per partition: first readable offset
     cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
 
+A topic's id (KIP-516: a random UUID, as hex) is chosen when it is created and kept in its
+metadata file, so it stays the same across restarts and differs for a topic deleted and created
+again under the same name; a topic whose file has none (written by an early version) gets one
+when the store opens, written back at once.
+
 A topic's metadata file is its commit point: partition directories are created before it and
 removed after it, and directories that have no metadata are leftovers of an interrupted create
 or delete, removed at the next open.
@@ -42,6 +47,7 @@ from streams.errors import (
     TopicAlreadyExists,
     UnknownPartition,
     UnknownTopic,
+    UnknownTopicId,
 )
 from streams.log import checkpoint
 from streams.log.config import TopicConfig, validate_topic_name
@@ -188,6 +194,7 @@ class LogStore:
         self.path = os.path.abspath(path)
         self.clock = clock
         self._topics: dict[str, _Topic] = {}
+        self._names_by_id: dict[str, str] = {}
         self._admin_lock = threading.RLock()
         self._lock_fd = -1
         self._closed = False
@@ -267,7 +274,9 @@ class LogStore:
         self._remove_orphans(metas)
         for meta in metas:
             config = TopicConfig.from_mapping(meta["config"])
-            topic = _Topic(meta["name"], meta["id"], config, meta["created_ms"], [])
+            topic_id = _valid_topic_id(meta.get("id"))
+            created = meta["created_ms"]
+            topic = _Topic(meta["name"], topic_id or _new_topic_id(), config, created, [])
             topic.contiguous = meta.get("contiguous", not config.compact) and not config.compact
             for p in range(meta["partitions"]):
                 key = (topic.name, p)
@@ -285,6 +294,10 @@ class LogStore:
                 plog.on_append = self._on_append
                 topic.partitions.append(plog)
             self._topics[topic.name] = topic
+            self._names_by_id[topic.topic_id] = topic.name
+            if topic_id is None:
+                log.info("topic %s had no topic id: it is now %s", topic.name, topic.topic_id)
+                self._write_meta(topic)
         if clean:
             os.unlink(marker)
             fsync_dir(self.path)
@@ -417,11 +430,12 @@ class LogStore:
                 raise StoreClosed(f"the log store at {self.path} is closed")
             if name in self._topics:
                 raise TopicAlreadyExists(name)
-            topic = _Topic(name, uuid.uuid4().hex, cfg, self.clock(), [], not cfg.compact)
+            topic = _Topic(name, _new_topic_id(), cfg, self.clock(), [], not cfg.compact)
             for p in range(partitions):
                 topic.partitions.append(self._open_new_partition(topic, p))
             self._write_meta(topic)
             self._topics[name] = topic
+            self._names_by_id[topic.topic_id] = name
         log.info("created topic %s with %d partitions %s", name, partitions, dict(cfg.overrides))
         return self.describe_topic(name)
 
@@ -446,6 +460,7 @@ class LogStore:
             os.unlink(os.path.join(self._meta_dir(), f"{name}.json"))
             fsync_dir(self._meta_dir())
             del self._topics[name]
+            self._names_by_id.pop(topic.topic_id, None)
             for plog in topic.partitions:
                 plog.close()
                 doomed = f"{plog.directory}.{topic.topic_id}-delete"
@@ -506,6 +521,20 @@ class LogStore:
 
     def partition_count(self, name: str) -> int:
         return len(self._topic(name).partitions)
+
+    def topic_id(self, name: str) -> str:
+        """The topic's id (KIP-516), 32 hex digits; UnknownTopic if there is no such topic."""
+        return self._topic(name).topic_id
+
+    def topic_name(self, topic_id: str) -> str:
+        """The name of the topic with this id (32 hex digits, any case); UnknownTopicId if
+        none has it (the topic was deleted, perhaps re-created under a new id)."""
+        if self._closed:
+            raise StoreClosed(f"the log store at {self.path} is closed")
+        name = self._names_by_id.get(topic_id.lower())
+        if name is None:
+            raise UnknownTopicId(topic_id)
+        return name
 
     # ================================================================== records
 
@@ -649,6 +678,21 @@ def _describe_partition(p: PartitionLog) -> PartitionDescription:
 def _last_ts(segs) -> int | None:
     ts = max((s.max_timestamp for s in segs), default=-1)
     return ts if ts >= 0 else None
+
+
+def _new_topic_id() -> str:
+    return uuid.uuid4().hex  # version 4: never the all-zero id, which means "no id" on the wire
+
+
+def _valid_topic_id(value: object) -> str | None:
+    """`value` as a topic id (32 lowercase hex digits, not all zero), or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = uuid.UUID(hex=value)
+    except ValueError:
+        return None
+    return parsed.hex if parsed.int else None
 
 
 def _check_partition_count(n: int) -> None:
