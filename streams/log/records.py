@@ -485,14 +485,21 @@ def _decode_whole(batch: bytes | memoryview, h: BatchHeader, body: bytes | None)
     return _decode_pure(batch, h, body)
 
 
-def _attributes_fit(buf: bytes, pos: int, end: int, count: int) -> bool:
-    """Whether the attributes byte of each of the first `count` records in ``buf[pos:end]`` is
-    below 0x80. Kafka's record attributes are one byte (unused in v2, written as 0); aiokafka's
-    reader decodes them as a varint, so a byte with the high bit set would shift the rest of
-    that record. Runs of same-size records are checked with one strided slice each (C speed, as
-    ``count_records``); records of varied sizes one by one. False as well for anything that
-    does not walk cleanly (the pure decoder then gives its answer)."""
+def _walk_records_checked(
+    buf, pos: int, end: int, count: int, lengths: list[int] | None
+) -> tuple[int, int] | None:
+    """Walk up to `count` records of ``buf[pos:end]`` by their lengths; returns (position after
+    the last one walked, records walked).
+
+    With `lengths` (a list), also check each record's attributes byte and append each record's
+    length (without its length varint: what read budgets count). Kafka's record attributes are
+    one byte (unused in v2, written as 0); aiokafka's reader decodes them as a varint, so a byte
+    with the high bit set would shift the rest of that record: None then, and None too for a
+    length that is not positive or a walk that runs off the buffer (the pure decoder answers).
+    Runs of same-size records are stepped over with strided slices (C speed, as
+    ``count_records``); records of varied sizes one by one."""
     n = 0
+    check = lengths is not None
     try:
         while pos < end and n < count:
             b = buf[pos]
@@ -501,12 +508,14 @@ def _attributes_fit(buf: bytes, pos: int, end: int, count: int) -> bool:
             else:
                 length, after = read_varint(buf, pos)
             if length <= 0:
-                return False
+                return None
             stride = after - pos + length
             run = min(_same_size_run(buf, pos, after - pos, stride, end), count - n)
             if run >= 8:
-                if not buf[after : after + (run - 1) * stride + 1 : stride].isascii():
-                    return False
+                if check:
+                    if not buf[after : after + (run - 1) * stride + 1 : stride].isascii():
+                        return None
+                    lengths += [length] * run
                 pos += run * stride
                 n += run
                 continue
@@ -523,13 +532,17 @@ def _attributes_fit(buf: bytes, pos: int, end: int, count: int) -> bool:
                     pos += 2
                 else:
                     length, pos = read_varint(buf, pos)
-                if length <= 0 or buf[pos] >= 0x80:
-                    return False
+                if length <= 0:
+                    return None
+                if check:
+                    if buf[pos] >= 0x80:
+                        return None
+                    lengths.append(length)
                 pos += length
                 n += 1
     except (IndexError, CorruptRecord):
-        return False
-    return True
+        return None
+    return pos, n
 
 
 def _decode_pure(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) -> list[Record]:
@@ -538,39 +551,41 @@ def _decode_pure(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) 
     return _decode_all(buf, h.base_offset, fixed_ts, h.base_timestamp, h.count)
 
 
+def _compiled_input(batch: bytes | memoryview, h: BatchHeader, body: bytes | None, join):
+    """What the compiled reader reads: the batch (`body` None) or, for a compressed one, its
+    header with the codec bits cleared followed by `body`, the records section this module
+    decompressed (so every codec and framing decodes as on the pure path); then 16 zero bytes.
+    The reader checks bounds before it copies keys, values and header values, but reads a
+    varint without looking at the end of its buffer, and so may look a few bytes past a
+    corrupt record: the zeros, still inside this copy, stop it there. `join`: ``b"".join`` or
+    ``bytearray().join``."""
+    if body is None:
+        return join((memoryview(batch)[: h.size], _PAD))
+    head = memoryview(batch)[:HEADER_SIZE]
+    plain = _INT16.pack(h.attributes & ~ATTR_CODEC_MASK)
+    return join((head[:CRC_START], plain, head[CRC_START + 2 :], body, _PAD))
+
+
 def _decode_compiled(
     batch: bytes | memoryview, h: BatchHeader, body: bytes | None
 ) -> list[Record] | None:
     """Every record of the batch through aiokafka's compiled reader; None when that reader
-    is missing or raises (the caller then decodes with the pure decoder, so a corrupt batch
-    gets the same records or the same CorruptRecord either way).
-
-    The reader gets a copy of the batch followed by 16 zero bytes: it checks bounds before it
-    copies keys, values and header values, but reads a varint without looking at the end of
-    the buffer, and so may look a few bytes past a corrupt record; the zeros stop it there.
-    A compressed batch is handed over as its header, with the codec bits cleared, followed by
-    the body this module decompressed (so every codec and framing decodes as on the pure
-    path). It reads timestamps as the pure decoder does (the batch's max timestamp for
-    LogAppendTime) and returns -1 as None, which is undone here."""
+    is missing or raises, or the batch has records it would misread (see ``_walk_records_checked``):
+    the caller then decodes with the pure decoder, so a corrupt batch gets the same records
+    or the same CorruptRecord either way. The reader stamps timestamps as the pure decoder
+    does (the batch's max timestamp for LogAppendTime) but returns -1 as None, undone here."""
     reader = _compiled()
     if reader is None:
         return None
-    if body is None:
-        buf = b"".join((memoryview(batch)[: h.size], _PAD))
-        if not _attributes_fit(buf, HEADER_SIZE, h.size, h.count):
-            return None
-    else:
-        if not _attributes_fit(body, 0, len(body), h.count):
-            return None
-        head = memoryview(batch)[:HEADER_SIZE]
-        plain = _INT16.pack(h.attributes & ~ATTR_CODEC_MASK)
-        buf = b"".join((head[:CRC_START], plain, head[CRC_START + 2 :], body, _PAD))
-    view = memoryview(buf)[: len(buf) - len(_PAD)]
+    buf = _compiled_input(batch, h, body, b"".join)
+    end = len(buf) - len(_PAD)
+    if _walk_records_checked(buf, HEADER_SIZE, end, h.count, []) is None:
+        return None
     out: list[Record] = []
     append = out.append
     new = _new_record
     try:
-        for r in reader(view):
+        for r in reader(memoryview(buf)[:end]):
             ts = r.timestamp
             hs = r.headers
             append(
@@ -582,6 +597,81 @@ def _decode_compiled(
     except Exception:  # noqa: BLE001 - any failure: the pure decoder has the last word
         return None
     return out
+
+
+def _decode_range_compiled(
+    batch: bytes | memoryview,
+    h: BatchHeader,
+    body: bytes | None,
+    skip_below: int,
+    limit: int,
+    max_bytes: int,
+    force_first: bool,
+) -> tuple[list[Record], int, bool] | None:
+    """``_decode_body`` (the same records, bytes used and end-of-batch flag) through the
+    compiled reader, decoding only the records it returns: the records before `skip_below`
+    are skipped by their lengths as the pure decoder skips them, and the reader is handed
+    the batch from the first record wanted on, under a copy of the header that counts only
+    the records from there. None when the compiled reader is missing or fails, or the batch
+    needs the pure decoder (see ``_decode_compiled``)."""
+    reader = _compiled()
+    if reader is None:
+        return None
+    count = h.count
+    base = h.base_offset
+    if count == h.last_offset_delta + 1:
+        # as _decode_body: without gaps, record i has offset base + i and the first are skipped
+        k = min(skip_below - base, count) if skip_below > base else 0
+        n_walk = min(count, k + max(limit, 1))
+    else:  # gaps (compaction): which records fall below skip_below shows only when decoding
+        k = 0
+        n_walk = count
+    buf = _compiled_input(batch, h, body, bytearray().join)
+    end = len(buf) - len(_PAD)
+    start = HEADER_SIZE
+    if k:
+        skipped = _walk_records_checked(buf, start, end, k, None)
+        if skipped is None or skipped[1] < k:
+            return None
+        start = skipped[0]
+    lengths: list[int] = []
+    walk = _walk_records_checked(buf, start, end, n_walk - k, lengths)
+    if walk is None or walk[1] < n_walk - k:
+        return None
+    walk_end = walk[0]
+    head = bytes(buf[: HEADER_SIZE - 4]) + _INT32.pack(count - k)
+    buf[start - HEADER_SIZE : start] = head  # over records already skipped (or the header)
+    out: list[Record] = []
+    append = out.append
+    new = _new_record
+    used = 0
+    i = 0
+    try:
+        # zip stops at the last record walked: past it, skipped offsets went on (see below)
+        records = reader(memoryview(buf)[start - HEADER_SIZE : end])
+        for r, length in zip(records, lengths, strict=False):
+            i += 1
+            offset = r.offset
+            if offset < skip_below:
+                continue
+            if max_bytes >= 0 and used + length > max_bytes and (out or not force_first):
+                return out, used, False
+            used += length
+            ts = r.timestamp
+            hs = r.headers
+            append(
+                new(
+                    Record,
+                    (offset, -1 if ts is None else ts, r.key, r.value, tuple(hs) if hs else ()),
+                )
+            )
+            if len(out) >= limit:
+                return out, used, i == len(lengths) and walk_end >= end
+    except Exception:  # noqa: BLE001 - any failure: the pure decoder has the last word
+        return None
+    if n_walk < count:
+        return None  # records below skip_below inside a gapless batch: not walked, so pure
+    return out, used, True
 
 
 _new_record = tuple.__new__
@@ -864,6 +954,13 @@ def decode_from(
     if start_offset <= h.base_offset and limit >= h.count and (max_bytes < 0 or max_bytes >= end):
         # the common case of sequential reads: every record of the batch, no budget to watch
         return _decode_whole(batch, h, body if h.codec else None), end, True
+    if _compiled_batch is not None and (limit >= 4 or start_offset - h.base_offset >= 64):
+        # (a read of a record or three near the start is quicker without the set-up)
+        got = _decode_range_compiled(
+            batch, h, body if h.codec else None, start_offset, limit, max_bytes, force_first
+        )
+        if got is not None:
+            return got
     return _decode_body(body, h, start_offset, limit, max_bytes, force_first)
 
 

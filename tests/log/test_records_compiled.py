@@ -78,6 +78,14 @@ def compiled(batch: bytes) -> list[Record] | None:
     return rb._decode_compiled(batch, h, body_of(batch, h))
 
 
+def pure_decode_from(batch, h, start, limit, max_bytes=-1, force_first=True):
+    """`decode_from` as it was before the compiled reader (the pure decoder only)."""
+    section = body_of(batch, h) or batch[rb.HEADER_SIZE : h.size]
+    if start <= h.base_offset and limit >= h.count and not 0 <= max_bytes < len(section):
+        return pure(batch), len(section), True
+    return rb._decode_body(memoryview(section), h, start, limit, max_bytes, force_first)
+
+
 def outcome(decode, batch: bytes):
     try:
         return decode(batch)
@@ -132,6 +140,13 @@ def test_corrupt_records_get_the_pure_decoders_answer(batch, data):
         bad = bad[: h.size - cut] + bytes(cut)
     bad = bytes(bad)
     assert outcome(lambda b: rb.decode_records(b, h), bad) == outcome(pure, bad)
+    start = data.draw(st.integers(h.base_offset, h.next_offset))
+    limit = data.draw(st.integers(1, h.count + 1))
+    max_bytes = data.draw(st.integers(-1, h.size))
+    args = (start, limit, max_bytes, data.draw(st.booleans()))
+    assert outcome(lambda b: rb.decode_from(b, h, *args), bad) == outcome(
+        lambda b: pure_decode_from(b, h, *args), bad
+    )
 
 
 def test_a_header_key_that_is_not_utf8_decodes_as_before():
@@ -167,21 +182,56 @@ def test_record_attributes_are_one_byte(attributes, key):
     sizes=st.lists(st.sampled_from([0, 1, 60, 100, 100, 100, 300, 9000]), min_size=1, max_size=300),
     flagged=st.sets(st.integers(0, 299), max_size=3),
     attribute=st.integers(0, 255),
+    upto=st.integers(0, 310),
 )
-def test_attribute_check_agrees_with_a_plain_walk(sizes, flagged, attribute):
-    """`_attributes_fit` checks runs of same-size records with strided slices; it agrees with a
-    record-by-record look at every attributes byte."""
+def test_record_walk_agrees_with_a_plain_walk(sizes, flagged, attribute, upto):
+    """`_walk_records_checked` steps over runs of same-size records with strided slices; it
+    finds the same positions, record lengths and attributes bytes as a record-by-record walk."""
     batch = bytearray(rb.build_batch([ProducerRecord(b"x" * n) for n in sizes], now_ms=1))
-    pos, n, attrs = rb.HEADER_SIZE, 0, []
+    pos, n, attrs, ends, lengths = rb.HEADER_SIZE, 0, [], [], []
     while pos < len(batch):
         length, pos = rb.read_varint(batch, pos)
         if n in flagged:
             batch[pos] = attribute
         attrs.append(batch[pos])
         pos, n = pos + length, n + 1
-    assert rb._attributes_fit(bytes(batch), rb.HEADER_SIZE, len(batch), len(sizes)) == all(
-        a < 0x80 for a in attrs
-    )
+        ends.append(pos)
+        lengths.append(length)
+    upto = min(upto, len(sizes))
+    batch = bytes(batch)
+    at = ends[upto - 1] if upto else rb.HEADER_SIZE
+    assert rb._walk_records_checked(batch, rb.HEADER_SIZE, len(batch), upto, None) == (at, upto)
+    found: list[int] = []
+    walk = rb._walk_records_checked(batch, rb.HEADER_SIZE, len(batch), upto, found)
+    if any(a >= 0x80 for a in attrs[:upto]):
+        assert walk is None
+    else:
+        assert walk == (at, upto) and found == lengths[:upto]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch=batches(max_records=30),
+    data=st.data(),
+)
+def test_partial_reads_decode_alike(batch, data):
+    """Reads from inside a batch, with a record limit and a byte budget: the compiled path
+    returns what the pure decoder's walk returns (records, bytes used, end of batch)."""
+    h = rb.parse_header(batch)
+    body = body_of(batch, h)
+    section = body if body is not None else batch[rb.HEADER_SIZE : h.size]
+    start = data.draw(st.integers(h.base_offset - 2, h.next_offset + 1))
+    limit = data.draw(st.integers(0, h.count + 2))
+    max_bytes = data.draw(st.integers(-1, len(section) + 10))
+    force_first = data.draw(st.booleans())
+    want = rb._decode_body(memoryview(section), h, start, limit, max_bytes, force_first)
+    got = rb._decode_range_compiled(batch, h, body, start, limit, max_bytes, force_first)
+    assert got is not None
+    assert got == want
+    if start <= h.base_offset and limit >= h.count and not 0 <= max_bytes < len(section):
+        # a whole batch (read by _decode_whole) counts its whole records section as used
+        want = (want[0], len(section), True)
+    assert rb.decode_from(batch, h, start, limit, max_bytes, force_first) == want
 
 
 def test_timestamp_minus_one_stays_minus_one():
