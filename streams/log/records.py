@@ -163,7 +163,23 @@ def encode_records(
     offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
     """The records section of a batch (uncompressed). Timestamps default to `default_ts`;
-    offset deltas are 0, 1, 2... unless given (the cleaner keeps original offsets)."""
+    offset deltas are 0, 1, 2... unless given (the cleaner keeps original offsets).
+
+    Encoded by aiokafka's compiled batch builder when it is there and can take the records
+    (the same bytes: tests/log/test_records_compiled.py), else here."""
+    if records and _compiled_builder is not None:
+        body = _encode_compiled(records, base_ts, default_ts, offset_deltas)
+        if body is not None:
+            return body
+    return _encode_pure(records, base_ts, default_ts, offset_deltas)
+
+
+def _encode_pure(
+    records: Sequence[ProducerRecord],
+    base_ts: int,
+    default_ts: int,
+    offset_deltas: Sequence[int] | None = None,
+) -> bytes:
     table = _VARINT_TABLE
     small = _SMALL
     default_head = b"\x00" + varint(default_ts - base_ts)  # attributes + timestamp delta
@@ -194,6 +210,45 @@ def encode_records(
         out += value
         out += hp
     return bytes(out)
+
+
+def _encode_compiled(
+    records: Sequence[ProducerRecord],
+    base_ts: int,
+    default_ts: int,
+    offset_deltas: Sequence[int] | None,
+) -> bytes | None:
+    """``encode_records`` through aiokafka's compiled DefaultRecordBatchBuilder: the records
+    section of the batch it builds. None when the builder is missing, when the base timestamp is
+    not the first record's (the builder takes its deltas from the first record; the cleaner
+    stores a delete horizon there) or when it refuses a record (e.g. a header key given as
+    bytes): the pure encoder then writes the section."""
+    builder = _compiled()[1]
+    if builder is None:
+        return None
+    first = records[0][3]
+    if (default_ts if first is None else first) != base_ts:
+        return None
+    b = builder(MAGIC, 0, 0, NO_PRODUCER_ID, -1, NO_SEQUENCE, _BUILDER_LIMIT)
+    add = b.append
+    i = 0
+    try:
+        for value, key, headers, ts in records:
+            if (
+                add(
+                    i if offset_deltas is None else offset_deltas[i],
+                    default_ts if ts is None else ts,
+                    key,
+                    value,
+                    list(headers) if headers else [],
+                )
+                is None
+            ):
+                return None  # over the builder's size limit
+            i += 1
+        return bytes(memoryview(b.build())[HEADER_SIZE:])
+    except Exception:  # noqa: BLE001 - anything it cannot take: the pure encoder's answer
+        return None
 
 
 def build_batch(
@@ -451,27 +506,40 @@ def decode_records(batch: bytes | memoryview, h: BatchHeader | None = None) -> l
 # --------------------------------------------------------------- the compiled reader (aiokafka)
 
 _UNRESOLVED = object()
-_compiled_batch = _UNRESOLVED  # aiokafka's DefaultRecordBatch, None without it; see _compiled()
-_PAD = bytes(16)  # zeros after the batch handed to the compiled reader (see _decode_compiled)
+# aiokafka's compiled DefaultRecordBatch and DefaultRecordBatchBuilder, None without them;
+# resolved by _compiled() on first use
+_compiled_batch = _UNRESOLVED
+_compiled_builder = _UNRESOLVED
+_PAD = bytes(16)  # zeros after the batch handed to the compiled reader (see _compiled_input)
+_BUILDER_LIMIT = 1 << 40  # the builder's batch size limit: none (max.message.bytes is ours)
 
 
 def _compiled():
-    """aiokafka's compiled DefaultRecordBatch, or None when it cannot be imported (aiokafka
-    missing, or installed without its C extensions). Imported on first use: importing aiokafka
-    loads its asyncio client too (~0.15 s), which `import streams.log` should not pay."""
-    global _compiled_batch
-    if _compiled_batch is _UNRESOLVED:
+    """(reader, builder): aiokafka's compiled DefaultRecordBatch and DefaultRecordBatchBuilder,
+    each None when it cannot be imported (aiokafka missing, or installed without its C
+    extensions) or was switched off. Imported on first use: importing aiokafka loads its
+    asyncio client too (~0.15 s), which `import streams.log` should not pay."""
+    global _compiled_batch, _compiled_builder
+    if _compiled_batch is _UNRESOLVED or _compiled_builder is _UNRESOLVED:
         try:
-            from aiokafka.record._crecords import DefaultRecordBatch
+            from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder
         except ImportError:
-            DefaultRecordBatch = None  # noqa: N806
-        _compiled_batch = DefaultRecordBatch
-    return _compiled_batch
+            DefaultRecordBatch = DefaultRecordBatchBuilder = None  # noqa: N806
+        if _compiled_batch is _UNRESOLVED:
+            _compiled_batch = DefaultRecordBatch
+        if _compiled_builder is _UNRESOLVED:
+            _compiled_builder = DefaultRecordBatchBuilder
+    return _compiled_batch, _compiled_builder
 
 
 def decoder() -> str:
-    """Which decoder reads whole batches: ``"aiokafka-c"`` or ``"python"``."""
-    return "python" if _compiled() is None else "aiokafka-c"
+    """Which code decodes whole batches: ``"aiokafka-c"`` or ``"python"``."""
+    return "python" if _compiled()[0] is None else "aiokafka-c"
+
+
+def encoder() -> str:
+    """Which code encodes the records of new batches: ``"aiokafka-c"`` or ``"python"``."""
+    return "python" if _compiled()[1] is None else "aiokafka-c"
 
 
 def _decode_whole(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) -> list[Record]:
@@ -574,7 +642,7 @@ def _decode_compiled(
     the caller then decodes with the pure decoder, so a corrupt batch gets the same records
     or the same CorruptRecord either way. The reader stamps timestamps as the pure decoder
     does (the batch's max timestamp for LogAppendTime) but returns -1 as None, undone here."""
-    reader = _compiled()
+    reader = _compiled()[0]
     if reader is None:
         return None
     buf = _compiled_input(batch, h, body, b"".join)
@@ -614,7 +682,7 @@ def _decode_range_compiled(
     the batch from the first record wanted on, under a copy of the header that counts only
     the records from there. None when the compiled reader is missing or fails, or the batch
     needs the pure decoder (see ``_decode_compiled``)."""
-    reader = _compiled()
+    reader = _compiled()[0]
     if reader is None:
         return None
     count = h.count

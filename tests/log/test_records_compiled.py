@@ -267,13 +267,13 @@ def test_without_aiokafka_the_store_reads_with_the_pure_decoder(tmp_path):
         store.append_batch("t", [ProducerRecord(b"v%d" % i) for i in range(3)], partition=0)
         got = [r.value for r in store.read("t", 0, 0)]
         store.close()
-        print(records.decoder(), got, "aiokafka" in sys.modules and sys.modules["aiokafka"])
+        print(records.decoder(), records.encoder(), got, sys.modules["aiokafka"])
         """
     )
     out = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["python", "[b'v0',", "b'v1',", "b'v2']", "None"]
+    assert out.split() == ["python", "python", "[b'v0',", "b'v1',", "b'v2']", "None"]
 
 
 @pytest.mark.parametrize("codec", sorted(compression.NAMES))
@@ -289,3 +289,44 @@ def test_partial_reads_still_use_offsets_limits_and_budgets(codec):
     assert rb.decode_from(batch, h, 15, 3)[0] == whole[5:8]
     part, used_part, done = rb.decode_from(batch, h, 10, 100, max_bytes=200)
     assert part == whole[: len(part)] and 0 < len(part) < 20 and not done and used_part <= 200
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    recs=st.lists(producer_records, min_size=1, max_size=40),
+    default_ts=st.integers(0, rb.MAX_TIMESTAMP),
+    gaps=st.none() | st.lists(st.integers(0, 70), min_size=40, max_size=40),
+)
+def test_compiled_and_pure_encode_the_same_bytes(recs, default_ts, gaps):
+    """New batches' records are written by aiokafka's compiled builder: byte for byte what the
+    pure encoder writes (offset gaps as the cleaner writes them included)."""
+    deltas = None
+    if gaps is not None:
+        deltas = [i + sum(gaps[: i + 1]) for i in range(len(recs))]
+    first = recs[0].timestamp_ms
+    base_ts = default_ts if first is None else first
+    got = rb._encode_compiled(recs, base_ts, default_ts, deltas)
+    assert got is not None
+    assert got == rb._encode_pure(recs, base_ts, default_ts, deltas)
+    assert rb.encode_records(recs, base_ts, default_ts, deltas) == got
+
+
+def test_the_pure_encoder_writes_what_the_builder_cannot():
+    """A base timestamp other than the first record's (the cleaner's delete horizon) and
+    header keys given as bytes are written by the pure encoder."""
+    recs = [ProducerRecord(b"v", timestamp_ms=50), ProducerRecord(b"w", timestamp_ms=70)]
+    assert rb._encode_compiled(recs, 10, 10, None) is None
+    assert rb.encode_records(recs, 10, 10) == rb._encode_pure(recs, 10, 10)
+    assert rb.decode_records(rb.build_batch(recs, now_ms=1, base_ts=10))[1].timestamp_ms == 70
+    keyed = [ProducerRecord(b"v", headers=((b"k", b"1"),), timestamp_ms=5)]
+    assert rb._encode_compiled(keyed, 5, 5, None) is None
+    assert rb.encode_records(keyed, 5, 5) == rb._encode_pure(keyed, 5, 5)
+
+
+def test_forced_fallback_encodes_with_the_pure_encoder(monkeypatch):
+    recs = [ProducerRecord(b"v%d" % i, b"k", (("h", None),), 10 + i) for i in range(5)]
+    compiled_bytes = rb.build_batch(recs, now_ms=1)
+    monkeypatch.setattr(rb, "_compiled_builder", None)
+    assert rb.encoder() == "python"
+    assert rb._encode_compiled(recs, 10, 1, None) is None
+    assert rb.build_batch(recs, now_ms=1) == compiled_bytes
