@@ -26,12 +26,14 @@ All varints are zig-zag encoded, as in protobuf.
 Because the CRC does not cover baseOffset, the store assigns offsets to a client's batch by
 patching the first 8 bytes; the rest is stored byte for byte.
 
-Decoding a whole batch (every sequential read) uses aiokafka's compiled record-batch reader
-(``aiokafka.record._crecords``, Cython) when it imports, and this module's pure-Python decoder
-otherwise; the two return identical records (tests/log/test_records_compiled.py). Neither checks
-the CRC: reads trust a validated log, as before. Any error in the compiled reader (a corrupt
-record, a header key that is not UTF-8) sends that batch through the pure decoder, whose result
-or CorruptRecord is then the answer. ``decoder()`` says which one is in use.
+Reads decode with aiokafka's compiled record-batch reader (``aiokafka.record._crecords``,
+Cython) when it imports, and with this module's pure-Python decoder otherwise; the two return
+identical records (tests/log/test_records_compiled.py). Neither checks the CRC: reads trust a
+validated log, as before. Any error in the compiled reader (a corrupt record, a header key that
+is not UTF-8) and any batch it would misread (record attributes with the high bit set) go
+through the pure decoder, whose records or CorruptRecord are then the answer. New batches'
+records are encoded by aiokafka's compiled builder (the same bytes as the pure encoder, kept as
+its fallback). ``decoder()`` and ``encoder()`` say which code is in use.
 """
 
 from __future__ import annotations
