@@ -47,6 +47,14 @@ import crc32c as _crc32c
 from streams.errors import CorruptRecord, InvalidRecord
 from streams.log import compression
 
+try:  # aiokafka's compiled DefaultRecordBatch and DefaultRecordBatchBuilder (Cython)
+    from aiokafka.record._crecords import DefaultRecordBatch as _compiled_batch
+    from aiokafka.record._crecords import DefaultRecordBatchBuilder as _compiled_builder
+except ImportError:  # aiokafka missing, or installed without its C extensions
+    _compiled_batch = _compiled_builder = None
+# (imported with the module, not on first use: importing aiokafka loads its asyncio client too,
+# ~0.15 s, which a process's first append or read should not wait for)
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength
@@ -507,30 +515,13 @@ def decode_records(batch: bytes | memoryview, h: BatchHeader | None = None) -> l
 
 # --------------------------------------------------------------- the compiled reader (aiokafka)
 
-_UNRESOLVED = object()
-# aiokafka's compiled DefaultRecordBatch and DefaultRecordBatchBuilder, None without them;
-# resolved by _compiled() on first use
-_compiled_batch = _UNRESOLVED
-_compiled_builder = _UNRESOLVED
 _PAD = bytes(16)  # zeros after the batch handed to the compiled reader (see _compiled_input)
 _BUILDER_LIMIT = 1 << 40  # the builder's batch size limit: none (max.message.bytes is ours)
 
 
 def _compiled():
     """(reader, builder): aiokafka's compiled DefaultRecordBatch and DefaultRecordBatchBuilder,
-    each None when it cannot be imported (aiokafka missing, or installed without its C
-    extensions) or was switched off. Imported on first use: importing aiokafka loads its
-    asyncio client too (~0.15 s), which `import streams.log` should not pay."""
-    global _compiled_batch, _compiled_builder
-    if _compiled_batch is _UNRESOLVED or _compiled_builder is _UNRESOLVED:
-        try:
-            from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder
-        except ImportError:
-            DefaultRecordBatch = DefaultRecordBatchBuilder = None  # noqa: N806
-        if _compiled_batch is _UNRESOLVED:
-            _compiled_batch = DefaultRecordBatch
-        if _compiled_builder is _UNRESOLVED:
-            _compiled_builder = DefaultRecordBatchBuilder
+    each None when it could not be imported or was switched off (tests do)."""
     return _compiled_batch, _compiled_builder
 
 

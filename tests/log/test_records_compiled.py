@@ -21,6 +21,7 @@ from streams.log.records import ProducerRecord, Record
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = int(os.environ.get("TIDELOG_RECORDS_EXAMPLES", "200"))
 CODECS = tuple(sorted(compression.NAMES))
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 header_keys = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 optional_bytes = st.none() | st.binary(max_size=300)
@@ -28,7 +29,7 @@ headers = st.lists(st.tuples(header_keys, optional_bytes), max_size=4).map(tuple
 timestamps = st.none() | st.integers(min_value=0, max_value=rb.MAX_TIMESTAMP)
 producer_records = st.builds(
     ProducerRecord,
-    value=optional_bytes | st.binary(min_size=8000, max_size=20_000),  # 3-byte varints too
+    value=optional_bytes | st.binary(min_size=8192, max_size=8300),  # 3-byte varints too
     key=optional_bytes,
     headers=headers,
     timestamp_ms=timestamps,
@@ -99,7 +100,7 @@ def test_the_compiled_reader_is_in_use():
     assert compiled(batch) == [Record(0, 5, b"k", b"v", (("h", b"x"),))]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
 @given(batch=batches())
 def test_compiled_and_pure_decode_alike(batch):
     h = rb.validate_batch(batch)
@@ -120,7 +121,7 @@ def test_compiled_and_pure_decode_alike(batch):
     )
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     batch=batches(codecs=(compression.NONE,), max_records=8),
     data=st.data(),
@@ -209,7 +210,7 @@ def test_record_walk_agrees_with_a_plain_walk(sizes, flagged, attribute, upto):
         assert walk == (at, upto) and found == lengths[:upto]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     batch=batches(max_records=30),
     data=st.data(),
@@ -291,7 +292,7 @@ def test_partial_reads_still_use_offsets_limits_and_budgets(codec):
     assert part == whole[: len(part)] and 0 < len(part) < 20 and not done and used_part <= 200
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     recs=st.lists(producer_records, min_size=1, max_size=40),
     default_ts=st.integers(0, rb.MAX_TIMESTAMP),
