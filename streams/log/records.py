@@ -237,8 +237,8 @@ def _encode_compiled(
     if builder is None:
         return None
     first = records[0][3]
-    if (default_ts if first is None else first) != base_ts:
-        return None
+    if (default_ts if first is None else first) != base_ts or base_ts < 0:
+        return None  # (it takes a first timestamp of -1 for "no record yet")
     b = builder(MAGIC, 0, 0, NO_PRODUCER_ID, -1, NO_SEQUENCE, _BUILDER_LIMIT)
     add = b.append
     i = 0
