@@ -11,8 +11,11 @@ Layout of a data directory::
     cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
 
 A topic's metadata file is its commit point: partition directories are created before it and
-removed after it, and directories that have no metadata are leftovers of an interrupted create
-or delete, removed at the next open.
+removed after it (a create that fails removes what it made), and directories that have no
+metadata are leftovers of an interrupted create or delete, removed at the next open. Topic names
+have up to 249 characters, as in Kafka, so every name derived from one fits in 255: a partition
+directory is at most 254, a deleted one is renamed ``<topic, cut>-<partition>.<id>-delete``
+(Kafka's scheme) before removal, and temporary files are named without the topic's full name.
 
 Thread-safety: every method may be called from any thread. Topic creation and deletion are
 serialised by one lock; appends and reads go straight to the partition logs.
@@ -38,6 +41,7 @@ from streams.errors import (
     DataDirLocked,
     InvalidPartitions,
     RecordTooLarge,
+    StorageError,
     StoreClosed,
     TopicAlreadyExists,
     UnknownPartition,
@@ -57,6 +61,7 @@ CLEANER_FILE = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOCK_FILE = ".lock"
 MAX_PARTITIONS = 10_000
+NAME_MAX = 255  # longest file name: <topic>-<partition> of a 249-character topic takes 254
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -255,6 +260,8 @@ class LogStore:
 
     def _load(self) -> None:
         os.makedirs(self._meta_dir(), exist_ok=True)
+        for directory in (self.path, os.path.dirname(self._meta_dir()), self._meta_dir()):
+            checkpoint.remove_leftover_tmp(directory)
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         metas = self._read_metas()
@@ -418,9 +425,15 @@ class LogStore:
             if name in self._topics:
                 raise TopicAlreadyExists(name)
             topic = _Topic(name, uuid.uuid4().hex, cfg, self.clock(), [], not cfg.compact)
-            for p in range(partitions):
-                topic.partitions.append(self._open_new_partition(topic, p))
-            self._write_meta(topic)
+            try:
+                for p in range(partitions):
+                    topic.partitions.append(self._open_new_partition(topic, p))
+                self._write_meta(topic)
+            except BaseException as exc:
+                self._discard_new_partitions(topic, 0, partitions)
+                if isinstance(exc, OSError):
+                    raise _storage_error(f"create topic {name!r}", exc) from exc
+                raise
             self._topics[name] = topic
         log.info("created topic %s with %d partitions %s", name, partitions, dict(cfg.overrides))
         return self.describe_topic(name)
@@ -436,6 +449,22 @@ class LogStore:
         plog.on_append = self._on_append
         return plog
 
+    def _discard_new_partitions(self, topic: _Topic, first: int, end: int) -> None:
+        """Undo a create (or an add of partitions) that failed: close the partitions it opened
+        and remove every directory it may have made, so nothing is left on disk."""
+        for plog in topic.partitions[first:]:
+            try:
+                plog.close()
+            except OSError as exc:  # a full disk may refuse the flush; the files go anyway
+                log.warning("%s: closing after a failed create: %s", plog.directory, exc)
+        del topic.partitions[first:]
+        for p in range(first, end):
+            shutil.rmtree(self._partition_dir(topic.name, p), ignore_errors=True)
+        try:
+            fsync_dir(self.path)
+        except OSError:
+            pass
+
     def _write_meta(self, topic: _Topic) -> None:
         data = json.dumps(topic.meta(), indent=1, sort_keys=True).encode()
         checkpoint.write_atomic(os.path.join(self._meta_dir(), f"{topic.name}.json"), data)
@@ -443,14 +472,14 @@ class LogStore:
     def delete_topic(self, name: str) -> None:
         with self._admin_lock:
             topic = self._topic(name)
-            os.unlink(os.path.join(self._meta_dir(), f"{name}.json"))
-            fsync_dir(self._meta_dir())
+            try:
+                os.unlink(os.path.join(self._meta_dir(), f"{name}.json"))
+                fsync_dir(self._meta_dir())
+            except OSError as exc:
+                raise _storage_error(f"delete topic {name!r}", exc) from exc
             del self._topics[name]
             for plog in topic.partitions:
-                plog.close()
-                doomed = f"{plog.directory}.{topic.topic_id}-delete"
-                os.rename(plog.directory, doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
+                _remove_partition_dir(plog, topic.topic_id)
             for p in range(len(topic.partitions)):
                 self.cleaner_offsets.pop((name, p), None)
         log.info("deleted topic %s", name)
@@ -468,9 +497,17 @@ class LogStore:
                 )
             if total == current:
                 raise InvalidPartitions(f"topic {name!r} already has {current} partitions")
-            new = [self._open_new_partition(topic, p) for p in range(current, total)]
-            topic.partitions = topic.partitions + new
-            self._write_meta(topic)
+            grown = dataclasses.replace(topic, partitions=list(topic.partitions))
+            try:
+                for p in range(current, total):
+                    grown.partitions.append(self._open_new_partition(topic, p))
+                self._write_meta(grown)
+            except BaseException as exc:
+                self._discard_new_partitions(grown, current, total)
+                if isinstance(exc, OSError):
+                    raise _storage_error(f"add partitions to topic {name!r}", exc) from exc
+                raise
+            topic.partitions = grown.partitions
         return self.describe_topic(name)
 
     def alter_config(
@@ -480,12 +517,16 @@ class LogStore:
         with self._admin_lock:
             topic = self._topic(name)
             cfg = topic.config.updated(dict(set_ or {}), tuple(delete))
+            contiguous = topic.contiguous and not cfg.compact
+            try:  # on disk first: a refused write leaves the topic as it was
+                self._write_meta(dataclasses.replace(topic, config=cfg, contiguous=contiguous))
+            except OSError as exc:
+                raise _storage_error(f"change the config of topic {name!r}", exc) from exc
             topic.config = cfg
-            topic.contiguous = topic.contiguous and not cfg.compact
+            topic.contiguous = contiguous
             for plog in topic.partitions:
                 plog.config = cfg
                 plog.contiguous = topic.contiguous
-            self._write_meta(topic)
         return self.describe_topic(name)
 
     def list_topics(self, include_internal: bool = True) -> list[str]:
@@ -649,6 +690,31 @@ def _describe_partition(p: PartitionLog) -> PartitionDescription:
 def _last_ts(segs) -> int | None:
     ts = max((s.max_timestamp for s in segs), default=-1)
     return ts if ts >= 0 else None
+
+
+def _storage_error(action: str, exc: OSError) -> StorageError:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return StorageError(f"could not {action}: {exc.strerror or exc}{where}", exc.errno)
+
+
+def _remove_partition_dir(plog: PartitionLog, topic_id: str) -> None:
+    """Close a deleted topic's partition and remove its directory: renamed first, as Kafka does
+    (``<topic, cut to fit>-<partition>.<topic id>-delete``), so a crash midway leaves a name
+    the next open removes, never a directory that looks like a live partition."""
+    try:
+        plog.close()
+    except OSError as exc:
+        log.warning("%s: closing a deleted partition: %s", plog.directory, exc)
+    suffix = f"-{plog.partition}.{topic_id}-delete"
+    doomed = os.path.join(
+        os.path.dirname(plog.directory), plog.topic[: NAME_MAX - len(suffix)] + suffix
+    )
+    try:
+        os.rename(plog.directory, doomed)
+    except OSError as exc:
+        log.warning("%s: could not rename it for deletion (%s); removing it in place", doomed, exc)
+        doomed = plog.directory
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _check_partition_count(n: int) -> None:
