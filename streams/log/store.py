@@ -52,6 +52,7 @@ from streams.log.config import TopicConfig, validate_topic_name
 from streams.log.partition import PartitionLog, fsync_dir
 from streams.log.partitioner import StickyPartitioner, partition_for_key
 from streams.log.records import ProducerRecord, Record
+from streams.log.refusals import RefusalLog
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,7 @@ class LogStore:
         self._thread: threading.Thread | None = None
         self.cleaner_offsets: dict[tuple[str, int], int] = {}
         self.was_clean_shutdown = True
+        self._refusals = RefusalLog(f"{self.path}")
         self._append_listeners: tuple[Callable[[PartitionLog], None], ...] = ()
 
     # ================================================================== lifecycle
@@ -341,13 +343,22 @@ class LogStore:
         if self._thread is not None:
             self._thread.join()
         with self._admin_lock:
-            for topic in self._topics.values():
-                for plog in topic.partitions:
-                    plog.close()
-            self.write_checkpoints()
-            checkpoint.write_atomic(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), b"")
-            self._closed = True
-            self._unlock()
+            try:
+                for topic in self._topics.values():
+                    for plog in topic.partitions:
+                        plog.close()
+                self.write_checkpoints()
+                checkpoint.write_atomic(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), b"")
+            except (OSError, StorageError) as exc:
+                log.warning(
+                    "%s: closed without the clean-shutdown marker (%s); the next open recovers "
+                    "every partition from its recovery point",
+                    self.path,
+                    exc,
+                )
+            finally:
+                self._closed = True
+                self._unlock()
 
     def __enter__(self) -> LogStore:
         return self
@@ -356,17 +367,24 @@ class LogStore:
         self.close()
 
     def write_checkpoints(self) -> None:
-        """Persist recovery points, log start offsets and cleaner offsets."""
+        """Persist recovery points, log start offsets and cleaner offsets (StorageError when
+        the disk refuses: the previous checkpoints stay, logged once per streak)."""
         recovery, starts = {}, {}
-        for topic in list(self._topics.values()):
-            for plog in topic.partitions:
-                key = (topic.name, plog.partition)
-                recovery[key] = plog.checkpoint_recovery_point()
-                starts[key] = plog.log_start_offset
-        checkpoint.write(os.path.join(self.path, RECOVERY_POINT_FILE), recovery)
-        checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
-        live = {k: v for k, v in self.cleaner_offsets.items() if k in recovery}
-        checkpoint.write(os.path.join(self.path, CLEANER_FILE), live)
+        try:
+            for topic in list(self._topics.values()):
+                for plog in topic.partitions:
+                    key = (topic.name, plog.partition)
+                    recovery[key] = plog.checkpoint_recovery_point()
+                    starts[key] = plog.log_start_offset
+            checkpoint.write(os.path.join(self.path, RECOVERY_POINT_FILE), recovery)
+            checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+            live = {k: v for k, v in self.cleaner_offsets.items() if k in recovery}
+            checkpoint.write(os.path.join(self.path, CLEANER_FILE), live)
+        except OSError as exc:
+            raise self._refusals.refused(
+                "write the checkpoints", exc, "the previous ones stay; the next turn tries again"
+            ) from None
+        self._refusals.succeeded()
 
     def _on_log_start_change(self, plog: PartitionLog) -> None:
         # Deleted records must stay deleted after a crash: checkpoint before returning.
@@ -376,7 +394,14 @@ class LogStore:
                 for t in self._topics.values()
                 for p in t.partitions
             }
-            checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+            try:
+                checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+            except OSError as exc:
+                raise self._refusals.refused(
+                    f"record the new log start offset of {plog.topic}-{plog.partition}",
+                    exc,
+                    "the records are deleted now but may come back after a crash",
+                ) from None
 
     def add_append_listener(self, listener: Callable[[PartitionLog], None]) -> None:
         """Call `listener(partition_log)` whenever a partition's high watermark advances.
