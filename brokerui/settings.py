@@ -18,6 +18,9 @@ TIDELOG_KAFKA_LISTENER = CONFIG.kafka_listener
 TIDELOG_KAFKA_AUTO_CREATE = CONFIG.kafka_auto_create
 TIDELOG_KAFKA_DEFAULT_PARTITIONS = CONFIG.kafka_default_partitions
 TIDELOG_KAFKA_MAX_REQUEST_BYTES = CONFIG.kafka_max_request_bytes
+TIDELOG_KAFKA_SASL = CONFIG.kafka_sasl
+TIDELOG_KAFKA_TLS_CERT = CONFIG.kafka_tls_cert
+TIDELOG_KAFKA_TLS_KEY = CONFIG.kafka_tls_key
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
 
@@ -36,6 +39,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "brokerui.console",
     "brokerui.audit",
+    "brokerui.kafkaport",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -89,11 +93,16 @@ if CONFIG.redis_url:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Django's ModelBackend, which also derives the SCRAM credentials of users created without them
+AUTHENTICATION_BACKENDS = ["brokerui.kafkaport.backends.ModelBackendWithScram"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # not a check: derives the password's SCRAM credentials for the Kafka port once it is set
+    {"NAME": "brokerui.kafkaport.passwords.KafkaScramCredentials"},
 ]
 
 LANGUAGE_CODE = "en-us"

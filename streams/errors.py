@@ -25,6 +25,18 @@ class UnknownTopic(TidelogError):
         self.topic = topic
 
 
+class UnknownTopicId(UnknownTopic):
+    """No topic has this id (KIP-516): it never existed, or its topic was deleted (a topic
+    re-created under the same name has a new id)."""
+
+    code = "unknown_topic_id"
+
+    def __init__(self, topic_id: str):
+        TidelogError.__init__(self, f"no topic has the id {topic_id}")
+        self.topic = None
+        self.topic_id = topic_id
+
+
 class UnknownPartition(TidelogError):
     code = "unknown_partition"
 

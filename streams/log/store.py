@@ -10,6 +10,11 @@ Layout of a data directory::
     log-start-offset-checkpoint         per partition: first readable offset
     cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
 
+A topic's id (KIP-516: a random UUID, as hex) is chosen when it is created and kept in its
+metadata file, so it stays the same across restarts and differs for a topic deleted and created
+again under the same name; a topic whose file has none (written by an early version) gets one
+when the store opens, written back at once.
+
 A topic's metadata file is its commit point: partition directories are created before it and
 removed after it (a create that fails removes what it made), and directories that have no
 metadata are leftovers of an interrupted create or delete, removed at the next open. Topic names
@@ -46,6 +51,7 @@ from streams.errors import (
     TopicAlreadyExists,
     UnknownPartition,
     UnknownTopic,
+    UnknownTopicId,
 )
 from streams.log import checkpoint
 from streams.log.config import TopicConfig, validate_topic_name
@@ -194,6 +200,7 @@ class LogStore:
         self.path = os.path.abspath(path)
         self.clock = clock
         self._topics: dict[str, _Topic] = {}
+        self._names_by_id: dict[str, str] = {}
         self._admin_lock = threading.RLock()
         self._lock_fd = -1
         self._closed = False
@@ -276,7 +283,9 @@ class LogStore:
         self._remove_orphans(metas)
         for meta in metas:
             config = TopicConfig.from_mapping(meta["config"])
-            topic = _Topic(meta["name"], meta["id"], config, meta["created_ms"], [])
+            topic_id = _valid_topic_id(meta.get("id"))
+            created = meta["created_ms"]
+            topic = _Topic(meta["name"], topic_id or _new_topic_id(), config, created, [])
             topic.contiguous = meta.get("contiguous", not config.compact) and not config.compact
             for p in range(meta["partitions"]):
                 key = (topic.name, p)
@@ -294,6 +303,10 @@ class LogStore:
                 plog.on_append = self._on_append
                 topic.partitions.append(plog)
             self._topics[topic.name] = topic
+            self._names_by_id[topic.topic_id] = topic.name
+            if topic_id is None:
+                log.info("topic %s had no topic id: it is now %s", topic.name, topic.topic_id)
+                self._write_meta(topic)
         if clean:
             os.unlink(marker)
             fsync_dir(self.path)
@@ -449,7 +462,7 @@ class LogStore:
                 raise StoreClosed(f"the log store at {self.path} is closed")
             if name in self._topics:
                 raise TopicAlreadyExists(name)
-            topic = _Topic(name, uuid.uuid4().hex, cfg, self.clock(), [], not cfg.compact)
+            topic = _Topic(name, _new_topic_id(), cfg, self.clock(), [], not cfg.compact)
             try:
                 for p in range(partitions):
                     topic.partitions.append(self._open_new_partition(topic, p))
@@ -460,6 +473,7 @@ class LogStore:
                     raise _storage_error(f"create topic {name!r}", exc) from exc
                 raise
             self._topics[name] = topic
+            self._names_by_id[topic.topic_id] = name
         log.info("created topic %s with %d partitions %s", name, partitions, dict(cfg.overrides))
         return self.describe_topic(name)
 
@@ -503,6 +517,7 @@ class LogStore:
             except OSError as exc:
                 raise _storage_error(f"delete topic {name!r}", exc) from exc
             del self._topics[name]
+            self._names_by_id.pop(topic.topic_id, None)
             for plog in topic.partitions:
                 _remove_partition_dir(plog, topic.topic_id)
             for p in range(len(topic.partitions)):
@@ -572,6 +587,20 @@ class LogStore:
 
     def partition_count(self, name: str) -> int:
         return len(self._topic(name).partitions)
+
+    def topic_id(self, name: str) -> str:
+        """The topic's id (KIP-516), 32 hex digits; UnknownTopic if there is no such topic."""
+        return self._topic(name).topic_id
+
+    def topic_name(self, topic_id: str) -> str:
+        """The name of the topic with this id (32 hex digits, any case); UnknownTopicId if
+        none has it (the topic was deleted, perhaps re-created under a new id)."""
+        if self._closed:
+            raise StoreClosed(f"the log store at {self.path} is closed")
+        name = self._names_by_id.get(topic_id.lower())
+        if name is None:
+            raise UnknownTopicId(topic_id)
+        return name
 
     # ================================================================== records
 
@@ -740,6 +769,21 @@ def _remove_partition_dir(plog: PartitionLog, topic_id: str) -> None:
         log.warning("%s: could not rename it for deletion (%s); removing it in place", doomed, exc)
         doomed = plog.directory
     shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _new_topic_id() -> str:
+    return uuid.uuid4().hex  # version 4: never the all-zero id, which means "no id" on the wire
+
+
+def _valid_topic_id(value: object) -> str | None:
+    """`value` as a topic id (32 lowercase hex digits, not all zero), or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = uuid.UUID(hex=value)
+    except ValueError:
+        return None
+    return parsed.hex if parsed.int else None
 
 
 def _check_partition_count(n: int) -> None:

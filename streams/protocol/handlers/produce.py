@@ -36,9 +36,11 @@ from streams.protocol.handlers.common import (
     ErrorCode,
     domain_error_code,
     log,
+    topic_for_id,
 )
 
 MIN_MAGIC2_VERSION = 3  # Produce v0-2 carry message format v0/v1, which Tidelog does not store
+MIN_TOPIC_ID_VERSION = 13  # topics named by id (KIP-516)
 MAX_EPOCH = 32767
 
 
@@ -57,12 +59,19 @@ def handle_produce(ctx: BrokerContext, req: Request) -> Awaitable:
     syncs: list[tuple[PartitionLog, int]] = []
     results = []
     for topic_data in body.topic_data:
-        name = topic_data.name
+        name, topic_error = topic_data.name, 0
+        if req.api_version >= MIN_TOPIC_ID_VERSION:  # by id (KIP-516): never auto-created
+            try:
+                name = topic_for_id(ctx, topic_data.topic_id)
+            except TidelogError as exc:
+                topic_error = domain_error_code(exc)
         parts = [
-            _produce_partition(ctx, req, body.acks, name, pd.index, pd.records, syncs)
+            PartitionResult(pd.index, topic_error)
+            if topic_error
+            else _produce_partition(ctx, req, body.acks, name, pd.index, pd.records, syncs)
             for pd in topic_data.partition_data
         ]
-        results.append((name, parts))
+        results.append((name, topic_data.topic_id, parts))
     # requested now, not in `_complete`: written records must reach the disk (and the high
     # watermark) even if this request is cancelled, e.g. by its connection closing
     synced = ctx.executor.submit(_sync_all, syncs) if syncs else None
@@ -166,7 +175,7 @@ async def _complete(req: Request, acks: int, results, synced: Future | None) -> 
         if failed:
             results = _with_sync_failures(results, failed)
     if acks == 0:
-        failed = [r for _, parts in results for r in parts if r.error]
+        failed = [r for _, _, parts in results for r in parts if r.error]
         if failed:
             raise CloseConnection(f"acks=0 produce failed with error {failed[0].error}")
         return None
@@ -176,6 +185,7 @@ async def _complete(req: Request, acks: int, results, synced: Future | None) -> 
     responses = [
         topic_cls(
             name=name,
+            topic_id=topic_id,  # v13+ answer by id
             partition_responses=[
                 part_cls(
                     index=r.index,
@@ -189,7 +199,7 @@ async def _complete(req: Request, acks: int, results, synced: Future | None) -> 
                 for r in parts
             ],
         )
-        for name, parts in results
+        for name, topic_id, parts in results
     ]
     return codec.make_response(req, responses=responses, throttle_time_ms=0)
 
