@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "brokerui.console",
+    "brokerui.accounts",
     "brokerui.audit",
     "rest_framework",
     "rest_framework.authtoken",

@@ -3,7 +3,7 @@
 from django.urls import include, path
 
 urlpatterns = [
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include("brokerui.accounts.urls")),
     path("api/v1/", include("brokerui.api.urls")),
     path("", include("brokerui.console.urls")),
 ]
