@@ -28,6 +28,7 @@ from streams.errors import (
     OutOfOrderSequence,
     ProducerFenced,
     RecordTooLarge,
+    StorageError,
     StoreClosed,
     TopicAlreadyExists,
     UnknownPartition,
@@ -78,6 +79,7 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    KAFKA_STORAGE_ERROR = 56
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     NON_EMPTY_GROUP = 68
@@ -102,6 +104,7 @@ _BY_TYPE: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (InvalidConfig, ErrorCode.INVALID_CONFIG),
     (OutOfOrderSequence, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (ProducerFenced, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
     (StoreClosed, ErrorCode.UNKNOWN_SERVER_ERROR),
 )
 
