@@ -123,6 +123,18 @@ class StoreClosed(TidelogError):
     code = "store_closed"
 
 
+class StorageError(TidelogError):
+    """The disk refused a write (full, quota, I/O error): nothing was stored and the log is as
+    it was before the attempt. Kafka's KAFKA_STORAGE_ERROR; clients retry, and the same
+    request succeeds once the disk has room again."""
+
+    code = "storage_error"
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+
+
 # --------------------------------------------------------------------------- consumer groups
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from streams.protocol.handlers import admin, fetch, groups, metadata, offsets, produce
+from streams.protocol.handlers import admin, fetch, groups, metadata, offsets, produce, sasl
 
 
 class Api(NamedTuple):
@@ -48,6 +48,7 @@ APIS: dict[int, Api] = {
         Api(14, 5, groups.handle_sync_group),
         Api(15, 5, groups.handle_describe_groups),
         Api(16, 5, groups.handle_list_groups),
+        Api(17, 1, sasl.handle_sasl_handshake),
         Api(18, 4, metadata.handle_api_versions),
         Api(19, 7, admin.handle_create_topics),
         Api(20, 6, admin.handle_delete_topics),
@@ -56,6 +57,7 @@ APIS: dict[int, Api] = {
         Api(23, 4, offsets.handle_offset_for_leader_epoch),
         Api(32, 4, admin.handle_describe_configs),
         Api(33, 2, admin.handle_alter_configs),
+        Api(36, 2, sasl.handle_sasl_authenticate),
         Api(37, 3, admin.handle_create_partitions),
         Api(42, 2, groups.handle_delete_groups),
         Api(44, 1, admin.handle_incremental_alter_configs),

@@ -28,6 +28,7 @@ from streams.errors import (
     OutOfOrderSequence,
     ProducerFenced,
     RecordTooLarge,
+    StorageError,
     StoreClosed,
     TopicAlreadyExists,
     UnknownPartition,
@@ -63,6 +64,10 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUIRED_ACKS = 21
     INVALID_GROUP_ID = 24
     TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -74,6 +79,8 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
@@ -97,6 +104,7 @@ _BY_TYPE: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (InvalidConfig, ErrorCode.INVALID_CONFIG),
     (OutOfOrderSequence, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (ProducerFenced, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
     (StoreClosed, ErrorCode.UNKNOWN_SERVER_ERROR),
 )
 

@@ -4,7 +4,8 @@ group; partitions report leader epoch 0.
 
 Every topic carries its id (KIP-516, v10+), and v10+ requests may ask for a topic by id alone.
 Topics named in a Metadata request are created when missing, as Kafka does with
-``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``).
+``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``), for
+principals who may create topics (operators, or anyone on a listener without authentication).
 
 Thread-safety: handlers run on the listener's event loop, one request of a connection at a
 time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
@@ -29,6 +30,7 @@ from streams.protocol.handlers.common import (
     log,
     topic_for_id,
 )
+from streams.protocol.security import Role
 
 TRANSACTION_KEY_TYPE = 1
 
@@ -46,8 +48,10 @@ async def handle_metadata(ctx: BrokerContext, req: Request) -> Any:
         wanted = [(n, None) for n in ctx.store.list_topics(include_internal=True)]  # v0: all
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
-    may_create = ctx.config.auto_create_topics and (
-        req.api_version < 4 or body.allow_auto_topic_creation
+    may_create = (
+        ctx.config.auto_create_topics
+        and (req.api_version < 4 or body.allow_auto_topic_creation)
+        and (req.principal is None or req.principal.role >= Role.OPERATOR)  # Kafka: CREATE
     )
     topics = []
     for name, topic_id in wanted:

@@ -24,7 +24,7 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from streams.errors import InvalidRecord, TidelogError, UnknownTopic
+from streams.errors import InvalidRecord, StorageError, TidelogError, UnknownTopic
 from streams.log import records as rb
 from streams.log.partition import PartitionLog
 from streams.log.store import is_internal
@@ -157,14 +157,23 @@ def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, dup, s
     return PartitionResult(partition, 0, base, ts, plog.log_start_offset)
 
 
-def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> None:
+def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> dict[tuple[str, int], StorageError]:
+    """Wait for the disk; returns the partitions whose sync failed (they answer
+    KAFKA_STORAGE_ERROR: their records may not be on disk, so they are not acknowledged)."""
+    failed = {}
     for plog, end in syncs:
-        plog.sync_to(end)
+        try:
+            plog.sync_to(end)
+        except StorageError as exc:
+            failed[(plog.topic, plog.partition)] = exc
+    return failed
 
 
 async def _complete(req: Request, acks: int, results, synced: Future | None) -> Any:
     if synced is not None:
-        await asyncio.shield(asyncio.wrap_future(synced))
+        failed = await asyncio.shield(asyncio.wrap_future(synced))
+        if failed:
+            results = _with_sync_failures(results, failed)
     if acks == 0:
         failed = [r for _, _, parts in results for r in parts if r.error]
         if failed:
@@ -193,6 +202,22 @@ async def _complete(req: Request, acks: int, results, synced: Future | None) -> 
         for name, topic_id, parts in results
     ]
     return codec.make_response(req, responses=responses, throttle_time_ms=0)
+
+
+def _with_sync_failures(results, failed: dict[tuple[str, int], StorageError]):
+    code = int(ErrorCode.KAFKA_STORAGE_ERROR)
+    return [
+        (
+            name,
+            [
+                PartitionResult(r.index, code, message=str(failed[(name, r.index)]))
+                if (name, r.index) in failed and not r.error
+                else r
+                for r in parts
+            ],
+        )
+        for name, parts in results
+    ]
 
 
 async def handle_init_producer_id(ctx: BrokerContext, req: Request) -> Any:
