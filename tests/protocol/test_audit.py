@@ -132,3 +132,47 @@ def test_refused_and_failed_changes(audited):
     with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):  # internal topic
         _wait(admin.create_partitions([NewPartitions("__consumer_offsets", 60)]))
     assert sink.events == []
+
+
+def test_changes_naming_topics_by_id_are_audited_under_the_topic_name(audited):
+    """OffsetCommit v10 and DeleteTopics v6 name topics by id (KIP-516): the audit log still
+    says which topic."""
+    import uuid
+
+    from streams.protocol import codec
+    from tests.protocol.wire import WireClient
+
+    broker, bootstrap, sink = audited
+    broker.store.create_topic("orders", 1)
+    topic_id = uuid.UUID(hex=broker.store.topic_id("orders"))
+    oc = codec.request_class(8)[10].OffsetCommitRequestTopic
+    dt = codec.request_class(20)[6].DeleteTopicState
+    with WireClient(bootstrap) as c:
+        committed = c.call(
+            8,
+            10,
+            group_id="billing",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                oc(
+                    topic_id=topic_id,
+                    partitions=[
+                        oc.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=-2, committed_metadata=None
+                        )
+                    ],
+                )
+            ],
+        )
+        assert committed.topics[0].partitions[0].error_code == 0
+        deleted = c.call(20, 6, topics=[dt(name=None, topic_id=topic_id)], timeout_ms=5000)
+        assert deleted.responses[0].error_code == 0
+    by_action = {e.action: e for e in sink.events}
+    assert [(e.action, e.target) for e in sink.events] == [
+        ("group.reset", "group billing"),
+        ("topic.delete", "topic orders"),
+    ]
+    assert by_action["group.reset"].before == {"offsets": {"orders": {"0": None}}}
+    assert by_action["group.reset"].after["offsets"] == {"orders": {"0": -2}}

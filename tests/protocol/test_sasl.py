@@ -399,3 +399,33 @@ def test_an_open_listener_answers_the_sasl_apis_with_illegal_sasl_state(bootstra
         assert c.call(17, 1, mechanism="PLAIN").error_code == 34
         assert c.call(36, 2, auth_bytes=b"").error_code == 34
         assert c.call(3, 12, topics=None).brokers[0].node_id == 0
+
+
+def test_refusals_of_requests_naming_topics_by_id_answer_by_id(sasl_broker, sasl_bootstrap):
+    """Produce v13 names topics by id (KIP-516): a viewer's refusal carries the id back, so the
+    client can tell which topic it concerns."""
+    import uuid
+
+    from streams.log import records as rb
+    from streams.log.records import ProducerRecord
+    from streams.protocol import codec
+
+    sasl_broker.store.create_topic("ledger", 1)
+    topic_id = uuid.UUID(hex=sasl_broker.store.topic_id("ledger"))
+    p = codec.request_class(0)[13].TopicProduceData
+    batch = rb.build_batch([ProducerRecord(b"forged")], now_ms=1_700_000_000_000)
+    with WireClient(sasl_bootstrap) as c:
+        assert c.call(17, 1, mechanism="PLAIN").error_code == 0
+        assert c.call(36, 2, auth_bytes=_plain_token("victor", PASSWORDS["victor"])).error_code == 0
+        resp = c.call(
+            0,
+            13,
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[p(topic_id=topic_id, partition_data=[p.PartitionProduceData(0, batch)])],
+        )
+    [topic] = resp.responses
+    assert topic.topic_id == topic_id
+    assert [r.error_code for r in topic.partition_responses] == [29]  # TOPIC_AUTHORIZATION_FAILED
+    assert sasl_broker.store.read("ledger", 0, 0) == []
