@@ -33,7 +33,8 @@ async function within (ms, what, promise) {
 function run (main) {
   main(args()).then(
     result => {
-      process.stdout.write(JSON.stringify(result) + '\n')
+      const json = JSON.stringify(result, (_, v) => (typeof v === 'bigint' ? String(v) : v))
+      process.stdout.write(json + '\n')
       process.exit(0)
     },
     error => {
