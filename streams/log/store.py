@@ -526,6 +526,10 @@ class LogStore:
                 _remove_partition_dir(plog, topic.topic_id)
             for p in range(len(topic.partitions)):
                 self.cleaner_offsets.pop((name, p), None)
+            try:  # a topic re-created under this name must not inherit these recovery points
+                self.write_checkpoints()
+            except StorageError:
+                pass  # logged; the next turn of the maintenance thread writes them
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int) -> TopicDescription:

@@ -206,3 +206,22 @@ def test_verify_reports_damage_and_repair_cuts_only_the_damaged_bytes(tmp_path):
             assert store.partition_log(TOPIC, 0).damaged == ()
             assert _readable(store) == expected
             assert store.append(TOPIC, b"more", partition=0).offset == end
+
+
+def test_a_topic_recreated_after_a_delete_does_not_inherit_its_recovery_point(tmp_path):
+    """The recovery point is the last verified point: a re-created topic with a stale one from
+    its predecessor would look like a log missing offsets after a crash."""
+    path = str(tmp_path / "data")
+    store = LogStore.open(path, background=False)
+    store.create_topic(TOPIC, 1)
+    _fill(store, 10)
+    store.write_checkpoints()  # the maintenance thread's periodic checkpoint
+    store.delete_topic(TOPIC)
+    store.create_topic(TOPIC, 1)
+    store.append(TOPIC, b"one", partition=0)
+    for p in store.all_partitions():  # then kill -9
+        p.close()
+    store._unlock()
+    with LogStore.open(path, background=False) as again:
+        assert again.partition_log(TOPIC, 0).damaged == ()
+        assert again.offsets(TOPIC, 0) == (0, 1)
