@@ -18,35 +18,14 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import errors as kafka_errors
 
 from streams.protocol import server as listener_server
-from streams.protocol.security import Role, scram_credential
+from streams.protocol.security import Role
 from tests.protocol.conftest import open_broker
+from tests.protocol.sasl_users import PASSWORDS, Users
 from tests.protocol.wire import WireClient
 from tests.tls import self_signed_cert
 
 DEADLINE_S = 30
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-PASSWORDS = {"olivia": "operator-pass", "victor": "viewer-pass", "nora": "no-role-pass"}
-
-
-class Users:
-    """An in-memory Authenticator: passwords kept only as SCRAM credentials and for PLAIN."""
-
-    def __init__(self):
-        self.roles = {"olivia": Role.OPERATOR, "victor": Role.VIEWER, "nora": Role.NONE}
-        self.creds = {
-            (user, m): scram_credential(m, pw)
-            for user, pw in PASSWORDS.items()
-            for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
-        }
-
-    def check_plain(self, user, password):
-        return PASSWORDS.get(user) == password
-
-    def scram_credential(self, user, mechanism):
-        return self.creds.get((user, mechanism))
-
-    def role(self, user):
-        return self.roles.get(user, Role.NONE)
 
 
 @pytest.fixture
