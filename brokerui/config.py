@@ -191,6 +191,30 @@ def load_or_create_secret_key(data_dir: Path) -> str:
     return _read_secret(path)
 
 
+def ensure_private_sqlite(database: dict) -> None:
+    """Create the SQLite database file owner-only (0600) before Django opens it, and tighten an
+    existing one that others can read: it holds sessions and API tokens.
+
+    SQLite gives its journal and WAL files the database file's mode, so they follow. Other
+    engines, and in-memory databases, are left alone.
+    """
+    if not database.get("ENGINE", "").endswith("sqlite3"):
+        return
+    name = str(database.get("NAME") or "")
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return
+    path = Path(name)
+    if not path.parent.is_dir():
+        return  # SQLite says "unable to open database file" on connect
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+    else:
+        os.close(fd)  # an empty file is a valid new SQLite database
+
+
 def _read_secret(path: Path) -> str:
     if path.stat().st_mode & 0o077:
         path.chmod(0o600)  # a key readable by others is tightened, not trusted as is

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import dj_database_url
 
-from brokerui.config import REPO_DIR, Config, ensure_data_dir, load_or_create_secret_key
+from brokerui.config import (
+    REPO_DIR,
+    Config,
+    ensure_data_dir,
+    ensure_private_sqlite,
+    load_or_create_secret_key,
+)
 
 CONFIG = Config.from_env()
 BASE_DIR = REPO_DIR
@@ -38,6 +44,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "brokerui.console",
+    "brokerui.accounts",
     "brokerui.audit",
     "brokerui.kafkaport",
     "rest_framework",
@@ -81,6 +88,7 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": dj_database_url.parse(CONFIG.database_url, conn_max_age=0)}
+ensure_private_sqlite(DATABASES["default"])  # sessions and API tokens: 0600, like the key
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if CONFIG.redis_url:
@@ -154,5 +162,7 @@ LOGGING = {
         "brokerui": {"handlers": ["console"], "level": "INFO"},
         # Daphne's one line per request under `manage.py runserver`.
         "django.channels.server": {"handlers": ["console"], "level": "INFO"},
+        # a 500's traceback (Django's own handler prints it only with DEBUG on)
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }

@@ -44,6 +44,7 @@ import struct
 import threading
 
 from streams.errors import ProtocolError
+from streams.log.refusals import RefusalLog
 from streams.protocol import audit, authz, codec
 from streams.protocol.audit import AuditEvent, AuditSink
 from streams.protocol.handlers import APIS, SUPPORTED_VERSIONS
@@ -118,6 +119,7 @@ class KafkaListener:
         self._ctx: BrokerContext | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.address: tuple[str, int] | None = None
+        self._snapshot_refusals = RefusalLog("producer state snapshot")
 
     # ================================================================== lifecycle
 
@@ -213,8 +215,12 @@ class KafkaListener:
             await asyncio.sleep(SNAPSHOT_INTERVAL_S)
             try:
                 await self._ctx.blocking(self.producers.snapshot)
+            except OSError as exc:  # a full disk: one line per streak, the next turn retries
+                self._snapshot_refusals.refused("write it", exc, "the previous one stays")
             except Exception:  # noqa: BLE001 - try again next time
                 log.exception("producer state snapshot failed")
+            else:
+                self._snapshot_refusals.succeeded()
 
     # ================================================================== connections
 

@@ -11,6 +11,9 @@ of the connection starts, as Kafka processes one request per connection at a tim
 *pipelined*: a plain function doing its ordered part at once and returning an awaitable for the
 rest (Produce: write now, wait for the disk later; Fetch: long-poll), so later requests of the
 connection proceed meanwhile. Responses always go out in request order.
+
+Topic ids (KIP-516): Metadata v10+ carries them; Produce v13, Fetch v13+, OffsetCommit v10,
+OffsetFetch v10 and DeleteTopics v6 name topics by id, resolved through the log store.
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ class Api(NamedTuple):
 APIS: dict[int, Api] = {
     api.key: api
     for api in (
-        Api(0, 10, produce.handle_produce, pipelined=True),
-        Api(1, 12, fetch.handle_fetch, pipelined=True),
+        Api(0, 13, produce.handle_produce, pipelined=True),
+        Api(1, 16, fetch.handle_fetch, pipelined=True),
         Api(2, 7, offsets.handle_list_offsets),
         Api(3, 13, metadata.handle_metadata),
-        Api(8, 9, offsets.handle_offset_commit),
-        Api(9, 9, offsets.handle_offset_fetch),
+        Api(8, 10, offsets.handle_offset_commit),
+        Api(9, 10, offsets.handle_offset_fetch),
         Api(10, 6, metadata.handle_find_coordinator),
         Api(11, 9, groups.handle_join_group),
         Api(12, 4, groups.handle_heartbeat),
