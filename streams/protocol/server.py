@@ -68,6 +68,7 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.byte
 SNAPSHOT_INTERVAL_S = 30.0
 _MIN_FRAME = 8  # api key, api version, correlation id
 SASL_MAX_RECEIVE_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.size, before authentication
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
 
@@ -119,6 +120,7 @@ class KafkaListener:
         self._ctx: BrokerContext | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.address: tuple[str, int] | None = None
+        self._tls: ssl.SSLContext | None = None
         self._snapshot_refusals = RefusalLog("producer state snapshot")
 
     # ================================================================== lifecycle
@@ -173,6 +175,7 @@ class KafkaListener:
             cfg.worker_threads, thread_name_prefix="tidelog-kafka-io"
         )
         notifier = AppendNotifier(self._loop)
+        self._tls = cfg.ssl_context()  # the handshake runs per connection (`_connection`)
         self._ctx = BrokerContext(
             store=self.store,
             coordinator=self.coordinator,
@@ -184,7 +187,7 @@ class KafkaListener:
         )
         try:
             self._server = await asyncio.start_server(
-                self._connection, cfg.host, cfg.port, limit=1 << 20, ssl=cfg.ssl_context()
+                self._connection, cfg.host, cfg.port, limit=1 << 20
             )
         except BaseException:  # e.g. the port is taken: leave nothing running behind
             self._executor.shutdown(wait=False)
@@ -226,6 +229,8 @@ class KafkaListener:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         peer = writer.get_extra_info("peername")
+        if self._tls is not None and not await _tls_handshake(writer, self._tls, peer):
+            return
         conn = _Connection(self._ctx, reader, writer, peer)
         self._connections.add(conn)
         try:
@@ -547,6 +552,24 @@ def _unsupported_answer(exc: codec.UnsupportedRequest) -> bytes:
         raise _Closing(f"{exc}, and no response shape is known for it")
     log.debug("answered unserved API key %d v%d with UNSUPPORTED_VERSION", key, version)
     return answer
+
+
+async def _tls_handshake(writer: asyncio.StreamWriter, context: ssl.SSLContext, peer) -> bool:
+    """Upgrade a new connection to TLS; False (logged, closed) when the handshake fails, e.g.
+    a client configured for plaintext."""
+    try:
+        await writer.start_tls(context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        return True
+    except (TimeoutError, OSError, EOFError) as exc:  # ssl.SSLError is an OSError
+        where = f"{peer[0]}:{peer[1]}" if peer else "?"
+        reason = getattr(exc, "reason", None) or type(exc).__name__
+        log.warning(
+            "TLS handshake with %s failed (%s): is the client configured for SSL or SASL_SSL?",
+            where,
+            reason,
+        )
+        writer.transport.abort()
+        return False
 
 
 async def _answer(build):

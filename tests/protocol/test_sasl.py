@@ -151,7 +151,7 @@ def test_kafka_python_operator_produces_and_viewer_consumes(sasl_broker, sasl_bo
     assert sasl_broker.coordinator.committed("analytics")[(topic, 0)].offset == 10
 
 
-def test_tls_with_and_without_sasl(tmp_path, users, tls_files):
+def test_tls_with_and_without_sasl(tmp_path, users, tls_files, caplog):
     cert, key = tls_files
     for authenticator, protocol in ((users, "SASL_SSL"), (None, "SSL")):
         broker = open_broker(
@@ -194,6 +194,7 @@ def test_tls_with_and_without_sasl(tmp_path, users, tls_files):
             with pytest.raises(ConnectionError):  # a plaintext client is not answered
                 with WireClient(bootstrap, timeout=5) as c:
                     c.call(18, 3, client_software_name="x", client_software_version="1")
+            assert any("TLS handshake with" in r.getMessage() for r in caplog.records)
         finally:
             broker.close()
 
