@@ -261,6 +261,7 @@ class _Connection:
         self.exchange: SaslExchange | None = None  # the SASL exchange, once a handshake chose it
         self.raw_sasl = False  # after a v0 SaslHandshake: tokens come without Kafka headers
         self.closing = False  # the last response is queued: read no more requests
+        self._failure = ""  # why the last SASL step failed, as the client is told
         self._refused_logged: set[int] = set()
 
     def abort(self) -> None:
