@@ -69,6 +69,7 @@ SNAPSHOT_INTERVAL_S = 30.0
 _MIN_FRAME = 8  # api key, api version, correlation id
 SASL_MAX_RECEIVE_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.size, before authentication
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+AUTH_THREADS = 2
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
 
@@ -119,6 +120,7 @@ class KafkaListener:
         self._connections: set[_Connection] = set()
         self._ctx: BrokerContext | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._auth_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.address: tuple[str, int] | None = None
         self._tls: ssl.SSLContext | None = None
         self._snapshot_refusals = RefusalLog("producer state snapshot")
@@ -174,6 +176,11 @@ class KafkaListener:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             cfg.worker_threads, thread_name_prefix="tidelog-kafka-io"
         )
+        # SASL checks (Django's PBKDF2 for PLAIN: about a second of CPU) and role look-ups get
+        # threads of their own, so a flood of sign-ins cannot hold up produce, fetch and groups
+        self._auth_executor = concurrent.futures.ThreadPoolExecutor(
+            AUTH_THREADS, thread_name_prefix="tidelog-kafka-auth"
+        )
         notifier = AppendNotifier(self._loop)
         self._tls = cfg.ssl_context()  # the handshake runs per connection (`_connection`)
         self._ctx = BrokerContext(
@@ -184,6 +191,7 @@ class KafkaListener:
             notifier=notifier,
             executor=self._executor,
             cluster_id=_cluster_id(self.store.path),
+            auth_executor=self._auth_executor,
         )
         try:
             self._server = await asyncio.start_server(
@@ -191,6 +199,7 @@ class KafkaListener:
             )
         except BaseException:  # e.g. the port is taken: leave nothing running behind
             self._executor.shutdown(wait=False)
+            self._auth_executor.shutdown(wait=False)
             raise
         self.store.add_append_listener(notifier.on_append)
         host, port = self._server.sockets[0].getsockname()[:2]
@@ -207,6 +216,7 @@ class KafkaListener:
         await self._server.wait_closed()
         self.store.remove_append_listener(self._ctx.notifier.on_append)
         self._executor.shutdown(wait=True)
+        self._auth_executor.shutdown(wait=True)
         try:
             self.producers.snapshot()
         except Exception:  # noqa: BLE001 - the store may already be closing
@@ -432,7 +442,7 @@ class _Connection:
         """The server's answer to one client token; None when authentication failed."""
         exchange = self.exchange
         try:
-            answer = await self.ctx.blocking(exchange.step, token)
+            answer = await self._auth_call(exchange.step, token)
         except AuthenticationFailed as exc:
             self._failure = str(exc)
             log.warning(
@@ -441,7 +451,7 @@ class _Connection:
             await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
             return None
         if exchange.done:
-            role = await self.ctx.blocking(self.ctx.config.authenticator.role, exchange.user)
+            role = await self._auth_call(self.ctx.config.authenticator.role, exchange.user)
             self.principal = Principal(exchange.user, role)
             self.role_checked = asyncio.get_running_loop().time()
             self.raw_sasl = False
@@ -461,11 +471,16 @@ class _Connection:
         if now - self.role_checked < ROLE_REFRESH_S:
             return
         user = self.principal.user
-        role = await self.ctx.blocking(self.ctx.config.authenticator.role, user)
+        role = await self._auth_call(self.ctx.config.authenticator.role, user)
         self.role_checked = now
         if role != self.principal.role:
             log.info("Kafka user %s on %s now has role %s", user, self.peer, role.name.lower())
             self.principal = Principal(user, role)
+
+    async def _auth_call(self, fn, *args):
+        """Run an authenticator call on the listener's authentication threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.ctx.auth_executor, fn, *args)
 
     async def _reply(self, req: codec.Request, body) -> None:
         await self.pending.put((None, bytes(codec.encode_response(req, body))))
