@@ -5,9 +5,10 @@ AdminClient; the console's sink is tested in tests/brokerui/test_kafka_port.py).
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -176,3 +177,49 @@ def test_changes_naming_topics_by_id_are_audited_under_the_topic_name(audited):
     ]
     assert by_action["group.reset"].before == {"offsets": {"orders": {"0": None}}}
     assert by_action["group.reset"].after["offsets"] == {"orders": {"0": -2}}
+
+
+def test_kafka_python_offset_changes_and_a_refused_group_delete(audited):
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    broker, bootstrap, sink = audited
+    broker.store.create_topic("ledger", 2)
+    broker.coordinator.commit_offsets("ops", {("ledger", 0): 5, ("ledger", 1): 2})
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kp-admin")
+    try:
+        admin.delete_group_offsets("ops", [KTopicPartition("ledger", 0)])
+        admin.alter_group_offsets(
+            "ops", {KTopicPartition("ledger", 1): OffsetAndMetadata(1, "", -1)}
+        )
+    finally:
+        admin.close()
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "busy", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["ledger"])
+    deadline = time.monotonic() + DEADLINE_S
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    confluent = AdminClient({"bootstrap.servers": bootstrap, "client.id": "ops-admin"})
+    with pytest.raises(Exception, match="NON_EMPTY_GROUP"):
+        _wait(confluent.delete_consumer_groups(["busy"]))
+    consumer.close()
+
+    events = {(e.action, e.target): e for e in sink.events}
+    assert list(events) == [
+        ("group.offsets.delete", "group ops"),
+        ("group.reset", "group ops"),
+        ("group.delete.refused", "group busy"),
+    ]
+    deleted = events[("group.offsets.delete", "group ops")]
+    assert deleted.before == {"topic": "ledger", "offsets": {"ledger": {"0": 5, "1": 2}}}
+    assert deleted.after == {"topic": "ledger", "offsets": None}
+    assert re.fullmatch(r"kp-admin@127\.0\.0\.1:\d+", deleted.who)
+    reset = events[("group.reset", "group ops")]
+    assert reset.before == {"offsets": {"ledger": {"1": 2}}}
+    assert reset.after["offsets"] == {"ledger": {"1": 1}}
+    refused = events[("group.delete.refused", "group busy")]
+    assert "active members" in refused.after["reason"]
