@@ -508,8 +508,6 @@ def _strategy(v) -> ResetStrategy:
     if v["from_file"]:
         # The engine's from-file reads a path on the server: the API takes the CSV text itself.
         return ResetStrategy("from-file", parse_offsets_csv(value or ""))
-    if kind == "to-datetime" and value and value.strip().lstrip("-").isdigit():
-        return ResetStrategy("to-datetime", int(value))  # epoch milliseconds
     return ResetStrategy.parse(kind, value)
 
 
