@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import dj_database_url
 
-from brokerui.config import REPO_DIR, Config, ensure_data_dir, load_or_create_secret_key
+from brokerui.config import (
+    REPO_DIR,
+    Config,
+    ensure_data_dir,
+    ensure_private_sqlite,
+    load_or_create_secret_key,
+)
 
 CONFIG = Config.from_env()
 BASE_DIR = REPO_DIR
@@ -18,6 +24,9 @@ TIDELOG_KAFKA_LISTENER = CONFIG.kafka_listener
 TIDELOG_KAFKA_AUTO_CREATE = CONFIG.kafka_auto_create
 TIDELOG_KAFKA_DEFAULT_PARTITIONS = CONFIG.kafka_default_partitions
 TIDELOG_KAFKA_MAX_REQUEST_BYTES = CONFIG.kafka_max_request_bytes
+TIDELOG_KAFKA_SASL = CONFIG.kafka_sasl
+TIDELOG_KAFKA_TLS_CERT = CONFIG.kafka_tls_cert
+TIDELOG_KAFKA_TLS_KEY = CONFIG.kafka_tls_key
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
 
@@ -35,7 +44,9 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "brokerui.console",
+    "brokerui.accounts",
     "brokerui.audit",
+    "brokerui.kafkaport",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -84,6 +95,7 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": dj_database_url.parse(CONFIG.database_url, conn_max_age=0)}
+ensure_private_sqlite(DATABASES["default"])  # sessions and API tokens: 0600, like the key
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if CONFIG.redis_url:
@@ -96,11 +108,16 @@ if CONFIG.redis_url:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Django's ModelBackend, which also derives the SCRAM credentials of users created without them
+AUTHENTICATION_BACKENDS = ["brokerui.kafkaport.backends.ModelBackendWithScram"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # not a check: derives the password's SCRAM credentials for the Kafka port once it is set
+    {"NAME": "brokerui.kafkaport.passwords.KafkaScramCredentials"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -153,5 +170,7 @@ LOGGING = {
         "brokerui": {"handlers": ["console"], "level": "INFO"},
         # Daphne's one line per request under `manage.py runserver`.
         "django.channels.server": {"handlers": ["console"], "level": "INFO"},
+        # a 500's traceback (Django's own handler prints it only with DEBUG on)
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }

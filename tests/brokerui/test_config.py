@@ -103,3 +103,42 @@ def test_listener_settings_reach_the_console_s_kafka_listener(settings, tmp_path
         assert "not-there" not in broker.store.list_topics()
     finally:
         close_broker()
+
+
+def _migrate(data_dir):
+    """`manage.py migrate` as `make run` runs it, under the usual umask 022."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TIDELOG_DATA_DIR": str(data_dir), "TIDELOG_DEMO": "0"}
+    env.pop("DATABASE_URL", None)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=REPO_DIR,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+        preexec_fn=lambda: os.umask(0o022),
+    )
+
+
+def test_a_fresh_sqlite_database_is_created_owner_only(tmp_path):
+    """Sessions and API tokens live in it: 0600 from the first byte, like the secret key."""
+    _migrate(tmp_path / "data")
+
+    db = tmp_path / "data" / "tidelog.sqlite3"
+    assert db.stat().st_size > 0  # migrated: the tables are in this file
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    assert not any(p.name.startswith("tidelog.sqlite3-") for p in db.parent.iterdir())
+
+
+def test_an_existing_world_readable_database_is_tightened(tmp_path):
+    _migrate(tmp_path / "data")
+    db = tmp_path / "data" / "tidelog.sqlite3"
+    db.chmod(0o644)
+
+    _migrate(tmp_path / "data")
+
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600

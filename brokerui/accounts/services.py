@@ -1,0 +1,66 @@
+"""Account actions: the user's own API token and password change. Each is audited with the
+audit writer (brokerui.audit.services.record), like every other change.
+
+One token per user (Django REST framework's ``authtoken``): creating a new one replaces the old
+one, so a leaked token is rotated by creating a new one and revoked by revoking it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from brokerui.audit.services import record
+
+SHOWN_PREFIX = 6  # characters of a stored token shown on the page (the whole key only once)
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    prefix: str
+    created: datetime
+
+
+def token_get(*, user) -> TokenInfo | None:
+    token = Token.objects.filter(user=user).first()
+    if token is None:
+        return None
+    return TokenInfo(prefix=token.key[:SHOWN_PREFIX], created=token.created)
+
+
+def token_create(*, user) -> str:
+    """A new token for `user`, replacing (and so revoking) any previous one; returns its key."""
+    with transaction.atomic():
+        replaced = Token.objects.filter(user=user).delete()[0] > 0
+        token = Token.objects.create(user=user)
+    record(
+        user,
+        "token.create",
+        _target(user),
+        before={"token": "replaced"} if replaced else None,
+        after={"token": token.key[:SHOWN_PREFIX] + "…", "created": token.created.isoformat()},
+    )
+    return token.key
+
+
+def token_revoke(*, user) -> bool:
+    """Delete `user`'s token; False when there was none (nothing is audited then)."""
+    token = Token.objects.filter(user=user).first()
+    if token is None:
+        return False
+    before = {"token": token.key[:SHOWN_PREFIX] + "…", "created": token.created.isoformat()}
+    token.delete()
+    record(user, "token.revoke", _target(user), before=before)
+    return True
+
+
+def password_change_record(*, user) -> None:
+    """Audit a password change (Django's form has already set and saved the new password)."""
+    record(user, "user.password_change", _target(user))
+
+
+def _target(user) -> str:
+    return f"user {user.get_username()}"

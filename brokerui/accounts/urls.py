@@ -1,0 +1,25 @@
+"""Account routes, at /accounts/ (Django's names: login, logout, password_change...)."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from brokerui.accounts import views
+
+urlpatterns = [
+    path("", views.account, name="account"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password_change/", views.PasswordChangeView.as_view(), name="password_change"),
+    path("password_change/done/", views.password_change_done, name="password_change_done"),
+    path("tokens/create/", views.token_create, name="token_create"),
+    path("tokens/revoke/", views.token_revoke, name="token_revoke"),
+    # Password reset by email: off (Tidelog has no mail set up); each step explains instead.
+    path("password_reset/", views.password_reset_unavailable, name="password_reset"),
+    path("password_reset/done/", views.password_reset_unavailable, name="password_reset_done"),
+    path(
+        "reset/<uidb64>/<token>/",
+        views.password_reset_unavailable,
+        name="password_reset_confirm",
+    ),
+    path("reset/done/", views.password_reset_unavailable, name="password_reset_complete"),
+]
