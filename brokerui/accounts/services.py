@@ -64,3 +64,24 @@ def password_change_record(*, user) -> None:
 
 def _target(user) -> str:
     return f"user {user.get_username()}"
+
+
+class _Client:
+    """ "Who" of an audit entry written before anyone is logged in: the client's address."""
+
+    is_authenticated = False
+
+    def __init__(self, address: str | None):
+        self.username = f"anonymous from {address or 'unknown address'}"
+
+
+def login_failure_record(
+    *, username: str, address: str | None, failures: int, limit: int, locked_out: bool
+) -> None:
+    """Audit a failed login (the throttle counted it): `failures` of `limit` for that user
+    name or address; `locked_out` when this failure started the lockout."""
+    details = {"address": address, "failures": failures, "limit": limit}
+    target = f"user {username[:150]}"
+    record(_Client(address), "user.login_failed", target, after=details)
+    if locked_out:
+        record(_Client(address), "user.locked_out", target, after=details)
