@@ -9,10 +9,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 BENCH_STAMP := $(VENV)/.bench-requirements-installed
+NODE_TESTS := tests/protocol/node
+NODE_STAMP := $(NODE_TESTS)/node_modules/.installed
 export TIDELOG_HTTP_PORT ?= 8000
-SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat
+SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm
 
-.PHONY: run test bench lint venv system-deps
+.PHONY: run test bench lint venv system-deps node-deps
 
 venv: $(STAMP)
 
@@ -35,6 +37,8 @@ system-deps:
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium fonts-dejavu-core"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 		echo "installing:$$missing"; \
@@ -43,8 +47,18 @@ system-deps:
 		echo "warning: missing$$missing; install with: sudo apt-get install$$missing" >&2; \
 	fi
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps node-deps
 	$(PY) -m pytest
+
+# The Node Kafka clients (KafkaJS, @platformatic/kafka) of tests/protocol, exactly as locked in
+# package-lock.json; again only when the lock file changes. Skipped (the tests say why) without npm.
+node-deps: system-deps
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory $(NODE_STAMP); \
+	else echo "warning: npm is missing; the Node client tests will be skipped" >&2; fi
+
+$(NODE_STAMP): $(NODE_TESTS)/package.json $(NODE_TESTS)/package-lock.json
+	cd $(NODE_TESTS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # make bench            all benchmarks in tests/bench/bench_*.py
 # make bench BENCH=log  only tests/bench/bench_log.py

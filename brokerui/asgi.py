@@ -21,7 +21,9 @@ from streams.errors import DataDirLocked  # noqa: E402
 # On an external cluster (TIDELOG_CLUSTER) the console is only a client: no local broker.
 if not is_external():
     try:
-        get_broker()
+        from brokerui.broker import kafka_listener_summary
+
+        print(f"tidelog: {kafka_listener_summary(get_broker())}", flush=True)
     except DataDirLocked as exc:  # a second server on the same data: say so, no traceback
         raise SystemExit(f"tidelog: {exc}") from None
     except OSError as exc:  # the Kafka listener's port is taken (a local Kafka, say)

@@ -14,6 +14,7 @@ from django.conf import settings
 
 from streams.broker.runtime import Broker
 from streams.protocol import ListenerConfig
+from streams.protocol.security import MECHANISMS
 
 _lock = threading.Lock()
 _broker: Broker | None = None
@@ -24,27 +25,55 @@ def get_broker() -> Broker:
     global _broker, _atexit_registered
     with _lock:
         if _broker is None:
-            _broker = Broker.open(
-                settings.TIDELOG_DATA_DIR,
-                demo=settings.TIDELOG_DEMO,
-                kafka_listener=_listener_config(),
-            )
+            broker = Broker.open(settings.TIDELOG_DATA_DIR, demo=settings.TIDELOG_DEMO)
+            config = _listener_config(broker)
+            if config is not None:
+                broker.start_kafka_listener(config)  # closes the broker if it cannot start
+            _broker = broker
             if not _atexit_registered:
                 atexit.register(close_broker)
                 _atexit_registered = True
         return _broker
 
 
-def _listener_config() -> ListenerConfig | None:
-    """The Kafka listener on TIDELOG_KAFKA_PORT, unless TIDELOG_KAFKA_LISTENER=0."""
+def _listener_config(broker: Broker) -> ListenerConfig | None:
+    """The Kafka listener on TIDELOG_KAFKA_PORT, unless TIDELOG_KAFKA_LISTENER=0: its admin
+    changes go to the audit log; with TIDELOG_KAFKA_SASL it signs in the console's users, and
+    with TIDELOG_KAFKA_TLS_CERT/_KEY it speaks TLS."""
     if not getattr(settings, "TIDELOG_KAFKA_LISTENER", True):
         return None
+    from brokerui.kafkaport.adapters import ConsoleAuthenticator, KafkaAuditSink
+
+    cert = getattr(settings, "TIDELOG_KAFKA_TLS_CERT", None)
+    key = getattr(settings, "TIDELOG_KAFKA_TLS_KEY", None)
+    sasl = getattr(settings, "TIDELOG_KAFKA_SASL", False)
     return ListenerConfig(
         port=settings.TIDELOG_KAFKA_PORT,
         auto_create_topics=settings.TIDELOG_KAFKA_AUTO_CREATE,
         default_partitions=settings.TIDELOG_KAFKA_DEFAULT_PARTITIONS,
         max_request_bytes=settings.TIDELOG_KAFKA_MAX_REQUEST_BYTES,
+        tls_cert_file=str(cert) if cert else None,
+        tls_key_file=str(key) if key else None,
+        authenticator=ConsoleAuthenticator() if sasl else None,
+        audit=KafkaAuditSink(broker),
     )
+
+
+def kafka_listener_summary(broker: Broker) -> str:
+    """One line saying where the Kafka listener is and in which mode (printed at start-up)."""
+    if broker.kafka_address is None:
+        return "Kafka protocol: off (TIDELOG_KAFKA_LISTENER=0)"
+    host, port = broker.kafka_address
+    mode = broker.kafka_security_protocol
+    open_ = "open: no authentication (TIDELOG_KAFKA_SASL=1 requires the console's users)"
+    if mode == "PLAINTEXT":
+        how = f"plaintext, {open_}"
+    elif mode == "SSL":
+        how = f"TLS, {open_}"
+    else:
+        tls = "TLS" if mode == "SASL_SSL" else "no TLS"
+        how = f"SASL {', '.join(MECHANISMS)} with the console's users and roles, {tls}"
+    return f"Kafka protocol on {host}:{port}: {mode} ({how})"
 
 
 def close_broker() -> None:

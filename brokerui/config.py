@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,9 @@ class Config:
     kafka_auto_create: bool = True  # Kafka's auto.create.topics.enable
     kafka_default_partitions: int = 1  # Kafka's num.partitions, for auto-created topics
     kafka_max_request_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+    kafka_sasl: bool = False  # require SASL (PLAIN, SCRAM-SHA-256/512) with the console's users
+    kafka_tls_cert: Path | None = None  # PEM certificate: the Kafka listener speaks TLS
+    kafka_tls_key: Path | None = None  # its private key (PEM)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -64,6 +68,8 @@ class Config:
                 env, "TIDELOG_KAFKA_MAX_REQUEST_BYTES", default=100 * 1024 * 1024,
                 lo=1024, hi=2**31 - 1,
             ),
+            kafka_sasl=_flag(env, "TIDELOG_KAFKA_SASL", default=False),
+            **_tls_files(env),
         )
 
 
@@ -109,6 +115,30 @@ def _int(env: Mapping[str, str], name: str, *, default: int, lo: int, hi: int) -
     if not lo <= number <= hi:
         raise ConfigError(f"{name}={number}: expected a number between {lo:,} and {hi:,}")
     return number
+
+
+def _tls_files(env: Mapping[str, str]) -> dict[str, Path | None]:
+    """TIDELOG_KAFKA_TLS_CERT and TIDELOG_KAFKA_TLS_KEY: both or neither, and loadable."""
+    cert = env.get("TIDELOG_KAFKA_TLS_CERT", "").strip()
+    key = env.get("TIDELOG_KAFKA_TLS_KEY", "").strip()
+    if not cert and not key:
+        return {"kafka_tls_cert": None, "kafka_tls_key": None}
+    if not cert or not key:
+        given, missing = (
+            ("TIDELOG_KAFKA_TLS_CERT", "TIDELOG_KAFKA_TLS_KEY")
+            if cert
+            else ("TIDELOG_KAFKA_TLS_KEY", "TIDELOG_KAFKA_TLS_CERT")
+        )
+        raise ConfigError(f"{given} is set but {missing} is not: TLS needs both (PEM files)")
+    cert_path, key_path = _path(cert, default=REPO_DIR), _path(key, default=REPO_DIR)
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"TIDELOG_KAFKA_TLS_CERT={cert!r}, TIDELOG_KAFKA_TLS_KEY={key!r}: cannot load the "
+            f"certificate and its key ({exc.strerror or exc}); both must be PEM files"
+        ) from None
+    return {"kafka_tls_cert": cert_path, "kafka_tls_key": key_path}
 
 
 def _cluster_url(value: str) -> str | None:

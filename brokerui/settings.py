@@ -26,6 +26,9 @@ TIDELOG_KAFKA_LISTENER = CONFIG.kafka_listener
 TIDELOG_KAFKA_AUTO_CREATE = CONFIG.kafka_auto_create
 TIDELOG_KAFKA_DEFAULT_PARTITIONS = CONFIG.kafka_default_partitions
 TIDELOG_KAFKA_MAX_REQUEST_BYTES = CONFIG.kafka_max_request_bytes
+TIDELOG_KAFKA_SASL = CONFIG.kafka_sasl
+TIDELOG_KAFKA_TLS_CERT = CONFIG.kafka_tls_cert
+TIDELOG_KAFKA_TLS_KEY = CONFIG.kafka_tls_key
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
 
@@ -46,6 +49,7 @@ INSTALLED_APPS = [
     "axes",  # before brokerui.accounts: its failure handler runs before the one that logs
     "brokerui.accounts",
     "brokerui.audit",
+    "brokerui.kafkaport",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -109,7 +113,8 @@ else:
 # audits failures. Unlock early: `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, which also derives the SCRAM credentials of users created without them
+    "brokerui.kafkaport.backends.ModelBackendWithScram",
 ]
 AXES_FAILURE_LIMIT = 10
 AXES_COOLOFF_TIME = timedelta(minutes=15)
@@ -123,6 +128,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # not a check: derives the password's SCRAM credentials for the Kafka port once it is set
+    {"NAME": "brokerui.kafkaport.passwords.KafkaScramCredentials"},
 ]
 
 LANGUAGE_CODE = "en-us"

@@ -25,6 +25,18 @@ class UnknownTopic(TidelogError):
         self.topic = topic
 
 
+class UnknownTopicId(UnknownTopic):
+    """No topic has this id (KIP-516): it never existed, or its topic was deleted (a topic
+    re-created under the same name has a new id)."""
+
+    code = "unknown_topic_id"
+
+    def __init__(self, topic_id: str):
+        TidelogError.__init__(self, f"no topic has the id {topic_id}")
+        self.topic = None
+        self.topic_id = topic_id
+
+
 class UnknownPartition(TidelogError):
     code = "unknown_partition"
 
@@ -109,6 +121,18 @@ class DataDirLocked(TidelogError):
 
 class StoreClosed(TidelogError):
     code = "store_closed"
+
+
+class StorageError(TidelogError):
+    """The disk refused a write (full, quota, I/O error): nothing was stored and the log is as
+    it was before the attempt. Kafka's KAFKA_STORAGE_ERROR; clients retry, and the same
+    request succeeds once the disk has room again."""
+
+    code = "storage_error"
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
 
 
 # --------------------------------------------------------------------------- consumer groups

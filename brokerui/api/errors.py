@@ -25,6 +25,7 @@ Status choices:
   ``operator_required``, ``csrf_failed``, ``internal_topic`` (403), ``not_found`` (404),
   ``method_not_allowed`` (405), ``unsupported_media_type`` (415).
 * A broken or closed store is the server's problem: ``corrupt_record`` → 500,
+  ``storage_error`` (the disk refused a write: full, quota, I/O error) → 507,
   ``store_closed`` / ``data_dir_locked`` → 503; any unexpected exception → 500
   ``internal_error`` (logged with its traceback), never an HTML page.
 """
@@ -57,6 +58,7 @@ DOMAIN_STATUS: dict[type, int] = {
     se.InvalidRecord: 400,
     se.InvalidResetSpec: 400,
     se.CorruptRecord: 500,
+    se.StorageError: 507,  # Insufficient Storage: nothing was stored, retry once there is room
     se.StoreClosed: 503,
     se.DataDirLocked: 503,
     se.ClusterUnavailable: 503,  # TIDELOG_CLUSTER: the external cluster does not answer

@@ -16,7 +16,7 @@ class AuditEntry(models.Model):
     target = models.CharField(max_length=300)  # e.g. topic orders, group billing
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
-    source = models.CharField(max_length=16, default="console")  # console | api | cli
+    source = models.CharField(max_length=16, default="console")  # console | api | cli | kafka
 
     class Meta:
         ordering = ["-at", "-id"]

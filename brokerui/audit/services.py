@@ -1,9 +1,10 @@
 """Writing audit records: to the database and, as JSON, to the internal topic ``__audit`` (of
 the built-in broker; on an external cluster, TIDELOG_CLUSTER, to the database only).
 
-Every mutating action of the console, the API and the command line calls ``record`` after it
-succeeded; a refusal worth seeing (an offset reset refused because the group has members) is
-recorded too, with the action suffixed ``.refused``.
+Every mutating action of the console, the API, the command line and the Kafka port
+(``brokerui.kafkaport.adapters.KafkaAuditSink``) calls ``record`` after it succeeded; a refusal
+worth seeing (an offset reset refused because the group has members) is recorded too, with the
+action suffixed ``.refused``.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ AUDIT_TOPIC_CONFIG = {"retention.ms": "-1", "cleanup.policy": "delete"}
 
 def record(
     user, action: str, target: str, *, before=None, after=None, source: str = "console",
-    cluster=None,
+    cluster=None, who: str | None = None,
 ) -> AuditEntry:
-    """Persist one audit entry; returns it. `cluster` None: the process's broker."""
+    """Persist one audit entry; returns it. `cluster` None: the process's broker (anything
+    with a ``store``, or without one for an external cluster). `who`: the author as shown,
+    when it is more than the user's name (a Kafka client's id and address)."""
+    username = who or getattr(user, "username", "") or "anonymous"
     entry = AuditEntry.objects.create(
         user=user if getattr(user, "is_authenticated", False) else None,
-        username=getattr(user, "username", "") or "anonymous",
+        username=username[: AuditEntry._meta.get_field("username").max_length],
         action=action, target=target, before=before, after=after, source=source,
     )
     _append_to_topic(entry, cluster)

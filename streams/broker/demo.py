@@ -20,6 +20,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from streams.errors import StorageError
+
 log = logging.getLogger(__name__)
 
 DEMO_TOPIC_CONFIG = {"retention.ms": str(24 * 3600 * 1000)}  # a day of demo data, then trimmed
@@ -218,6 +220,8 @@ class DemoTraffic:
         while not self._stopping.wait(self._interval):
             try:
                 self._produce_one()
+            except StorageError:  # a full disk: its partition logged one line for the streak
+                self._stopping.wait(5.0)
             except Exception:
                 if self._stopping.is_set():
                     return

@@ -89,12 +89,17 @@ class Broker:
             raise
         broker = cls(data_dir, store, coordinator, traffic, hub, panels)
         if kafka_listener is not None:
-            broker._start_listener(kafka_listener)
+            broker.start_kafka_listener(kafka_listener)
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
         return broker
 
-    def _start_listener(self, config: ListenerConfig) -> None:
+    def start_kafka_listener(self, config: ListenerConfig) -> None:
+        """Start the Kafka wire-protocol listener (once; `open` does it when given
+        ``kafka_listener``). A listener that cannot start closes the broker and raises."""
         from streams.protocol import KafkaListener
+
+        if self._listener is not None:
+            raise RuntimeError("the Kafka listener is running already")
 
         listener = KafkaListener(self._store, self._coordinator, config)
         try:
@@ -128,6 +133,11 @@ class Broker:
     def kafka_address(self) -> tuple[str, int] | None:
         """(host, port) the Kafka listener accepts connections on; None without one."""
         return self._listener.address if self._listener is not None else None
+
+    @property
+    def kafka_security_protocol(self) -> str | None:
+        """The Kafka listener's mode (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); None without."""
+        return self._listener.config.security_protocol if self._listener is not None else None
 
     @property
     def closed(self) -> bool:

@@ -130,6 +130,12 @@ class MemberDescription:
     host: str
     assignment: dict[str, list[int]]
     subscription: tuple[str, ...]
+    # the bytes as the member sent them (DescribeGroups returns these, never a re-encoding):
+    # its JoinGroup metadata for the group's protocol, only while the group is Stable, and the
+    # assignment the leader gave it (empty until the rebalance completes), as Kafka describes
+    # a classic group
+    protocol_metadata: bytes = b""
+    assignment_bytes: bytes = b""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -491,6 +497,11 @@ class GroupCoordinator:
         `expect` (offset resets): the committed offsets the plan was computed against
         (None: none committed); if any differs, nothing is written (OffsetsChanged).
 
+        Negative offsets are stored as given, as Kafka stores them: KafkaJS's
+        ``resetOffsets({earliest: true})`` commits -2 (and latest -1), which its consumers read
+        back as "start from the earliest/latest". They are sentinels, not positions: see
+        ``committed``.
+
         generation < 0 (admin tools, offset resets, ``assign()`` users) is accepted only while
         the group is Empty — checked here, under the same lock as membership changes, so a
         consumer that joins meanwhile cannot slip in between check and write. Members must
@@ -499,9 +510,6 @@ class GroupCoordinator:
         normalised = {
             tp: (v, "") if isinstance(v, int) else (int(v[0]), v[1]) for tp, v in offsets.items()
         }
-        for (topic, partition), (offset, _) in normalised.items():
-            if offset < 0:
-                raise ValueError(f"offset for {topic}-{partition} must be >= 0, got {offset}")
         with self._lock:
             now = self.clock()
             g = self._groups.get(group_id)
@@ -527,7 +535,7 @@ class GroupCoordinator:
             self.offsets.commit(group_id, normalised, now, durable=generation < 0)
 
     def _check_expected(self, group_id: str, expect: dict[TopicPartition, int | None]) -> None:
-        committed = self.offsets.committed(group_id)
+        committed = _positions(self.offsets.committed(group_id))
         changed = []
         for (topic, partition), offset in sorted(expect.items()):
             c = committed.get((topic, partition))
@@ -537,9 +545,16 @@ class GroupCoordinator:
         if changed:
             raise OffsetsChanged(group_id, changed)
 
-    def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+    def committed(
+        self, group_id: str, *, sentinels: bool = False
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """The group's committed offsets. A negative one (a client's "earliest"/"latest"
+        sentinel, see ``commit_offsets``) is no position to measure lag from or resume at: it
+        is left out, as if nothing were committed, unless `sentinels` (OffsetFetch returns
+        every offset as stored, as Kafka does)."""
         with self._lock:
-            return self.offsets.committed(group_id)
+            committed = self.offsets.committed(group_id)
+        return committed if sentinels else _positions(committed)
 
     def delete_group(self, group_id: str) -> None:
         """DeleteGroups: only an Empty group; its offsets and metadata are tombstoned."""
@@ -608,11 +623,17 @@ class GroupCoordinator:
         if g.protocol_type == "consumer":
             try:
                 if m.protocols:
-                    subscription = Subscription.decode(m.protocols[0][1]).topics
+                    chosen = m.metadata_for(g.protocol) if g.protocol else m.protocols[0][1]
+                    subscription = Subscription.decode(chosen).topics
                 assignment = Assignment.decode(m.assignment).partitions
             except Exception:  # noqa: BLE001 - a foreign client's metadata is shown as unknown
                 pass
-        return MemberDescription(m.member_id, m.client_id, m.host, assignment, subscription)
+        metadata = b""
+        if g.state == GroupState.STABLE and g.protocol:
+            metadata = m.metadata_for(g.protocol)
+        return MemberDescription(
+            m.member_id, m.client_id, m.host, assignment, subscription, metadata, m.assignment
+        )
 
     def _subscribed_topics(self, g: Group) -> set[str]:
         topics: set[str] = set()
@@ -630,6 +651,11 @@ class GroupCoordinator:
                 if any(t == topic for t, _ in committed) or topic in self._subscribed_topics(g):
                     out.append(g.group_id)
             return sorted(out)
+
+
+def _positions(committed: dict[TopicPartition, CommittedOffset]) -> dict:
+    """`committed` without negative (sentinel) offsets."""
+    return {tp: c for tp, c in committed.items() if c.offset >= 0}
 
 
 def _fail(fut: Future | None, exc: Exception) -> None:

@@ -7,22 +7,49 @@ renamed over the old one, so a crash leaves either the old or the new file, neve
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import secrets
 
 log = logging.getLogger(__name__)
 
 VERSION = 0
+TMP_SUFFIX = ".tmp"
+_TMP_STEM = 200  # a temporary name stays under NAME_MAX (255) whatever the target's length
+
+
+def tmp_path(path: str) -> str:
+    """A fresh temporary name next to `path`: ``.<name, cut to 200 characters>.<random>.tmp``.
+
+    Never ``<path>.tmp``: a topic's metadata file may already use 254 of the 255 characters a
+    file name may have (249-character topic names, as Kafka allows), and two writers of the
+    same file must not share one temporary file."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name[:_TMP_STEM]}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def remove_leftover_tmp(directory: str) -> None:
+    """Delete the temporary files of writes a crash interrupted (they never replaced a file)."""
+    for name in os.listdir(directory):
+        if name.startswith(".") and name.endswith(TMP_SUFFIX):
+            log.info("%s: removing %s, left by an interrupted write", directory, name)
+            os.unlink(os.path.join(directory, name))
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp"
+    tmp = tmp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        written = os.write(fd, data)
+        if written != len(data):  # a full disk can take part of a write without an error
+            raise OSError(errno.ENOSPC, f"short write to {tmp}: {written} of {len(data)} bytes")
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:

@@ -18,12 +18,26 @@ to the in-memory arrays only after it is complete.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 from array import array
 
 _OFF = struct.Struct(">II")
 _TIME = struct.Struct(">qI")
+
+
+def _append_entry(fd: int, entry: bytes, size: int) -> None:
+    """Append one entry at the end (`size` bytes) of an index file, or raise OSError with the
+    file cut back to `size`: a full disk may take part of an entry, and a partial entry would
+    shift every later one."""
+    try:
+        if os.write(fd, entry) != len(entry):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError:
+        os.ftruncate(fd, size)
+        os.lseek(fd, 0, os.SEEK_END)
+        raise
 
 
 class OffsetIndex:
@@ -62,7 +76,7 @@ class OffsetIndex:
         rel = offset - self.base_offset
         if self.rel_offsets and rel <= self.rel_offsets[-1]:
             return
-        os.write(self._fd, _OFF.pack(rel, position))
+        _append_entry(self._fd, _OFF.pack(rel, position), len(self) * self.ENTRY)
         # positions first: a lock-free reader bisects rel_offsets, then indexes positions
         self.positions.append(position)
         self.rel_offsets.append(rel)
@@ -149,7 +163,7 @@ class TimeIndex:
         ):
             return
         rel = last_offset - self.base_offset
-        os.write(self._fd, _TIME.pack(max_timestamp, rel))
+        _append_entry(self._fd, _TIME.pack(max_timestamp, rel), len(self) * self.ENTRY)
         # offsets first: a lock-free reader bisects timestamps, then indexes rel_offsets
         self.rel_offsets.append(rel)
         self.timestamps.append(max_timestamp)

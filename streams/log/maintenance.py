@@ -11,6 +11,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from streams.errors import StorageError
+
 if TYPE_CHECKING:
     from streams.log.store import LogStore
 
@@ -49,5 +51,7 @@ class Maintenance:
     def _step(self, name: str, fn, now: int) -> None:
         try:
             fn(now)
+        except StorageError as exc:  # a full disk: already logged once by its RefusalLog
+            log.debug("log maintenance step %r: %s", name, exc)
         except Exception:  # noqa: BLE001 - keep maintenance alive; the next turn retries
             log.exception("log maintenance step %r failed", name)

@@ -29,13 +29,15 @@ from streams.errors import (
     InvalidRecord,
     OffsetOutOfRange,
     RecordTooLarge,
+    StorageError,
     StoreClosed,
 )
 from streams.log import compression
 from streams.log import records as rb
 from streams.log.config import TopicConfig
 from streams.log.records import ProducerRecord, Record
-from streams.log.segment import NO_TIMESTAMP, LogSegment
+from streams.log.refusals import RefusalLog
+from streams.log.segment import NO_TIMESTAMP, LogSegment, segment_name
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,8 @@ class PartitionLog:
         self._write_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._closed = False
+        self._refusals = RefusalLog(f"{topic}-{partition}")
+        self._offline: StorageError | None = None  # set by a failed fsync, until a restart
         self.on_log_start_change: Callable[[PartitionLog], None] | None = None
         # called (from the appending or syncing thread) each time the high watermark advances;
         # must be cheap and must not block: the Kafka listener wakes its long-polling fetches
@@ -265,11 +269,23 @@ class PartitionLog:
         with self._write_lock:
             if self._closed:
                 raise StoreClosed(f"{self.topic}-{self.partition} is closed")
-            seg = self._segments[-1]
-            if self._should_roll(seg, len(batch), count, now):
-                seg = self._roll()
+            if self._offline is not None:
+                raise self._offline
             base = self._next_offset
-            seg.append(batch, base, base + count, max_ts, now)
+            try:
+                seg = self._segments[-1]
+                if self._should_roll(seg, len(batch), count, now):
+                    seg = self._roll()
+                seg.append(batch, base, base + count, max_ts, now)
+            except OSError as exc:
+                offsets = f"offsets {base}..{base + count - 1}" if count > 1 else f"offset {base}"
+                raise self._refusals.refused(
+                    f"append {len(batch):,} bytes ({offsets}) to "
+                    f"{os.path.basename(self._segments[-1].path)}",
+                    exc,
+                    "nothing was stored and the log is unchanged; each new write tries again",
+                ) from None
+            self._refusals.succeeded()
             end = self._next_offset = base + count
             self.last_append_ms = now
             self.bytes_appended += len(batch)
@@ -308,27 +324,70 @@ class PartitionLog:
         )
 
     def _roll(self) -> LogSegment:
-        """Seal the active segment and start a new one at the log end (write lock held)."""
-        with self._flush_lock:
-            old = self._segments[-1]
-            old.seal()
-            self._note_flushed(self._next_offset)
+        """Seal the active segment and start a new one at the log end (write lock held).
+
+        The new segment's files are made first: a disk that refuses them (OSError) leaves the
+        active segment as it was, and the next append tries again."""
+        old = self._segments[-1]
         new = self._new_segment(self._next_offset)
-        fsync_dir(self.directory)
+        try:
+            old.add_closing_entry()
+            fsync_dir(self.directory)
+        except OSError:
+            _unlink_segment_files(new)
+            raise
+        with self._flush_lock:
+            self._flush_or_go_offline(old.flush)
+            old.closed = True
+            self._note_flushed(self._next_offset)
         self._set_segments(self._segments + [new])
         return new
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         cfg = self.config
-        return LogSegment(
-            self.directory, base_offset, cfg.get("index.interval.bytes"), self.contiguous
-        )
+        args = (self.directory, base_offset, cfg.get("index.interval.bytes"), self.contiguous)
+        try:
+            return LogSegment(*args)
+        except OSError:  # e.g. no inode left: remove the files that were made
+            for suffix in (".log", ".index", ".timeindex"):
+                try:
+                    os.unlink(os.path.join(self.directory, segment_name(base_offset) + suffix))
+                except FileNotFoundError:
+                    pass
+            raise
+
+    def _flush_or_go_offline(self, flush: Callable[[], None]) -> None:
+        """Run an fsync; if the disk fails it, the partition goes offline (flush lock held).
+
+        After a failed fsync the kernel may have dropped the unwritten pages and a retry can
+        report success without writing them ("fsyncgate"), so nothing written since the last
+        good sync can be acknowledged. As Kafka takes a failed log directory offline, the
+        partition refuses appends and syncs (KAFKA_STORAGE_ERROR) until the broker restarts;
+        the next open re-validates the log past the last good sync (the recovery point)."""
+        try:
+            flush()
+        except OSError as exc:
+            self._offline = StorageError(
+                f"{self.topic}-{self.partition} is offline: the disk failed to sync "
+                f"{os.path.basename(self._segments[-1].path)} ({exc.strerror or exc}); "
+                f"offsets from {self._flushed} may not be on disk, so the partition takes no "
+                "more writes until the broker is restarted (reads up to the high watermark go "
+                "on)",
+                exc.errno,
+            )
+            log.error("%s", self._offline)
+            raise self._offline from None
 
     def roll(self) -> None:
         """Force a new active segment (if the current one holds data)."""
         with self._write_lock:
             if self._segments[-1].size:
-                self._roll()
+                try:
+                    self._roll()
+                except OSError as exc:
+                    raise self._refusals.refused(
+                        "start a new segment", exc, "the active segment takes the next writes"
+                    ) from None
 
     def sync_to(self, end: int) -> None:
         """Group commit: return once every offset below `end` is on disk."""
@@ -341,8 +400,10 @@ class PartitionLog:
         with self._flush_lock:
             if self._flushed >= end:
                 return
+            if self._offline is not None:
+                raise self._offline
             target = self._next_offset  # everything whose write has completed
-            self._segments[-1].flush_log()
+            self._flush_or_go_offline(self._segments[-1].flush_log)
             self._note_flushed(target)
 
     def _note_flushed(self, target: int) -> None:
@@ -580,15 +641,22 @@ class PartitionLog:
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
+        """Flush and close. An offline partition (a failed sync) is closed without claiming
+        its tail is on disk: its recovery point stays at the last good sync."""
         with self._write_lock:
             if self._closed:
                 return
-            with self._flush_lock:
-                self._segments[-1].flush()
-                self._note_flushed(self._next_offset)
-            self._closed = True
-            for seg in self._segments:
-                seg.close()
+            try:
+                with self._flush_lock:
+                    if self._offline is None:
+                        self._flush_or_go_offline(self._segments[-1].flush)
+                        self._note_flushed(self._next_offset)
+            except StorageError:
+                pass  # logged; the recovery point says what is known to be on disk
+            finally:
+                self._closed = True
+                for seg in self._segments:
+                    seg.close()
 
     def __repr__(self) -> str:
         return (

@@ -25,6 +25,13 @@ All varints are zig-zag encoded, as in protobuf.
 
 Because the CRC does not cover baseOffset, the store assigns offsets to a client's batch by
 patching the first 8 bytes; the rest is stored byte for byte.
+
+Decoding a whole batch (every sequential read) uses aiokafka's compiled record-batch reader
+(``aiokafka.record._crecords``, Cython) when it imports, and this module's pure-Python decoder
+otherwise; the two return identical records (tests/log/test_records_compiled.py). Neither checks
+the CRC: reads trust a validated log, as before. Any error in the compiled reader (a corrupt
+record, a header key that is not UTF-8) sends that batch through the pure decoder, whose result
+or CorruptRecord is then the answer. ``decoder()`` says which one is in use.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength
 MAGIC = 2
 CRC_START = 21
 _PREFIX = struct.Struct(">qi")
+_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
@@ -387,13 +395,16 @@ def count_records(body: bytes) -> int:
     return count
 
 
-def _same_size_run(body: bytes, pos: int, varint_size: int, stride: int) -> int:
-    """How many records from `pos` on (at most 256) have the size of the one at `pos`.
+def _same_size_run(
+    body: bytes, pos: int, varint_size: int, stride: int, end: int | None = None
+) -> int:
+    """How many records from `pos` on (at most 256, all before `end`, default the end of
+    `body`) have the size of the one at `pos`.
 
     The walk visits pos, pos + stride, pos + 2·stride, … exactly as long as the length varint
     at each of those offsets has the first one's bytes: each byte column of the varint, taken
     with a strided slice, is compared with ``lstrip`` (C speed, no loop per record)."""
-    k = min(256, (len(body) - pos) // stride)
+    k = min(256, ((len(body) if end is None else end) - pos) // stride)
     run = k
     for i in range(varint_size):
         column = body[pos + i : pos + i + k * stride : stride]
@@ -429,10 +440,148 @@ def decode_records(batch: bytes | memoryview, h: BatchHeader | None = None) -> l
     """All records of one batch, decompressing when needed. Assumes a validated batch."""
     if h is None:
         h = parse_header(batch)
-    body = memoryview(batch)[HEADER_SIZE : h.size]
-    if h.codec:
-        body = memoryview(compression.decompress(h.codec, body))
-    return _decode_body(body, h, 0, h.count)[0]
+    body = (
+        compression.decompress(h.codec, memoryview(batch)[HEADER_SIZE : h.size])
+        if h.codec
+        else None
+    )
+    return _decode_whole(batch, h, body)
+
+
+# --------------------------------------------------------------- the compiled reader (aiokafka)
+
+_UNRESOLVED = object()
+_compiled_batch = _UNRESOLVED  # aiokafka's DefaultRecordBatch, None without it; see _compiled()
+_PAD = bytes(16)  # zeros after the batch handed to the compiled reader (see _decode_compiled)
+
+
+def _compiled():
+    """aiokafka's compiled DefaultRecordBatch, or None when it cannot be imported (aiokafka
+    missing, or installed without its C extensions). Imported on first use: importing aiokafka
+    loads its asyncio client too (~0.15 s), which `import streams.log` should not pay."""
+    global _compiled_batch
+    if _compiled_batch is _UNRESOLVED:
+        try:
+            from aiokafka.record._crecords import DefaultRecordBatch
+        except ImportError:
+            DefaultRecordBatch = None  # noqa: N806
+        _compiled_batch = DefaultRecordBatch
+    return _compiled_batch
+
+
+def decoder() -> str:
+    """Which decoder reads whole batches: ``"aiokafka-c"`` or ``"python"``."""
+    return "python" if _compiled() is None else "aiokafka-c"
+
+
+def _decode_whole(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) -> list[Record]:
+    """Every record of a validated batch; `body` is its decompressed records section (None
+    when the batch is not compressed). The compiled reader when there is one, else (or when it
+    fails on this batch) the pure-Python decoder."""
+    if _compiled_batch is not None:
+        out = _decode_compiled(batch, h, body)
+        if out is not None:
+            return out
+    return _decode_pure(batch, h, body)
+
+
+def _attributes_fit(buf: bytes, pos: int, end: int, count: int) -> bool:
+    """Whether the attributes byte of each of the first `count` records in ``buf[pos:end]`` is
+    below 0x80. Kafka's record attributes are one byte (unused in v2, written as 0); aiokafka's
+    reader decodes them as a varint, so a byte with the high bit set would shift the rest of
+    that record. Runs of same-size records are checked with one strided slice each (C speed, as
+    ``count_records``); records of varied sizes one by one. False as well for anything that
+    does not walk cleanly (the pure decoder then gives its answer)."""
+    n = 0
+    try:
+        while pos < end and n < count:
+            b = buf[pos]
+            if b < 0x80:
+                length, after = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, after = read_varint(buf, pos)
+            if length <= 0:
+                return False
+            stride = after - pos + length
+            run = min(_same_size_run(buf, pos, after - pos, stride, end), count - n)
+            if run >= 8:
+                if not buf[after : after + (run - 1) * stride + 1 : stride].isascii():
+                    return False
+                pos += run * stride
+                n += run
+                continue
+            for _ in range(min(128, count - n)):  # sizes vary here: a while one by one
+                if pos >= end:
+                    break
+                b = buf[pos]
+                if b < 0x80:
+                    length = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                elif buf[pos + 1] < 0x80:
+                    v = (b & 0x7F) | (buf[pos + 1] << 7)
+                    length = (v >> 1) ^ -(v & 1)
+                    pos += 2
+                else:
+                    length, pos = read_varint(buf, pos)
+                if length <= 0 or buf[pos] >= 0x80:
+                    return False
+                pos += length
+                n += 1
+    except (IndexError, CorruptRecord):
+        return False
+    return True
+
+
+def _decode_pure(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) -> list[Record]:
+    buf = bytes(memoryview(batch)[HEADER_SIZE : h.size]) if body is None else body
+    fixed_ts = h.max_timestamp if h.attributes & ATTR_LOG_APPEND_TIME else None
+    return _decode_all(buf, h.base_offset, fixed_ts, h.base_timestamp, h.count)
+
+
+def _decode_compiled(
+    batch: bytes | memoryview, h: BatchHeader, body: bytes | None
+) -> list[Record] | None:
+    """Every record of the batch through aiokafka's compiled reader; None when that reader
+    is missing or raises (the caller then decodes with the pure decoder, so a corrupt batch
+    gets the same records or the same CorruptRecord either way).
+
+    The reader gets a copy of the batch followed by 16 zero bytes: it checks bounds before it
+    copies keys, values and header values, but reads a varint without looking at the end of
+    the buffer, and so may look a few bytes past a corrupt record; the zeros stop it there.
+    A compressed batch is handed over as its header, with the codec bits cleared, followed by
+    the body this module decompressed (so every codec and framing decodes as on the pure
+    path). It reads timestamps as the pure decoder does (the batch's max timestamp for
+    LogAppendTime) and returns -1 as None, which is undone here."""
+    reader = _compiled()
+    if reader is None:
+        return None
+    if body is None:
+        buf = b"".join((memoryview(batch)[: h.size], _PAD))
+        if not _attributes_fit(buf, HEADER_SIZE, h.size, h.count):
+            return None
+    else:
+        if not _attributes_fit(body, 0, len(body), h.count):
+            return None
+        head = memoryview(batch)[:HEADER_SIZE]
+        plain = _INT16.pack(h.attributes & ~ATTR_CODEC_MASK)
+        buf = b"".join((head[:CRC_START], plain, head[CRC_START + 2 :], body, _PAD))
+    view = memoryview(buf)[: len(buf) - len(_PAD)]
+    out: list[Record] = []
+    append = out.append
+    new = _new_record
+    try:
+        for r in reader(view):
+            ts = r.timestamp
+            hs = r.headers
+            append(
+                new(
+                    Record,
+                    (r.offset, -1 if ts is None else ts, r.key, r.value, tuple(hs) if hs else ()),
+                )
+            )
+    except Exception:  # noqa: BLE001 - any failure: the pure decoder has the last word
+        return None
+    return out
 
 
 _new_record = tuple.__new__
@@ -460,9 +609,6 @@ def _decode_body(
     out: list[Record] = []
     rv = read_varint
     count = h.count
-    if skip_below <= base and limit >= count and (max_bytes < 0 or max_bytes >= end):
-        # the common case of sequential reads: every record of the batch, no budget to watch
-        return _decode_all(buf, base, max_ts if log_append else None, base_ts, count), end, True
     try:
         if skip_below > base and count == h.last_offset_delta + 1:
             # no gaps: record i has offset base + i, so skip the first ones by their lengths
@@ -713,7 +859,11 @@ def decode_from(
     `max_bytes` (see ``_decode_body``); returns (records, bytes used, end of batch reached)."""
     body = memoryview(batch)[HEADER_SIZE : h.size]
     if h.codec:
-        body = memoryview(compression.decompress(h.codec, body))
+        body = compression.decompress(h.codec, body)
+    end = len(body)
+    if start_offset <= h.base_offset and limit >= h.count and (max_bytes < 0 or max_bytes >= end):
+        # the common case of sequential reads: every record of the batch, no budget to watch
+        return _decode_whole(batch, h, body if h.codec else None), end, True
     return _decode_body(body, h, start_offset, limit, max_bytes, force_first)
 
 

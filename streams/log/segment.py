@@ -16,6 +16,7 @@ the bytes are written, so readers only ever see whole batches and never wait for
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -183,20 +184,40 @@ class LogSegment:
     # ---------------------------------------------------------------- writing
 
     def append(self, batch: bytes, base_offset: int, next_offset: int, max_ts: int, now_ms: int):
+        """Write one batch at the end. Raises OSError (a full disk, an I/O error) with the
+        segment as it was: whatever part of the batch landed is cut back, index entries too."""
         position = self.size
-        # The batch is written as given except its first 8 bytes, the base offset this log
-        # assigns (not covered by the CRC), so a client's batch is stored without a copy.
-        written = os.pwritev(self.fd, [_BASE.pack(base_offset), memoryview(batch)[8:]], position)
-        if written != len(batch):  # disk full mid-write: cut what landed, keep the log whole
-            os.ftruncate(self.fd, position)
-            raise OSError(f"short write to {self.path}: {written} of {len(batch)} bytes")
-        self._index_batch(position, base_offset, len(batch))
+        try:
+            self._write_batch(batch, base_offset, position)
+            self._index_batch(position, base_offset, len(batch))
+        except OSError:
+            self._cut_back(position)
+            raise
         self.next_offset = next_offset
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
         self.size = position + len(batch)  # publish last: readers stop at `size`
+
+    def _write_batch(self, batch: bytes, base_offset: int, position: int) -> None:
+        # The batch is written as given except its first 8 bytes, the base offset this log
+        # assigns (not covered by the CRC), so a client's batch is stored without a copy.
+        written = os.pwritev(self.fd, [_BASE.pack(base_offset), memoryview(batch)[8:]], position)
+        while written < len(batch):  # a short write: write the rest, which on a full disk
+            rest = memoryview(_BASE.pack(base_offset) + batch[8:])[written:]  # raises ENOSPC
+            n = os.pwrite(self.fd, rest, position + written)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+            written += n
+
+    def _cut_back(self, position: int) -> None:
+        try:
+            os.ftruncate(self.fd, position)
+        except OSError as exc:  # harmless: readers stop at `size`, the next write overwrites
+            log.warning(
+                "%s: could not cut a refused write back to %d: %s", self.path, position, exc
+            )
 
     def _index_batch(self, position: int, base_offset: int, size: int) -> None:
         if self._bytes_since_index > self.index_interval:

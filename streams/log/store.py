@@ -10,9 +10,17 @@ Layout of a data directory::
     log-start-offset-checkpoint         per partition: first readable offset
     cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
 
+A topic's id (KIP-516: a random UUID, as hex) is chosen when it is created and kept in its
+metadata file, so it stays the same across restarts and differs for a topic deleted and created
+again under the same name; a topic whose file has none (written by an early version) gets one
+when the store opens, written back at once.
+
 A topic's metadata file is its commit point: partition directories are created before it and
-removed after it, and directories that have no metadata are leftovers of an interrupted create
-or delete, removed at the next open.
+removed after it (a create that fails removes what it made), and directories that have no
+metadata are leftovers of an interrupted create or delete, removed at the next open. Topic names
+have up to 249 characters, as in Kafka, so every name derived from one fits in 255: a partition
+directory is at most 254, a deleted one is renamed ``<topic, cut>-<partition>.<id>-delete``
+(Kafka's scheme) before removal, and temporary files are named without the topic's full name.
 
 Thread-safety: every method may be called from any thread. Topic creation and deletion are
 serialised by one lock; appends and reads go straight to the partition logs.
@@ -38,16 +46,19 @@ from streams.errors import (
     DataDirLocked,
     InvalidPartitions,
     RecordTooLarge,
+    StorageError,
     StoreClosed,
     TopicAlreadyExists,
     UnknownPartition,
     UnknownTopic,
+    UnknownTopicId,
 )
 from streams.log import checkpoint
 from streams.log.config import TopicConfig, validate_topic_name
 from streams.log.partition import PartitionLog, fsync_dir
 from streams.log.partitioner import StickyPartitioner, partition_for_key
 from streams.log.records import ProducerRecord, Record
+from streams.log.refusals import RefusalLog
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +68,7 @@ CLEANER_FILE = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOCK_FILE = ".lock"
 MAX_PARTITIONS = 10_000
+NAME_MAX = 255  # longest file name: <topic>-<partition> of a 249-character topic takes 254
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -188,6 +200,7 @@ class LogStore:
         self.path = os.path.abspath(path)
         self.clock = clock
         self._topics: dict[str, _Topic] = {}
+        self._names_by_id: dict[str, str] = {}
         self._admin_lock = threading.RLock()
         self._lock_fd = -1
         self._closed = False
@@ -195,6 +208,7 @@ class LogStore:
         self._thread: threading.Thread | None = None
         self.cleaner_offsets: dict[tuple[str, int], int] = {}
         self.was_clean_shutdown = True
+        self._refusals = RefusalLog(f"{self.path}")
         self._append_listeners: tuple[Callable[[PartitionLog], None], ...] = ()
 
     # ================================================================== lifecycle
@@ -255,6 +269,8 @@ class LogStore:
 
     def _load(self) -> None:
         os.makedirs(self._meta_dir(), exist_ok=True)
+        for directory in (self.path, os.path.dirname(self._meta_dir()), self._meta_dir()):
+            checkpoint.remove_leftover_tmp(directory)
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         metas = self._read_metas()
@@ -267,7 +283,9 @@ class LogStore:
         self._remove_orphans(metas)
         for meta in metas:
             config = TopicConfig.from_mapping(meta["config"])
-            topic = _Topic(meta["name"], meta["id"], config, meta["created_ms"], [])
+            topic_id = _valid_topic_id(meta.get("id"))
+            created = meta["created_ms"]
+            topic = _Topic(meta["name"], topic_id or _new_topic_id(), config, created, [])
             topic.contiguous = meta.get("contiguous", not config.compact) and not config.compact
             for p in range(meta["partitions"]):
                 key = (topic.name, p)
@@ -285,6 +303,10 @@ class LogStore:
                 plog.on_append = self._on_append
                 topic.partitions.append(plog)
             self._topics[topic.name] = topic
+            self._names_by_id[topic.topic_id] = topic.name
+            if topic_id is None:
+                log.info("topic %s had no topic id: it is now %s", topic.name, topic.topic_id)
+                self._write_meta(topic)
         if clean:
             os.unlink(marker)
             fsync_dir(self.path)
@@ -334,13 +356,22 @@ class LogStore:
         if self._thread is not None:
             self._thread.join()
         with self._admin_lock:
-            for topic in self._topics.values():
-                for plog in topic.partitions:
-                    plog.close()
-            self.write_checkpoints()
-            checkpoint.write_atomic(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), b"")
-            self._closed = True
-            self._unlock()
+            try:
+                for topic in self._topics.values():
+                    for plog in topic.partitions:
+                        plog.close()
+                self.write_checkpoints()
+                checkpoint.write_atomic(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), b"")
+            except (OSError, StorageError) as exc:
+                log.warning(
+                    "%s: closed without the clean-shutdown marker (%s); the next open recovers "
+                    "every partition from its recovery point",
+                    self.path,
+                    exc,
+                )
+            finally:
+                self._closed = True
+                self._unlock()
 
     def __enter__(self) -> LogStore:
         return self
@@ -349,17 +380,24 @@ class LogStore:
         self.close()
 
     def write_checkpoints(self) -> None:
-        """Persist recovery points, log start offsets and cleaner offsets."""
+        """Persist recovery points, log start offsets and cleaner offsets (StorageError when
+        the disk refuses: the previous checkpoints stay, logged once per streak)."""
         recovery, starts = {}, {}
-        for topic in list(self._topics.values()):
-            for plog in topic.partitions:
-                key = (topic.name, plog.partition)
-                recovery[key] = plog.checkpoint_recovery_point()
-                starts[key] = plog.log_start_offset
-        checkpoint.write(os.path.join(self.path, RECOVERY_POINT_FILE), recovery)
-        checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
-        live = {k: v for k, v in self.cleaner_offsets.items() if k in recovery}
-        checkpoint.write(os.path.join(self.path, CLEANER_FILE), live)
+        try:
+            for topic in list(self._topics.values()):
+                for plog in topic.partitions:
+                    key = (topic.name, plog.partition)
+                    recovery[key] = plog.checkpoint_recovery_point()
+                    starts[key] = plog.log_start_offset
+            checkpoint.write(os.path.join(self.path, RECOVERY_POINT_FILE), recovery)
+            checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+            live = {k: v for k, v in self.cleaner_offsets.items() if k in recovery}
+            checkpoint.write(os.path.join(self.path, CLEANER_FILE), live)
+        except OSError as exc:
+            raise self._refusals.refused(
+                "write the checkpoints", exc, "the previous ones stay; the next turn tries again"
+            ) from None
+        self._refusals.succeeded()
 
     def _on_log_start_change(self, plog: PartitionLog) -> None:
         # Deleted records must stay deleted after a crash: checkpoint before returning.
@@ -369,7 +407,14 @@ class LogStore:
                 for t in self._topics.values()
                 for p in t.partitions
             }
-            checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+            try:
+                checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
+            except OSError as exc:
+                raise self._refusals.refused(
+                    f"record the new log start offset of {plog.topic}-{plog.partition}",
+                    exc,
+                    "the records are deleted now but may come back after a crash",
+                ) from None
 
     def add_append_listener(self, listener: Callable[[PartitionLog], None]) -> None:
         """Call `listener(partition_log)` whenever a partition's high watermark advances.
@@ -417,11 +462,18 @@ class LogStore:
                 raise StoreClosed(f"the log store at {self.path} is closed")
             if name in self._topics:
                 raise TopicAlreadyExists(name)
-            topic = _Topic(name, uuid.uuid4().hex, cfg, self.clock(), [], not cfg.compact)
-            for p in range(partitions):
-                topic.partitions.append(self._open_new_partition(topic, p))
-            self._write_meta(topic)
+            topic = _Topic(name, _new_topic_id(), cfg, self.clock(), [], not cfg.compact)
+            try:
+                for p in range(partitions):
+                    topic.partitions.append(self._open_new_partition(topic, p))
+                self._write_meta(topic)
+            except BaseException as exc:
+                self._discard_new_partitions(topic, 0, partitions)
+                if isinstance(exc, OSError):
+                    raise _storage_error(f"create topic {name!r}", exc) from exc
+                raise
             self._topics[name] = topic
+            self._names_by_id[topic.topic_id] = name
         log.info("created topic %s with %d partitions %s", name, partitions, dict(cfg.overrides))
         return self.describe_topic(name)
 
@@ -436,6 +488,22 @@ class LogStore:
         plog.on_append = self._on_append
         return plog
 
+    def _discard_new_partitions(self, topic: _Topic, first: int, end: int) -> None:
+        """Undo a create (or an add of partitions) that failed: close the partitions it opened
+        and remove every directory it may have made, so nothing is left on disk."""
+        for plog in topic.partitions[first:]:
+            try:
+                plog.close()
+            except OSError as exc:  # a full disk may refuse the flush; the files go anyway
+                log.warning("%s: closing after a failed create: %s", plog.directory, exc)
+        del topic.partitions[first:]
+        for p in range(first, end):
+            shutil.rmtree(self._partition_dir(topic.name, p), ignore_errors=True)
+        try:
+            fsync_dir(self.path)
+        except OSError:
+            pass
+
     def _write_meta(self, topic: _Topic) -> None:
         data = json.dumps(topic.meta(), indent=1, sort_keys=True).encode()
         checkpoint.write_atomic(os.path.join(self._meta_dir(), f"{topic.name}.json"), data)
@@ -443,14 +511,15 @@ class LogStore:
     def delete_topic(self, name: str) -> None:
         with self._admin_lock:
             topic = self._topic(name)
-            os.unlink(os.path.join(self._meta_dir(), f"{name}.json"))
-            fsync_dir(self._meta_dir())
+            try:
+                os.unlink(os.path.join(self._meta_dir(), f"{name}.json"))
+                fsync_dir(self._meta_dir())
+            except OSError as exc:
+                raise _storage_error(f"delete topic {name!r}", exc) from exc
             del self._topics[name]
+            self._names_by_id.pop(topic.topic_id, None)
             for plog in topic.partitions:
-                plog.close()
-                doomed = f"{plog.directory}.{topic.topic_id}-delete"
-                os.rename(plog.directory, doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
+                _remove_partition_dir(plog, topic.topic_id)
             for p in range(len(topic.partitions)):
                 self.cleaner_offsets.pop((name, p), None)
         log.info("deleted topic %s", name)
@@ -468,9 +537,17 @@ class LogStore:
                 )
             if total == current:
                 raise InvalidPartitions(f"topic {name!r} already has {current} partitions")
-            new = [self._open_new_partition(topic, p) for p in range(current, total)]
-            topic.partitions = topic.partitions + new
-            self._write_meta(topic)
+            grown = dataclasses.replace(topic, partitions=list(topic.partitions))
+            try:
+                for p in range(current, total):
+                    grown.partitions.append(self._open_new_partition(topic, p))
+                self._write_meta(grown)
+            except BaseException as exc:
+                self._discard_new_partitions(grown, current, total)
+                if isinstance(exc, OSError):
+                    raise _storage_error(f"add partitions to topic {name!r}", exc) from exc
+                raise
+            topic.partitions = grown.partitions
         return self.describe_topic(name)
 
     def alter_config(
@@ -480,12 +557,16 @@ class LogStore:
         with self._admin_lock:
             topic = self._topic(name)
             cfg = topic.config.updated(dict(set_ or {}), tuple(delete))
+            contiguous = topic.contiguous and not cfg.compact
+            try:  # on disk first: a refused write leaves the topic as it was
+                self._write_meta(dataclasses.replace(topic, config=cfg, contiguous=contiguous))
+            except OSError as exc:
+                raise _storage_error(f"change the config of topic {name!r}", exc) from exc
             topic.config = cfg
-            topic.contiguous = topic.contiguous and not cfg.compact
+            topic.contiguous = contiguous
             for plog in topic.partitions:
                 plog.config = cfg
                 plog.contiguous = topic.contiguous
-            self._write_meta(topic)
         return self.describe_topic(name)
 
     def list_topics(self, include_internal: bool = True) -> list[str]:
@@ -506,6 +587,20 @@ class LogStore:
 
     def partition_count(self, name: str) -> int:
         return len(self._topic(name).partitions)
+
+    def topic_id(self, name: str) -> str:
+        """The topic's id (KIP-516), 32 hex digits; UnknownTopic if there is no such topic."""
+        return self._topic(name).topic_id
+
+    def topic_name(self, topic_id: str) -> str:
+        """The name of the topic with this id (32 hex digits, any case); UnknownTopicId if
+        none has it (the topic was deleted, perhaps re-created under a new id)."""
+        if self._closed:
+            raise StoreClosed(f"the log store at {self.path} is closed")
+        name = self._names_by_id.get(topic_id.lower())
+        if name is None:
+            raise UnknownTopicId(topic_id)
+        return name
 
     # ================================================================== records
 
@@ -649,6 +744,46 @@ def _describe_partition(p: PartitionLog) -> PartitionDescription:
 def _last_ts(segs) -> int | None:
     ts = max((s.max_timestamp for s in segs), default=-1)
     return ts if ts >= 0 else None
+
+
+def _storage_error(action: str, exc: OSError) -> StorageError:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return StorageError(f"could not {action}: {exc.strerror or exc}{where}", exc.errno)
+
+
+def _remove_partition_dir(plog: PartitionLog, topic_id: str) -> None:
+    """Close a deleted topic's partition and remove its directory: renamed first, as Kafka does
+    (``<topic, cut to fit>-<partition>.<topic id>-delete``), so a crash midway leaves a name
+    the next open removes, never a directory that looks like a live partition."""
+    try:
+        plog.close()
+    except OSError as exc:
+        log.warning("%s: closing a deleted partition: %s", plog.directory, exc)
+    suffix = f"-{plog.partition}.{topic_id}-delete"
+    doomed = os.path.join(
+        os.path.dirname(plog.directory), plog.topic[: NAME_MAX - len(suffix)] + suffix
+    )
+    try:
+        os.rename(plog.directory, doomed)
+    except OSError as exc:
+        log.warning("%s: could not rename it for deletion (%s); removing it in place", doomed, exc)
+        doomed = plog.directory
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _new_topic_id() -> str:
+    return uuid.uuid4().hex  # version 4: never the all-zero id, which means "no id" on the wire
+
+
+def _valid_topic_id(value: object) -> str | None:
+    """`value` as a topic id (32 lowercase hex digits, not all zero), or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = uuid.UUID(hex=value)
+    except ValueError:
+        return None
+    return parsed.hex if parsed.int else None
 
 
 def _check_partition_count(n: int) -> None:

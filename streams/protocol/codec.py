@@ -55,6 +55,7 @@ class Request(NamedTuple):
     client_id: str | None
     body: Any  # the kafka-python request message (fields in snake_case)
     client_host: str = ""  # set by the server: the peer's address
+    principal: Any = None  # set by the server: the connection's security.Principal
 
 
 def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
@@ -147,13 +148,23 @@ def unsupported_api_response(api_key: int, api_version: int, correlation_id: int
     of that version with every ``error_code`` UNSUPPORTED_VERSION and everything else at its
     default (empty arrays, nulls, zeros). None when kafka-python has no response shape for
     that key and version (the caller then closes the connection)."""
+    body = error_response_body(api_key, api_version, UNSUPPORTED_VERSION)
+    if body is None:
+        return None
+    body.with_header(correlation_id=correlation_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def error_response_body(api_key: int, api_version: int, code: int) -> Any:
+    """The API's response of that version with every ``error_code`` set to `code` and
+    everything else at its default (empty arrays, nulls, zeros); None when kafka-python has no
+    response shape for that key and version."""
     cls = RESPONSE_CLASSES.get(api_key)
     if cls is None or not cls.min_version <= api_version <= cls.max_version:
         return None
     body = cls[api_version]()
-    _set_error_codes(body, api_version, UNSUPPORTED_VERSION)
-    body.with_header(correlation_id=correlation_id)
-    return bytes(body.encode(header=True, framed=True))
+    _set_error_codes(body, api_version, code)
+    return body
 
 
 def _set_error_codes(data: Any, version: int, code: int) -> None:

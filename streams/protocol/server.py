@@ -12,6 +12,18 @@ other connections and stored data are unaffected.
 Blocking engine work (fsync, topic creation, coordinator writes) runs on a thread pool, never on
 the event loop; coordinator futures are awaited with ``asyncio.wrap_future``.
 
+Security (all off by default, as a plain Kafka listener): TLS when ``tls_cert_file`` and
+``tls_key_file`` are given; SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) when an
+``authenticator`` is. With SASL, a connection may send only ApiVersions and SaslHandshake, then
+SaslAuthenticate (or, after a v0 handshake, raw SASL tokens) until it has authenticated, as in
+Kafka's SaslServerAuthenticator: any other request closes the connection (during the exchange
+it is first answered with ILLEGAL_SASL_STATE); a failed authentication is answered with
+SASL_AUTHENTICATION_FAILED, then the connection is closed. Every request of an authenticated
+connection is then authorised by the principal's role (``authz``). Frames stay below
+`SASL_MAX_RECEIVE_BYTES` until a connection has authenticated (Kafka's
+``sasl.server.max.receive.size``). With an ``audit`` sink, admin changes are recorded
+(``audit``).
+
 `KafkaListener.start()` runs the server on its own event loop in its own thread (how ``Broker``
 embeds it); `serve()` runs it on the caller's loop.
 
@@ -27,20 +39,37 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
+import ssl
+import struct
 import threading
 
 from streams.errors import ProtocolError
-from streams.protocol import codec
+from streams.log.refusals import RefusalLog
+from streams.protocol import audit, authz, codec
+from streams.protocol.audit import AuditEvent, AuditSink
 from streams.protocol.handlers import APIS, SUPPORTED_VERSIONS
-from streams.protocol.handlers.common import BrokerContext, CloseConnection
+from streams.protocol.handlers.common import BrokerContext, CloseConnection, ErrorCode
+from streams.protocol.handlers.metadata import handle_api_versions
 from streams.protocol.notify import AppendNotifier
 from streams.protocol.producer_state import ProducerStateManager
+from streams.protocol.security import (
+    MECHANISMS,
+    OPEN,
+    ROLE_REFRESH_S,
+    AuthenticationFailed,
+    Authenticator,
+    Principal,
+    SaslExchange,
+)
 
 log = logging.getLogger("streams.protocol")
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 SNAPSHOT_INTERVAL_S = 30.0
 _MIN_FRAME = 8  # api key, api version, correlation id
+SASL_MAX_RECEIVE_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.size, before authentication
+FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +82,27 @@ class ListenerConfig:
     max_in_flight: int = 64  # pending responses per connection before reading pauses
     advertised_host: str | None = None  # what Metadata tells clients (default: host)
     worker_threads: int = 8
+    tls_cert_file: str | None = None  # PEM certificate (chain): the listener speaks TLS
+    tls_key_file: str | None = None  # the certificate's private key (PEM)
+    authenticator: Authenticator | None = None  # set: SASL is required (see the docstring)
+    audit: AuditSink | None = None  # set: admin changes over this port are recorded there
+
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's name for the listener's mode: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        sasl, tls = self.authenticator is not None, self.tls_cert_file is not None
+        if sasl:
+            return "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        return "SSL" if tls else "PLAINTEXT"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server-side TLS context (TLS 1.2 or later), None without a certificate."""
+        if self.tls_cert_file is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        return context
 
 
 class KafkaListener:
@@ -69,6 +119,7 @@ class KafkaListener:
         self._ctx: BrokerContext | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.address: tuple[str, int] | None = None
+        self._snapshot_refusals = RefusalLog("producer state snapshot")
 
     # ================================================================== lifecycle
 
@@ -133,7 +184,7 @@ class KafkaListener:
         )
         try:
             self._server = await asyncio.start_server(
-                self._connection, cfg.host, cfg.port, limit=1 << 20
+                self._connection, cfg.host, cfg.port, limit=1 << 20, ssl=cfg.ssl_context()
             )
         except BaseException:  # e.g. the port is taken: leave nothing running behind
             self._executor.shutdown(wait=False)
@@ -143,7 +194,7 @@ class KafkaListener:
         self.address = (host, port)
         self._ctx.host = cfg.advertised_host or host
         self._ctx.port = port
-        log.info("Kafka listener on %s:%d", host, port)
+        log.info("Kafka listener on %s:%d (%s)", host, port, cfg.security_protocol)
 
     async def _close(self) -> None:
         self._server.close()
@@ -164,8 +215,12 @@ class KafkaListener:
             await asyncio.sleep(SNAPSHOT_INTERVAL_S)
             try:
                 await self._ctx.blocking(self.producers.snapshot)
+            except OSError as exc:  # a full disk: one line per streak, the next turn retries
+                self._snapshot_refusals.refused("write it", exc, "the previous one stays")
             except Exception:  # noqa: BLE001 - try again next time
                 log.exception("producer state snapshot failed")
+            else:
+                self._snapshot_refusals.succeeded()
 
     # ================================================================== connections
 
@@ -195,6 +250,13 @@ class _Connection:
         self.slots = asyncio.Semaphore(ctx.config.max_in_flight)
         self.done = asyncio.get_running_loop().create_future()
         self._tasks: tuple[asyncio.Task, ...] = ()
+        # None until a connection to a SASL listener has authenticated
+        self.principal: Principal | None = OPEN if ctx.config.authenticator is None else None
+        self.role_checked = 0.0  # loop time the principal's role was last looked up
+        self.exchange: SaslExchange | None = None  # the SASL exchange, once a handshake chose it
+        self.raw_sasl = False  # after a v0 SaslHandshake: tokens come without Kafka headers
+        self.closing = False  # the last response is queued: read no more requests
+        self._refused_logged: set[int] = set()
 
     def abort(self) -> None:
         """Stop serving this connection (listener shutdown); `run()` then returns."""
@@ -236,8 +298,7 @@ class _Connection:
                 item[1].cancel()
 
     async def _read_requests(self) -> None:
-        max_bytes = self.ctx.config.max_request_bytes
-        while True:
+        while not self.closing:
             await self.slots.acquire()  # back-pressure: released once a response is written
             try:
                 prefix = await self.reader.readexactly(4)
@@ -246,13 +307,19 @@ class _Connection:
                     raise _Closing("connection closed inside a frame size") from None
                 return
             size = codec.frame_size(prefix)
-            if not _MIN_FRAME <= size <= max_bytes:
-                raise _Closing(f"request size {size} outside [{_MIN_FRAME}, {max_bytes}] bytes")
+            low, high = (0 if self.raw_sasl else _MIN_FRAME), self.ctx.config.max_request_bytes
+            if self.principal is None:
+                high = min(high, SASL_MAX_RECEIVE_BYTES)
+            if not low <= size <= high:
+                raise _Closing(f"request size {size} outside [{low}, {high}] bytes")
             try:
                 frame = await self.reader.readexactly(size)
             except asyncio.IncompleteReadError:
                 raise _Closing(f"connection closed inside a {size}-byte request") from None
-            await self._start(frame)
+            if self.principal is None:
+                await self._authenticate(frame)
+            else:
+                await self._start(frame)
 
     async def _start(self, frame: bytes) -> None:
         try:
@@ -262,12 +329,183 @@ class _Connection:
             return
         except ProtocolError as exc:
             raise _Closing(str(exc)) from None
-        req = req._replace(client_host=self.host)
+        if self.principal.user is not None:
+            await self._refresh_role()
+        req = req._replace(client_host=self.host, principal=self.principal)
         api = APIS[req.api_key]
-        task = asyncio.ensure_future(api.handler(self.ctx, req))
+        refusal = authz.denial(self.ctx, req, self.principal)
+        if refusal is not None:
+            self._log_refusal(req)
+            task = asyncio.ensure_future(_answer(refusal))
+        elif self.ctx.config.audit is not None and audit.is_audited(req):
+            task = asyncio.ensure_future(self._audited(api.handler, req))
+        else:
+            task = asyncio.ensure_future(api.handler(self.ctx, req))
         if not api.pipelined:
             await asyncio.wait((task,))
         await self.pending.put((req, task))
+
+    # ------------------------------------------------------------------ SASL
+
+    async def _authenticate(self, frame: bytes) -> None:
+        """One frame of a connection that has not authenticated yet (see the module
+        docstring for what Kafka accepts then)."""
+        if self.raw_sasl:  # v0: the frame is a bare SASL token, answered by a bare token
+            answer = await self._sasl_step(bytes(frame))
+            if answer is None:  # v0 has no error response: Kafka closes the connection
+                self.closing = True
+            else:
+                await self.pending.put((None, struct.pack(">i", len(answer)) + answer))
+            return
+        try:
+            req = codec.decode_request(frame, SUPPORTED_VERSIONS)
+        except codec.UnsupportedRequest as exc:
+            if exc.api_key != codec.API_VERSIONS_KEY:
+                raise _Closing(f"{exc}, before SASL authentication") from None
+            await self.pending.put((None, _unsupported_answer(exc)))
+            return
+        except ProtocolError as exc:
+            raise _Closing(str(exc)) from None
+        req = req._replace(client_host=self.host)
+        key = req.api_key
+        if self.exchange is None:  # expecting ApiVersions or SaslHandshake
+            if key == codec.API_VERSIONS_KEY:
+                await self._reply(req, await handle_api_versions(self.ctx, req))
+            elif key == SASL_HANDSHAKE_KEY:
+                await self._handshake(req)
+            else:
+                raise _Closing(
+                    f"request of API key {key} before SASL authentication (this listener "
+                    f"requires SASL {'/'.join(MECHANISMS)}: check the client's "
+                    "security.protocol)"
+                )
+            return
+        if key != SASL_AUTHENTICATE_KEY:
+            body = codec.error_response_body(key, req.api_version, ErrorCode.ILLEGAL_SASL_STATE)
+            if body is not None:
+                await self._reply(req, body)
+            self.closing = True
+            log.warning(
+                "closing Kafka connection from %s: request of API key %d during SASL "
+                "authentication",
+                self.peer,
+                key,
+            )
+            return
+        answer = await self._sasl_step(bytes(req.body.auth_bytes))
+        fields = {"auth_bytes": answer or b"", "session_lifetime_ms": 0}
+        if answer is None:
+            code, message = ErrorCode.SASL_AUTHENTICATION_FAILED, self._failure
+            self.closing = True
+        else:
+            code, message = 0, None
+        await self._reply(
+            req, codec.make_response(req, error_code=code, error_message=message, **fields)
+        )
+
+    async def _handshake(self, req: codec.Request) -> None:
+        mechanism = req.body.mechanism
+        known = mechanism in MECHANISMS
+        code = 0 if known else ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        await self._reply(
+            req, codec.make_response(req, error_code=code, mechanisms=list(MECHANISMS))
+        )
+        if known:
+            self.exchange = SaslExchange(mechanism, self.ctx.config.authenticator)
+            self.raw_sasl = req.api_version == 0
+        else:
+            self.closing = True
+            log.warning(
+                "closing Kafka connection from %s: SASL mechanism %r is not enabled (enabled: %s)",
+                self.peer,
+                mechanism,
+                ", ".join(MECHANISMS),
+            )
+
+    async def _sasl_step(self, token: bytes) -> bytes | None:
+        """The server's answer to one client token; None when authentication failed."""
+        exchange = self.exchange
+        try:
+            answer = await self.ctx.blocking(exchange.step, token)
+        except AuthenticationFailed as exc:
+            self._failure = str(exc)
+            log.warning(
+                "SASL %s authentication failed from %s: %s", exchange.mechanism, self.peer, exc
+            )
+            await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
+            return None
+        if exchange.done:
+            role = await self.ctx.blocking(self.ctx.config.authenticator.role, exchange.user)
+            self.principal = Principal(exchange.user, role)
+            self.role_checked = asyncio.get_running_loop().time()
+            self.raw_sasl = False
+            log.info(
+                "Kafka connection from %s authenticated as %s with %s (role %s)",
+                self.peer,
+                exchange.user,
+                exchange.mechanism,
+                role.name.lower(),
+            )
+        return answer
+
+    async def _refresh_role(self) -> None:
+        """Look the principal's role up again when it was last looked up `ROLE_REFRESH_S` ago,
+        so a changed role (or a deactivated user) applies to open connections too."""
+        now = asyncio.get_running_loop().time()
+        if now - self.role_checked < ROLE_REFRESH_S:
+            return
+        user = self.principal.user
+        role = await self.ctx.blocking(self.ctx.config.authenticator.role, user)
+        self.role_checked = now
+        if role != self.principal.role:
+            log.info("Kafka user %s on %s now has role %s", user, self.peer, role.name.lower())
+            self.principal = Principal(user, role)
+
+    async def _reply(self, req: codec.Request, body) -> None:
+        await self.pending.put((None, bytes(codec.encode_response(req, body))))
+
+    def _log_refusal(self, req: codec.Request) -> None:
+        if req.api_key in self._refused_logged:  # once per API and connection
+            return
+        self._refused_logged.add(req.api_key)
+        log.info(
+            "refused API key %d to Kafka user %s from %s (role %s, needs %s)",
+            req.api_key,
+            self.principal.user,
+            self.peer,
+            self.principal.role.name.lower(),
+            authz.required_role(req).name.lower(),
+        )
+
+    # ------------------------------------------------------------------ audit
+
+    async def _audited(self, handler, req: codec.Request):
+        """Run an admin request's handler, then record what it changed (``audit``)."""
+        ctx = self.ctx
+        try:
+            state = await ctx.blocking(audit.capture_before, ctx, req)
+        except Exception:  # noqa: BLE001 - the change goes ahead; its record is lost, loudly
+            log.exception("cannot audit API key %d from %s", req.api_key, self.peer)
+            return await handler(ctx, req)
+        body = await handler(ctx, req)
+        try:
+            changes = await ctx.blocking(audit.changes_after, ctx, req, body, state)
+            for action, target, before, after in changes:
+                event = AuditEvent(
+                    action=action,
+                    target=target,
+                    before=before,
+                    after=after,
+                    client_id=req.client_id or "",
+                    address=self.peer,
+                    user=self.principal.user,
+                )
+                await ctx.blocking(ctx.config.audit.record, event)
+        except Exception:  # noqa: BLE001 - the change is made: answer the client all the same
+            log.exception(
+                "could not record the audit of API key %d from %s", req.api_key, self.peer
+            )
+        return body
 
     async def _respond(self) -> None:
         while True:
@@ -309,6 +547,10 @@ def _unsupported_answer(exc: codec.UnsupportedRequest) -> bytes:
         raise _Closing(f"{exc}, and no response shape is known for it")
     log.debug("answered unserved API key %d v%d with UNSUPPORTED_VERSION", key, version)
     return answer
+
+
+async def _answer(build):
+    return build()
 
 
 def _succeeded(task: asyncio.Task) -> bool:

@@ -340,3 +340,16 @@ def test_names_with_dots_dashes_and_underscores_work_in_paths(op, broker):
     assert op.get(f"{API}/topics/{name}").json()["name"] == name
     assert op.post(f"{API}/topics/{name}/records", {"value": "x"}, format="json").status_code == 201
     assert op.delete(f"{API}/topics/{name}").status_code == 204
+
+
+def test_a_249_character_topic_is_created_and_deleted(op, broker):
+    """Kafka's longest topic name used to give a 500 (ENAMETOOLONG)."""
+    import os
+
+    name = "api." + "x" * 245
+    r = op.post(f"{API}/topics", {"name": name, "partitions": 2}, format="json")
+    assert r.status_code == 201, r.content
+    assert op.get(f"{API}/topics/{name}").json()["name"] == name
+    assert op.delete(f"{API}/topics/{name}").status_code == 204
+    left = [n for _, dirs, files in os.walk(broker.store.path) for n in dirs + files]
+    assert [n for n in left if "xxxxxxxxxx" in n] == []

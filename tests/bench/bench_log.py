@@ -5,7 +5,9 @@ Run: ``make bench BENCH=log``, ``python -m tests.bench log`` or ``python tests/b
 0.01 a smoke run of a few seconds. Scratch data goes under ``BENCH_TMP`` (default /work/tmp) and
 is removed at the end. Writes ``bench-results/log.json``.
 
-What is measured (Tidelog | Redis Streams through redis-py, AOF on, ``appendfsync everysec``):
+What is measured (Tidelog | Redis Streams, AOF on, ``appendfsync everysec``, through redis-py
+with the hiredis parser, as users run it, and for (1) and (3) also through redis-py's own
+pure-Python parser; the targets are against redis-py + hiredis):
 
 1. batched append, records/s: 100-byte values, ``append_batch`` of 1000 records to one partition
    (default durability: one fdatasync per batch) | XADD pipelined 1000 at a time
@@ -22,8 +24,8 @@ What is measured (Tidelog | Redis Streams through redis-py, AOF on, ``appendfsyn
    directory in a fresh process (median of 3) | redis-server holding the same records in its AOF,
    killed, then timed from spawn until it answers PING (median of 3).
 
-(1)-(3) run 3 times, interleaved Tidelog/Redis, and report medians. Redis's background AOF
-rewrites fork; the benchmark waits for them to finish before each measurement.
+(1) and (3) run 5 times, (2) 3 times, interleaved Tidelog/Redis, and report medians. Redis's
+background AOF rewrites fork; the benchmark waits for them to finish before each measurement.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import redis  # noqa: E402
+
 from streams.log import LogStore, ProducerRecord  # noqa: E402
+from streams.log import records as rb  # noqa: E402
 from tests.bench.common import (  # noqa: E402
     REPO_ROOT,
     RedisServer,
@@ -61,10 +66,12 @@ from tests.bench.common import (  # noqa: E402
 )
 
 NAME = "log"
-PEER = "redis-streams"
+PEER_HIREDIS = "redis-streams+hiredis"  # redis-py with the hiredis parser: the peer as users run it
+PEER_PLAIN = "redis-streams (redis-py plain)"  # redis-py's pure-Python reply parser
 VALUE_SIZE = 100
 BATCH = 1000
-REPEATS = 3
+REPEATS = 5  # batched appends and sequential reads
+SINGLE_REPEATS = 3
 RANDOM_READS = 1000
 READ_COUNT = 100
 RESTARTS = 3
@@ -86,6 +93,14 @@ def sizes() -> dict[str, int]:
 def make_values(n: int = BATCH) -> list[bytes]:
     rng = random.Random(42)
     return [rng.randbytes(VALUE_SIZE) for _ in range(n)]
+
+
+def hiredis_version() -> str:
+    try:
+        import hiredis
+    except ImportError:
+        return "(not installed)"
+    return hiredis.__version__
 
 
 def redis_id(offset: int) -> str:
@@ -313,7 +328,7 @@ def redis_random_reads(r, key: str, records: int) -> list[float]:
 def redis_restart(server: RedisServer, key: str, expected: int) -> float:
     server.kill()
     seconds = server.start()
-    r = server.client()
+    r = server.client(parser="hiredis")
     try:
         length = r.xlen(key)
     finally:
@@ -327,41 +342,44 @@ def redis_restart(server: RedisServer, key: str, expected: int) -> float:
 
 
 def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[Row]:
-    results: dict[str, list[float]] = {
-        k: []
-        for k in (
-            "t_batch",
-            "r_batch",
-            "t_read",
-            "r_read",
-            "t_sync",
-            "t_nosync",
-            "r_single",
-        )
-    }
+    keys = ("t_batch", "h_batch", "p_batch", "t_read", "h_read", "p_read")
+    keys += ("t_sync", "t_nosync", "h_single")
+    results: dict[str, list[float]] = {k: [] for k in keys}
     with RedisServer(os.path.join(work, "redis-throughput")) as server:
-        r = server.client()
+        rh = server.client(parser="hiredis")
+        rp = server.client(parser="python")
+        parsers = f"{server.parser_in_use(rh)} / {server.parser_in_use(rp)}"
+        if not parsers.startswith("_Hiredis") or "Hiredis" in parsers.split("/")[1]:
+            raise AssertionError(f"redis-py parsers are {parsers}, wanted hiredis / pure Python")
         store = LogStore.open(os.path.join(work, "tidelog-throughput"))
         try:
             for rep in range(REPEATS):
+                topic = f"batched-{rep}"
                 server.wait_persistence_idle()
                 results["t_batch"].append(
-                    tidelog_batched_append(store, f"batched-{rep}", n["throughput"], values)
+                    tidelog_batched_append(store, topic, n["throughput"], values)
                 )
-                results["r_batch"].append(
-                    redis_batched_append(r, f"batched-{rep}", n["throughput"], values)
-                )
+                results["h_batch"].append(redis_batched_append(rh, topic, n["throughput"], values))
                 server.wait_persistence_idle()
-                results["t_read"].append(tidelog_sequential_read(store, f"batched-{rep}"))
-                results["r_read"].append(redis_sequential_read(r, f"batched-{rep}"))
-                store.delete_topic(f"batched-{rep}")
-                r.delete(f"batched-{rep}")
+                results["p_batch"].append(
+                    redis_batched_append(rp, f"{topic}-plain", n["throughput"], values)
+                )
+                rp.delete(f"{topic}-plain")
+                server.wait_persistence_idle()
+                # both Redis clients read the stream the hiredis run wrote
+                results["t_read"].append(tidelog_sequential_read(store, topic))
+                results["h_read"].append(redis_sequential_read(rh, topic))
+                results["p_read"].append(redis_sequential_read(rp, topic))
+                store.delete_topic(topic)
+                rh.delete(topic)
                 log(
                     f"rep {rep + 1}/{REPEATS}: batched append {results['t_batch'][-1]:,.0f} vs "
-                    f"{results['r_batch'][-1]:,.0f}; sequential read "
-                    f"{results['t_read'][-1]:,.0f} vs {results['r_read'][-1]:,.0f} records/s"
+                    f"{results['h_batch'][-1]:,.0f} hiredis, {results['p_batch'][-1]:,.0f} plain; "
+                    f"sequential read {results['t_read'][-1]:,.0f} vs "
+                    f"{results['h_read'][-1]:,.0f} hiredis, {results['p_read'][-1]:,.0f} plain "
+                    f"records/s (decoder {rb.decoder()})"
                 )
-            for rep in range(REPEATS):
+            for rep in range(SINGLE_REPEATS):
                 server.wait_persistence_idle()
                 results["t_sync"].append(
                     tidelog_single_appends(store, f"single-sync-{rep}", n["single_sync"], {})
@@ -374,69 +392,87 @@ def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[
                         {"flush.messages": 10_000},
                     )
                 )
-                results["r_single"].append(
-                    redis_single_appends(r, f"single-{rep}", n["single_redis"])
+                results["h_single"].append(
+                    redis_single_appends(rh, f"single-{rep}", n["single_redis"])
                 )
                 store.delete_topic(f"single-sync-{rep}")
                 store.delete_topic(f"single-nosync-{rep}")
-                r.delete(f"single-{rep}")
+                rh.delete(f"single-{rep}")
                 log(
-                    f"rep {rep + 1}/{REPEATS}: single appends fdatasync "
+                    f"rep {rep + 1}/{SINGLE_REPEATS}: single appends fdatasync "
                     f"{results['t_sync'][-1]:,.0f}, flush.messages=10000 "
-                    f"{results['t_nosync'][-1]:,.0f}, redis {results['r_single'][-1]:,.0f}/s"
+                    f"{results['t_nosync'][-1]:,.0f}, redis {results['h_single'][-1]:,.0f}/s"
                 )
             version = server.version()
         finally:
             store.close()
-            r.close()
+            rh.close()
+            rp.close()
     m = {k: median(v) for k, v in results.items()}
     spread = {k: f"{min(v):,.0f}..{max(v):,.0f}" for k, v in results.items()}
+    runs = f"median of {REPEATS} x {n['throughput']:,} records, interleaved"
     return [
         Row(
             "batched append (1000/batch)",
             "records/s",
             m["t_batch"],
-            PEER,
-            m["r_batch"],
-            ">= 5x peer",
-            at_least_ratio(5),
+            PEER_HIREDIS,
+            m["h_batch"],
+            ">= 6x redis+hiredis",
+            at_least_ratio(6),
             note=(
-                f"median of {REPEATS} x {n['throughput']:,} records (Tidelog {spread['t_batch']}, "
-                f"Redis {spread['r_batch']}); Tidelog fdatasyncs each batch, Redis {version} "
-                "AOF everysec"
+                f"{runs} (Tidelog {spread['t_batch']}, Redis {spread['h_batch']}); Tidelog "
+                f"fdatasyncs each batch, Redis {version} AOF everysec, XADD pipelined through "
+                f"redis-py {redis.__version__} with hiredis {hiredis_version()} (parsers {parsers})"
             ),
+        ),
+        Row(
+            "batched append (1000/batch)",
+            "records/s",
+            m["t_batch"],
+            PEER_PLAIN,
+            m["p_batch"],
+            note=f"same Tidelog runs; Redis {spread['p_batch']} (redis-py's own parser)",
         ),
         Row(
             "single appends, fdatasync each",
             "records/s",
             m["t_sync"],
-            PEER,
-            m["r_single"],
+            PEER_HIREDIS,
+            m["h_single"],
             note=(
                 f"Tidelog default flush.messages=1 ({spread['t_sync']}); Redis XADD per call, "
-                f"AOF fsync once a second ({spread['r_single']})"
+                f"AOF fsync once a second ({spread['h_single']})"
             ),
         ),
         Row(
             "single appends, flush.messages=10000",
             "records/s",
             m["t_nosync"],
-            PEER,
-            m["r_single"],
+            PEER_HIREDIS,
+            m["h_single"],
             note=f"Tidelog {spread['t_nosync']}; same Redis runs as the row above",
         ),
         Row(
             "sequential read (1000/call)",
             "records/s",
             m["t_read"],
-            PEER,
-            m["r_read"],
-            ">= 5x peer",
-            at_least_ratio(5),
+            PEER_HIREDIS,
+            m["h_read"],
+            ">= 4x redis+hiredis",
+            at_least_ratio(4),
             note=(
-                f"whole {n['throughput']:,}-record partition, median of {REPEATS} "
-                f"(Tidelog {spread['t_read']}, Redis {spread['r_read']})"
+                f"whole partition, {runs} (Tidelog {spread['t_read']}, Redis "
+                f"{spread['h_read']}); Tidelog's decoder: {rb.decoder()}"
             ),
+        ),
+        Row(
+            "sequential read (1000/call)",
+            "records/s",
+            m["t_read"],
+            PEER_PLAIN,
+            m["p_read"],
+            note=f"same Tidelog runs; Redis {spread['p_read']} (redis-py's own parser)",
         ),
     ]
 
@@ -482,7 +518,7 @@ def phase_big(work: str, n: dict[str, int], values: list[bytes]) -> list[Row]:
 
     # ---- Redis: same records, random reads, SIGKILL + restart
     with RedisServer(os.path.join(work, "redis-big")) as server:
-        r = server.client()
+        r = server.client(parser="hiredis")
         try:
             log(f"Redis: XADD {big:,} entries, pipelined {BATCH} at a time")
             fill_rate = redis_batched_append(r, TOPIC, big, values)
@@ -507,7 +543,7 @@ def phase_big(work: str, n: dict[str, int], values: list[bytes]) -> list[Row]:
             "random read 100 records, p50",
             "ms",
             percentile(t_lat, 50) * ms,
-            PEER,
+            PEER_HIREDIS,
             percentile(r_lat, 50) * ms,
             higher_is_better=False,
             note=f"{RANDOM_READS} reads at random offsets of a {big:,}-record partition",
@@ -516,7 +552,7 @@ def phase_big(work: str, n: dict[str, int], values: list[bytes]) -> list[Row]:
             "random read 100 records, p99",
             "ms",
             percentile(t_lat, 99) * ms,
-            PEER,
+            PEER_HIREDIS,
             percentile(r_lat, 99) * ms,
             "p99 <= 5 ms",
             at_most(5.0),
@@ -526,7 +562,7 @@ def phase_big(work: str, n: dict[str, int], values: list[bytes]) -> list[Row]:
             "restart after SIGKILL",
             "s",
             open_close,
-            PEER,
+            PEER_HIREDIS,
             median(r_restarts),
             "<= 5 s",
             at_most(5.0),

@@ -235,11 +235,39 @@ class RedisServer:
 
     # -------------------------------------------------------------- helpers
 
-    def client(self, **kwargs):
+    def client(self, parser: str | None = None, **kwargs):
+        """A redis-py client. `parser`: ``"hiredis"`` (redis-py with the hiredis C parser, as
+        users run it; refused when hiredis is not installed), ``"python"`` (redis-py's own
+        pure-Python parser) or None (redis-py's default: hiredis when installed)."""
         import redis
 
         kwargs.setdefault("socket_timeout", 300)
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+        if parser is None:
+            return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+        from redis.connection import _HiredisParser, _RESP2Parser
+        from redis.utils import HIREDIS_AVAILABLE
+
+        if parser == "hiredis" and not HIREDIS_AVAILABLE:
+            raise SystemExit(
+                "hiredis is not installed: pip install -r requirements-bench.txt (make bench)"
+            )
+        # _RESP2Parser: redis-py swaps in its RESP3 twin when the connection speaks RESP3
+        cls = {"hiredis": _HiredisParser, "python": _RESP2Parser}[parser]
+        pool = redis.ConnectionPool(host="127.0.0.1", port=self.port, parser_class=cls, **kwargs)
+        client = redis.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True
+        return client
+
+    @staticmethod
+    def parser_in_use(client) -> str:
+        """The class name of the reply parser a live connection of `client` uses (to show that
+        the hiredis rows really ran on hiredis)."""
+        pool = client.connection_pool
+        conn = pool.get_connection()
+        try:
+            return type(conn._parser).__name__
+        finally:
+            pool.release(conn)
 
     def wait_persistence_idle(self, timeout: float = 600.0) -> None:
         """Wait until no AOF rewrite / RDB save runs (they fork and would skew timings)."""

@@ -523,3 +523,39 @@ def test_csrf_is_enforced(orders, operator):
     response = strict.post(url("topic_delete", "orders"), {"confirm": "orders"})
     assert response.status_code == 403
     assert "orders" in orders.list_topics()
+
+
+# ====================================================================== long names (issue 10)
+
+CREATE = {"partitions": "2", "cleanup_policy": "delete", "retention_ms": "86400000",
+          "retention_bytes": "-1"}
+
+
+@pytest.mark.parametrize("length", [247, 249])
+def test_topics_with_kafkas_longest_names_work_in_the_console(operator_client, broker, length):
+    """Names of 247..249 characters (Kafka's limit) used to give a 500 (ENAMETOOLONG on the
+    metadata temp file) and leave partition directories behind."""
+    name = ("long." + "n" * length)[:length]
+    response = operator_client.post(url("topic_create"), {**CREATE, "name": name})
+    assert response.status_code == 302 and response.url == url("topic", name)
+    assert name in html(operator_client.get(response.url))
+    assert_audited(broker.store, "topic.create", f"topic {name}")
+
+    response = operator_client.post(url("topic_delete", name), {"confirm": name})
+    assert response.status_code == 302
+    assert name not in broker.store.list_topics()
+    assert [n for n in os_names(broker.store.path) if "nnnnnnnnnn" in n] == []
+
+
+def test_a_250_character_name_is_refused_next_to_the_field(operator_client, broker):
+    name = "n" * 250
+    response = operator_client.post(url("topic_create"), {**CREATE, "name": name})
+    assert response.status_code == 200
+    assert "250 characters long; the limit is 249" in html(response)
+    assert [n for n in os_names(broker.store.path) if "nnnnnnnnnn" in n] == []
+
+
+def os_names(path) -> list[str]:
+    import os
+
+    return [n for _, dirs, files in os.walk(path) for n in dirs + files]

@@ -208,3 +208,32 @@ def test_offsets_and_groups_survive_restart(tmp_path, clock):
     assert co.committed("g1")[("t", 0)].commit_timestamp_ms == clock.now
     co.close()
     store.close()
+
+
+def test_negative_offsets_are_stored_as_sentinels_and_survive_restart(tmp_path, clock):
+    """Kafka stores any committed offset: KafkaJS resets a group to "earliest" by committing -2.
+    OffsetFetch gets it back as stored; lag, resets and consumers see no position."""
+    from streams.groups.lag import group_lag
+    from streams.log import LogStore
+
+    store = LogStore.open(tmp_path, background=False)
+    co = GroupCoordinator(store, clock=clock)
+    co.load()
+    store.create_topic("t", 3)
+    store.append_batch("t", [(b"v",)] * 4, partition=2)
+    co.commit_offsets("g", {("t", 0): -2, ("t", 1): -1, ("t", 2): 3})
+    co.close()
+    store.close()
+    store = LogStore.open(tmp_path, background=False)
+    co = GroupCoordinator(store, clock=clock)
+    co.load()
+    stored = co.committed("g", sentinels=True)
+    assert {tp: c.offset for tp, c in stored.items()} == {("t", 0): -2, ("t", 1): -1, ("t", 2): 3}
+    assert {tp: c.offset for tp, c in co.committed("g").items()} == {("t", 2): 3}
+    lag = group_lag(co, store, "g").partitions
+    assert [(p.topic, p.partition, p.committed, p.lag) for p in lag] == [("t", 2, 3, 1)]
+    # a reset plan computed against "nothing committed" still applies over a sentinel
+    co.commit_offsets("g", {("t", 0): 0}, expect={("t", 0): None})
+    assert co.committed("g")[("t", 0)].offset == 0
+    co.close()
+    store.close()

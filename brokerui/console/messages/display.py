@@ -3,6 +3,12 @@
 Everything here returns plain ``str``; the templates escape it (autoescape), so a key, value or
 header holding markup is shown as text, never interpreted. Nothing in this module may return a
 ``SafeString``.
+
+Every page that shows record bytes (the message browser, the record page, its "show all") goes
+through `show_value`, `show_short` and `show_headers`, and every text they return has passed
+`printable`: any bytes render, and the result always encodes as UTF-8 (a JSON value holding a
+lone surrogate escape such as ``"\\ud800"`` is shown with that escape, not as a character the
+response cannot encode).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ SHORT_CHARS = 200  # keys and header values
 JSON_MAX_BYTES = 512 * 1024  # larger values are not parsed for pretty-printing
 _SNIFF_BYTES = 4096
 _CONTROL = {c for c in range(32) if c not in (9, 10, 13)} | {127}
+# C0 controls (but tab, line feed, carriage return) and DEL as their Unicode control pictures
+_PICTURES = {c: 0x2400 + c for c in _CONTROL if c < 32} | {127: 0x2421}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +38,17 @@ class Shown:
     @property
     def label(self) -> str:
         return {"json": "JSON", "text": "text", "hex": "binary (hex)", "null": "null"}[self.kind]
+
+
+def printable(text: str) -> str:
+    """`text` made safe to put in a page: control characters as their pictures (NUL as ␀), and
+    lone surrogates (which no UTF-8 response can carry) as ``\\udXXX`` escapes."""
+    text = text.translate(_PICTURES)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def is_binary(data: bytes) -> bool:
@@ -64,10 +83,11 @@ def _pretty_json(data: bytes) -> str | None:
     if len(data) > JSON_MAX_BYTES or data.lstrip()[:1] not in (b"{", b"["):
         return None
     try:
-        parsed = json.loads(data)
-    except (ValueError, RecursionError):
+        # JSON escapes every control character itself; a lone surrogate (``"\\ud800"``)
+        # comes back as an escape from `printable`
+        return printable(json.dumps(json.loads(data), indent=2, ensure_ascii=False))
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return None
-    return json.dumps(parsed, indent=2, ensure_ascii=False)
 
 
 def _cut(text: str, limit: int | None) -> tuple[str, bool]:
@@ -93,7 +113,7 @@ def show_value(data: bytes | None, mode: str = "auto", limit: int | None = TRUNC
             return Shown("json", text, size, truncated)
     # decode no more than needed: a character is at most 4 bytes
     raw = data if limit is None else data[: limit * 4]
-    text = raw.decode("utf-8", errors="replace")
+    text = printable(raw.decode("utf-8", errors="replace"))
     text, truncated = _cut(text, limit)
     return Shown("text", text, size, truncated or len(raw) < size)
 
@@ -105,5 +125,13 @@ def show_short(data: bytes | None, mode: str = "auto") -> Shown:
     if mode == "hex" or (mode == "auto" and is_binary(data)):
         text = data[: SHORT_CHARS // 2].hex(" ")
         return Shown("hex", text, len(data), len(data) > SHORT_CHARS // 2)
-    text = data[: SHORT_CHARS * 4].decode("utf-8", errors="replace")
+    text = printable(data[: SHORT_CHARS * 4].decode("utf-8", errors="replace"))
     return Shown("text", text[:SHORT_CHARS], len(data), len(text) > SHORT_CHARS)
+
+
+def show_headers(headers, mode: str = "auto", *, short: bool = True) -> list[tuple[str, Shown]]:
+    """Header names (text, made printable) with their values: one line each when `short`,
+    else in full."""
+    if short:
+        return [(printable(k), show_short(v, mode)) for k, v in headers]
+    return [(printable(k), show_value(v, mode, limit=None)) for k, v in headers]

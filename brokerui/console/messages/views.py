@@ -99,7 +99,7 @@ def _row(r, mode: str) -> RecordRow:
         r.timestamp_ms,
         display.show_short(r.key, mode),
         display.show_value(r.value, mode),
-        [(k, display.show_short(v, mode)) for k, v in r.headers],
+        display.show_headers(r.headers, mode),
         r.size,
     )
 
@@ -329,9 +329,7 @@ def record_detail(request: HttpRequest, topic: str, partition: int, offset: int)
     if rec is not None:
         context["value"] = display.show_value(rec.value, mode, limit=None)
         context["key"] = display.show_value(rec.key, mode, limit=None)
-        context["headers"] = [
-            (k, display.show_value(v, "auto", limit=None)) for k, v in rec.headers
-        ]
+        context["headers"] = display.show_headers(rec.headers, mode, short=False)
         context["size"] = (
             len(rec.key or b"")
             + len(rec.value or b"")

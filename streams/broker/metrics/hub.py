@@ -35,7 +35,7 @@ from streams.broker.metrics.series import (
     Point,
     series,
 )
-from streams.errors import TopicAlreadyExists
+from streams.errors import StorageError, TopicAlreadyExists
 from streams.processing import Max, Sum, Tumbling, WindowOperator
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,8 @@ class MetricsHub:
                 return
             try:
                 self.tick()
+            except StorageError:  # a full disk: its partition logged one line for the streak
+                pass
             except Exception:  # a bad tick must not end the metrics for the process's life
                 log.exception("metrics: sampling failed; trying again next second")
 

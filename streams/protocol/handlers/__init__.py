@@ -11,6 +11,9 @@ of the connection starts, as Kafka processes one request per connection at a tim
 *pipelined*: a plain function doing its ordered part at once and returning an awaitable for the
 rest (Produce: write now, wait for the disk later; Fetch: long-poll), so later requests of the
 connection proceed meanwhile. Responses always go out in request order.
+
+Topic ids (KIP-516): Metadata v10+ carries them; Produce v13, Fetch v13+, OffsetCommit v10,
+OffsetFetch v10 and DeleteTopics v6 name topics by id, resolved through the log store.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from streams.protocol.handlers import admin, fetch, groups, metadata, offsets, produce
+from streams.protocol.handlers import admin, fetch, groups, metadata, offsets, produce, sasl
 
 
 class Api(NamedTuple):
@@ -32,12 +35,12 @@ class Api(NamedTuple):
 APIS: dict[int, Api] = {
     api.key: api
     for api in (
-        Api(0, 10, produce.handle_produce, pipelined=True),
-        Api(1, 12, fetch.handle_fetch, pipelined=True),
+        Api(0, 13, produce.handle_produce, pipelined=True),
+        Api(1, 16, fetch.handle_fetch, pipelined=True),
         Api(2, 7, offsets.handle_list_offsets),
         Api(3, 13, metadata.handle_metadata),
-        Api(8, 9, offsets.handle_offset_commit),
-        Api(9, 9, offsets.handle_offset_fetch),
+        Api(8, 10, offsets.handle_offset_commit),
+        Api(9, 10, offsets.handle_offset_fetch),
         Api(10, 6, metadata.handle_find_coordinator),
         Api(11, 9, groups.handle_join_group),
         Api(12, 4, groups.handle_heartbeat),
@@ -45,6 +48,7 @@ APIS: dict[int, Api] = {
         Api(14, 5, groups.handle_sync_group),
         Api(15, 5, groups.handle_describe_groups),
         Api(16, 5, groups.handle_list_groups),
+        Api(17, 1, sasl.handle_sasl_handshake),
         Api(18, 4, metadata.handle_api_versions),
         Api(19, 7, admin.handle_create_topics),
         Api(20, 6, admin.handle_delete_topics),
@@ -53,6 +57,7 @@ APIS: dict[int, Api] = {
         Api(23, 4, offsets.handle_offset_for_leader_epoch),
         Api(32, 4, admin.handle_describe_configs),
         Api(33, 2, admin.handle_alter_configs),
+        Api(36, 2, sasl.handle_sasl_authenticate),
         Api(37, 3, admin.handle_create_partitions),
         Api(42, 2, groups.handle_delete_groups),
         Api(44, 1, admin.handle_incremental_alter_configs),

@@ -22,7 +22,14 @@ from streams.log.config import TopicConfig, validate_topic_name
 from streams.log.store import is_internal
 from streams.protocol import codec
 from streams.protocol.codec import Request
-from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
+from streams.protocol.handlers.common import (
+    NO_TOPIC_ID,
+    BrokerContext,
+    ErrorCode,
+    domain_error_code,
+    topic_for_id,
+    topic_uuid,
+)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -114,11 +121,10 @@ async def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
     result_cls = codec.response_class(req.api_key).DeletableTopicResult
     results = []
     for name, topic_id in wanted:
-        name = name or _name_for_id(ctx, topic_id)
         code, message = 0, None
         try:
-            if name is None:
-                raise UnknownTopic(str(topic_id))
+            name = name or topic_for_id(ctx, topic_id)
+            topic_id = topic_uuid(ctx, name)  # v6 answers with the id, asked by name or not
             await ctx.blocking(lambda n=name: _cluster(ctx).delete_topic(name=n))
             ctx.producers.forget_topic(name)
         except TidelogError as exc:
@@ -126,19 +132,12 @@ async def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
         results.append(
             result_cls(
                 name=name,
-                topic_id=topic_id or uuid.UUID(int=0),
+                topic_id=topic_id or NO_TOPIC_ID,
                 error_code=code,
                 error_message=message,
             )
         )
     return codec.make_response(req, throttle_time_ms=0, responses=results)
-
-
-def _name_for_id(ctx: BrokerContext, topic_id) -> str | None:
-    for name in ctx.store.list_topics():
-        if topic_id is not None and ctx.store.describe_topic(name).topic_id == topic_id.hex:
-            return name
-    return None
 
 
 async def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import enum
 import logging
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,10 +28,12 @@ from streams.errors import (
     OutOfOrderSequence,
     ProducerFenced,
     RecordTooLarge,
+    StorageError,
     StoreClosed,
     TopicAlreadyExists,
     UnknownPartition,
     UnknownTopic,
+    UnknownTopicId,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +64,10 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUIRED_ACKS = 21
     INVALID_GROUP_ID = 24
     TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -72,6 +79,8 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
@@ -81,6 +90,7 @@ class ErrorCode(enum.IntEnum):
 
 
 _BY_TYPE: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (UnknownTopicId, ErrorCode.UNKNOWN_TOPIC_ID),  # before UnknownTopic, its base
     (UnknownTopic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (UnknownPartition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (OffsetOutOfRange, ErrorCode.OFFSET_OUT_OF_RANGE),
@@ -94,6 +104,7 @@ _BY_TYPE: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (InvalidConfig, ErrorCode.INVALID_CONFIG),
     (OutOfOrderSequence, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (ProducerFenced, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
     (StoreClosed, ErrorCode.UNKNOWN_SERVER_ERROR),
 )
 
@@ -114,6 +125,24 @@ def domain_error_code(exc: BaseException) -> int:
     if code == ErrorCode.UNKNOWN_SERVER_ERROR:
         log.error("unexpected error answering a request", exc_info=exc)
     return code
+
+
+NO_TOPIC_ID = uuid.UUID(int=0)  # the wire's "no id" (a v10+ Metadata topic asked by name)
+
+
+def topic_uuid(ctx: BrokerContext, name: str) -> uuid.UUID:
+    """The id of topic `name` as the wire carries it; the all-zero id when there is none."""
+    try:
+        return uuid.UUID(hex=ctx.store.topic_id(name))
+    except UnknownTopic:
+        return NO_TOPIC_ID
+
+
+def topic_for_id(ctx: BrokerContext, topic_id: uuid.UUID | None) -> str:
+    """The name of the topic a request names by id (KIP-516); UnknownTopicId if none has it."""
+    if topic_id is None or topic_id == NO_TOPIC_ID:
+        raise UnknownTopicId(str(topic_id or NO_TOPIC_ID))
+    return ctx.store.topic_name(topic_id.hex)
 
 
 class CloseConnection(Exception):

@@ -5,6 +5,10 @@ client skips the records before it), never past the high watermark, at least one
 it exceeds the limits (KIP-74). There are no transactions, so the last stable offset is the
 high watermark and read_committed consumers read the same as read_uncommitted ones.
 
+From v13 the request names topics by id (KIP-516) and the response answers by id; an id no
+topic has (deleted, or re-created under a new id) gets UNKNOWN_TOPIC_ID, which makes clients
+refresh their metadata.
+
 Waiting does not poll: the fetch registers with the `AppendNotifier` before reading, and sleeps
 until an append to one of its partitions (or the deadline). No fetch sessions: session id 0
 means "full fetch each time", which every client accepts.
@@ -22,23 +26,30 @@ from typing import Any
 from streams.errors import OffsetOutOfRange, TidelogError
 from streams.protocol import codec
 from streams.protocol.codec import Request
-from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
+from streams.protocol.handlers.common import (
+    BrokerContext,
+    ErrorCode,
+    domain_error_code,
+    topic_for_id,
+)
 
 READ_COMMITTED = 1
 MIN_MAGIC2_VERSION = 4
+MIN_TOPIC_ID_VERSION = 13
 NO_LIMIT = 2**31 - 1
 
 
 async def handle_fetch(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
-    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    topics = _named_topics(ctx, req)
+    keys = [(name, p.partition) for name, t, _ in topics if name for p in t.partitions]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(body.max_wait_ms, 0) / 1000
     while True:
         remaining = deadline - loop.time()
         waiter = ctx.notifier.watch(keys) if remaining > 0 else None
         try:
-            topics, size, failed = _read_all(ctx, req)
+            responses, size, failed = _read_all(ctx, req, topics)
             if waiter is None or size >= max(body.min_bytes, 1) or failed:
                 break
             await asyncio.wait((waiter,), timeout=remaining)
@@ -46,11 +57,25 @@ async def handle_fetch(ctx: BrokerContext, req: Request) -> Any:
             if waiter is not None:
                 ctx.notifier.unwatch(keys, waiter)
     return codec.make_response(
-        req, throttle_time_ms=0, error_code=0, session_id=0, responses=topics
+        req, throttle_time_ms=0, error_code=0, session_id=0, responses=responses
     )
 
 
-def _read_all(ctx: BrokerContext, req: Request):
+def _named_topics(ctx: BrokerContext, req: Request) -> list[tuple[str | None, Any, int]]:
+    """(name, request topic, error code) per requested topic: v13+ name them by id, resolved
+    once per request (None and UNKNOWN_TOPIC_ID when no topic has that id)."""
+    if req.api_version < MIN_TOPIC_ID_VERSION:
+        return [(t.topic, t, 0) for t in req.body.topics]
+    out = []
+    for t in req.body.topics:
+        try:
+            out.append((topic_for_id(ctx, t.topic_id), t, 0))
+        except TidelogError as exc:
+            out.append((None, t, domain_error_code(exc)))
+    return out
+
+
+def _read_all(ctx: BrokerContext, req: Request, topics):
     body = req.body
     cls = codec.response_class(req.api_key)
     topic_cls = cls.FetchableTopicResponse
@@ -60,7 +85,7 @@ def _read_all(ctx: BrokerContext, req: Request):
     old_format = req.api_version < MIN_MAGIC2_VERSION
     committed = req.api_version >= 4 and body.isolation_level == READ_COMMITTED
     out, total, failed = [], 0, False
-    for t in body.topics:
+    for name, t, topic_error in topics:
         parts = []
         for p in t.partitions:
             # once the response is full, later partitions only report their offsets; the first
@@ -69,8 +94,10 @@ def _read_all(ctx: BrokerContext, req: Request):
             limit = limit if total else max(limit, 1)
             if old_format:
                 data, fields = b"", _fields(ErrorCode.UNSUPPORTED_VERSION, -1, -1)
+            elif name is None:
+                data, fields = b"", _fields(topic_error, -1, -1)
             else:
-                data, fields = _read_partition(ctx, t.topic, p.partition, p.fetch_offset, limit)
+                data, fields = _read_partition(ctx, name, p.partition, p.fetch_offset, limit)
             total += len(data)
             budget -= len(data)
             failed = failed or fields["error_code"] != 0
@@ -83,7 +110,8 @@ def _read_all(ctx: BrokerContext, req: Request):
                     **fields,
                 )
             )
-        out.append(topic_cls(topic=t.topic, partitions=parts))
+        # v13+ answer by id (the name is not on the wire there)
+        out.append(topic_cls(topic=name or "", topic_id=t.topic_id, partitions=parts))
     return out, total, failed
 
 

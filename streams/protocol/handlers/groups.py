@@ -17,12 +17,12 @@ import asyncio
 from typing import Any
 
 from streams.errors import GroupError, UnknownGroup
-from streams.groups.schemas import Assignment, Subscription
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
 
 CLASSIC = "classic"
+STABLE = "Stable"
 
 
 async def handle_join_group(ctx: BrokerContext, req: Request) -> Any:
@@ -176,23 +176,26 @@ def _describe(ctx: BrokerContext, cls, group_id: str):
             protocol_data="",
             members=[],
         )
+    # the members' own bytes, as Kafka returns them: clients decode them with their own
+    # (possibly newer or custom) subscription and assignment formats
     members = [
         cls.DescribedGroupMember(
             member_id=m.member_id,
             group_instance_id=None,
             client_id=m.client_id,
             client_host=m.host,
-            member_metadata=Subscription(m.subscription).encode() if d.protocol_type else b"",
-            member_assignment=Assignment(m.assignment).encode() if d.protocol_type else b"",
+            member_metadata=m.protocol_metadata,
+            member_assignment=m.assignment_bytes,
         )
         for m in d.members
     ]
+    stable = d.state == STABLE
     return cls(
         error_code=0,
         group_id=d.group_id,
         group_state=d.state,
         protocol_type=d.protocol_type,
-        protocol_data=d.protocol or "",
+        protocol_data=(d.protocol or "") if stable else "",  # Kafka: only once Stable
         members=members,
     )
 

@@ -2,8 +2,10 @@
 its topics and its coordinator. A single node: it leads every partition and coordinates every
 group; partitions report leader epoch 0.
 
+Every topic carries its id (KIP-516, v10+), and v10+ requests may ask for a topic by id alone.
 Topics named in a Metadata request are created when missing, as Kafka does with
-``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``).
+``auto.create.topics.enable`` (v4+ requests may opt out with ``allow_auto_topic_creation``), for
+principals who may create topics (operators, or anyone on a listener without authentication).
 
 Thread-safety: handlers run on the listener's event loop, one request of a connection at a
 time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
@@ -19,7 +21,16 @@ from streams.errors import TidelogError, UnknownTopic
 from streams.log.store import is_internal
 from streams.protocol import codec
 from streams.protocol.codec import Request
-from streams.protocol.handlers.common import NODE_ID, BrokerContext, ErrorCode, error_code, log
+from streams.protocol.handlers.common import (
+    NO_TOPIC_ID,
+    NODE_ID,
+    BrokerContext,
+    ErrorCode,
+    error_code,
+    log,
+    topic_for_id,
+)
+from streams.protocol.security import Role
 
 TRANSACTION_KEY_TYPE = 1
 
@@ -34,15 +45,20 @@ async def handle_metadata(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     cls = codec.response_class(req.api_key)
     if body.topics is None or (req.api_version == 0 and not body.topics):
-        names = ctx.store.list_topics(include_internal=True)  # v0: empty list means all
+        wanted = [(n, None) for n in ctx.store.list_topics(include_internal=True)]  # v0: all
     else:
-        names = [t.name for t in body.topics]
-    may_create = ctx.config.auto_create_topics and (
-        req.api_version < 4 or body.allow_auto_topic_creation
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
+    may_create = (
+        ctx.config.auto_create_topics
+        and (req.api_version < 4 or body.allow_auto_topic_creation)
+        and (req.principal is None or req.principal.role >= Role.OPERATOR)  # Kafka: CREATE
     )
     topics = []
-    for name in names:
-        topics.append(await _topic_metadata(ctx, cls, name, may_create))
+    for name, topic_id in wanted:
+        if name is None:  # v10+: asked for by id only
+            topics.append(_topic_by_id(ctx, cls, topic_id))
+        else:
+            topics.append(await _topic_metadata(ctx, cls, name, may_create))
     broker = cls.MetadataResponseBroker(node_id=NODE_ID, host=ctx.host, port=ctx.port, rack=None)
     return codec.make_response(
         req,
@@ -71,15 +87,23 @@ async def ensure_topic(ctx: BrokerContext, name: str) -> bool:
     return True
 
 
-async def _topic_metadata(ctx: BrokerContext, cls, name: str | None, may_create: bool):
-    if name is None:  # v10+: a topic asked for by id only, which we do not resolve
+def _topic_by_id(ctx: BrokerContext, cls, topic_id: uuid.UUID | None):
+    """A v10+ topic asked for by id (KIP-516): described under its name, or UNKNOWN_TOPIC_ID
+    (never auto-created: an id cannot name a new topic)."""
+    try:
+        name = topic_for_id(ctx, topic_id)
+        return _described(cls, ctx.store.describe_topic(name))
+    except TidelogError as exc:
         return cls.MetadataResponseTopic(
-            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+            error_code=error_code(exc),
             name=None,
-            topic_id=uuid.UUID(int=0),
+            topic_id=topic_id or NO_TOPIC_ID,
             is_internal=False,
             partitions=[],
         )
+
+
+async def _topic_metadata(ctx: BrokerContext, cls, name: str, may_create: bool):
     try:
         if may_create:
             await ensure_topic(ctx, name)
@@ -89,10 +113,14 @@ async def _topic_metadata(ctx: BrokerContext, cls, name: str | None, may_create:
         return cls.MetadataResponseTopic(
             error_code=code,
             name=name,
-            topic_id=uuid.UUID(int=0),
+            topic_id=NO_TOPIC_ID,
             is_internal=False,
             partitions=[],
         )
+    return _described(cls, desc)
+
+
+def _described(cls, desc):
     partitions = [
         cls.MetadataResponseTopic.MetadataResponsePartition(
             error_code=0,
@@ -107,7 +135,7 @@ async def _topic_metadata(ctx: BrokerContext, cls, name: str | None, may_create:
     ]
     return cls.MetadataResponseTopic(
         error_code=0,
-        name=name,
+        name=desc.name,
         topic_id=uuid.UUID(hex=desc.topic_id),
         is_internal=desc.internal,
         partitions=partitions,

@@ -24,7 +24,7 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from streams.errors import InvalidRecord, TidelogError, UnknownTopic
+from streams.errors import InvalidRecord, StorageError, TidelogError, UnknownTopic
 from streams.log import records as rb
 from streams.log.partition import PartitionLog
 from streams.log.store import is_internal
@@ -36,9 +36,11 @@ from streams.protocol.handlers.common import (
     ErrorCode,
     domain_error_code,
     log,
+    topic_for_id,
 )
 
 MIN_MAGIC2_VERSION = 3  # Produce v0-2 carry message format v0/v1, which Tidelog does not store
+MIN_TOPIC_ID_VERSION = 13  # topics named by id (KIP-516)
 MAX_EPOCH = 32767
 
 
@@ -57,12 +59,19 @@ def handle_produce(ctx: BrokerContext, req: Request) -> Awaitable:
     syncs: list[tuple[PartitionLog, int]] = []
     results = []
     for topic_data in body.topic_data:
-        name = topic_data.name
+        name, topic_error = topic_data.name, 0
+        if req.api_version >= MIN_TOPIC_ID_VERSION:  # by id (KIP-516): never auto-created
+            try:
+                name = topic_for_id(ctx, topic_data.topic_id)
+            except TidelogError as exc:
+                topic_error = domain_error_code(exc)
         parts = [
-            _produce_partition(ctx, req, body.acks, name, pd.index, pd.records, syncs)
+            PartitionResult(pd.index, topic_error)
+            if topic_error
+            else _produce_partition(ctx, req, body.acks, name, pd.index, pd.records, syncs)
             for pd in topic_data.partition_data
         ]
-        results.append((name, parts))
+        results.append((name, topic_data.topic_id, parts))
     # requested now, not in `_complete`: written records must reach the disk (and the high
     # watermark) even if this request is cancelled, e.g. by its connection closing
     synced = ctx.executor.submit(_sync_all, syncs) if syncs else None
@@ -148,16 +157,25 @@ def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, dup, s
     return PartitionResult(partition, 0, base, ts, plog.log_start_offset)
 
 
-def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> None:
+def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> dict[tuple[str, int], StorageError]:
+    """Wait for the disk; returns the partitions whose sync failed (they answer
+    KAFKA_STORAGE_ERROR: their records may not be on disk, so they are not acknowledged)."""
+    failed = {}
     for plog, end in syncs:
-        plog.sync_to(end)
+        try:
+            plog.sync_to(end)
+        except StorageError as exc:
+            failed[(plog.topic, plog.partition)] = exc
+    return failed
 
 
 async def _complete(req: Request, acks: int, results, synced: Future | None) -> Any:
     if synced is not None:
-        await asyncio.shield(asyncio.wrap_future(synced))
+        failed = await asyncio.shield(asyncio.wrap_future(synced))
+        if failed:
+            results = _with_sync_failures(results, failed)
     if acks == 0:
-        failed = [r for _, parts in results for r in parts if r.error]
+        failed = [r for _, _, parts in results for r in parts if r.error]
         if failed:
             raise CloseConnection(f"acks=0 produce failed with error {failed[0].error}")
         return None
@@ -167,6 +185,7 @@ async def _complete(req: Request, acks: int, results, synced: Future | None) -> 
     responses = [
         topic_cls(
             name=name,
+            topic_id=topic_id,  # v13+ answer by id
             partition_responses=[
                 part_cls(
                     index=r.index,
@@ -180,9 +199,25 @@ async def _complete(req: Request, acks: int, results, synced: Future | None) -> 
                 for r in parts
             ],
         )
-        for name, parts in results
+        for name, topic_id, parts in results
     ]
     return codec.make_response(req, responses=responses, throttle_time_ms=0)
+
+
+def _with_sync_failures(results, failed: dict[tuple[str, int], StorageError]):
+    code = int(ErrorCode.KAFKA_STORAGE_ERROR)
+    return [
+        (
+            name,
+            [
+                PartitionResult(r.index, code, message=str(failed[(name, r.index)]))
+                if (name, r.index) in failed and not r.error
+                else r
+                for r in parts
+            ],
+        )
+        for name, parts in results
+    ]
 
 
 async def handle_init_producer_id(ctx: BrokerContext, req: Request) -> Any:

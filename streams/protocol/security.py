@@ -1,0 +1,182 @@
+"""Authentication on the Kafka port: SASL/PLAIN and SASL/SCRAM-SHA-256/512, and who a connection
+is once authenticated (a `Principal` with a `Role`).
+
+The listener knows no users. It asks an `Authenticator` (``ListenerConfig.authenticator``), the
+seam the web console implements over its own users and roles
+(``brokerui.kafkaport.adapters.ConsoleAuthenticator``):
+
+- PLAIN: ``check_plain(user, password)``, checked by the implementation however it stores
+  passwords (the console: Django's password hasher);
+- SCRAM: ``scram_credential(user, mechanism)``, the salted-password keys of RFC 5802 (salt,
+  StoredKey, ServerKey, iterations) that `scram_credential` derives from a password when it is
+  set; the listener never sees a password. The server side of the exchange is ``scramp``'s.
+  The password is used as its UTF-8 bytes, as Kafka's own ScramFormatter does (no SASLprep), so
+  every Kafka client computes the same keys;
+- ``role(user)``: what the user may do (`Role`), asked at authentication and again every
+  `ROLE_REFRESH_S` seconds on a long-lived connection.
+
+`SaslExchange` runs one authentication; it is blocking (the authenticator may hash passwords or
+read a database) and the listener runs it on its thread pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import hmac
+import os
+from typing import Protocol
+
+import scramp
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+SCRAM_HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
+SCRAM_ITERATIONS = 8192  # Kafka accepts 4096 to 16384
+ROLE_REFRESH_S = 30.0  # a connection's role is looked up again after this long
+FAILED = "Authentication failed: Invalid username or password"  # Kafka's wording
+
+
+class Role(enum.IntEnum):
+    """What a principal may do. Higher roles include the lower ones."""
+
+    NONE = 0  # authenticated, but neither viewer nor operator: refused everything
+    VIEWER = 1  # read topics, their configs and groups; join groups and commit as a member
+    OPERATOR = 2  # also produce, change topics and configs, delete records and groups
+
+
+@dataclasses.dataclass(frozen=True)
+class Principal:
+    user: str | None  # the SASL user; None on a listener without authentication
+    role: Role
+
+
+OPEN = Principal(None, Role.OPERATOR)  # a listener without SASL: every request, as Kafka's
+
+
+@dataclasses.dataclass(frozen=True)
+class ScramCredential:
+    """RFC 5802's server-side credential for one user and one SCRAM mechanism."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+def scram_credential(
+    mechanism: str, password: str, *, iterations: int = SCRAM_ITERATIONS, salt: bytes | None = None
+) -> ScramCredential:
+    """The credential for `password`: SaltedPassword = PBKDF2(password, salt, iterations),
+    StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey = HMAC(SaltedPassword,
+    "Server Key")."""
+    name = SCRAM_HASHES[mechanism]
+    salt = os.urandom(32) if salt is None else salt
+    salted = hashlib.pbkdf2_hmac(name, password.encode("utf-8"), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", name).digest()
+    server_key = hmac.new(salted, b"Server Key", name).digest()
+    return ScramCredential(salt, hashlib.new(name, client_key).digest(), server_key, iterations)
+
+
+class Authenticator(Protocol):
+    """The users the listener authenticates. Every method is blocking (called on the
+    listener's thread pool) and answers False / None / Role.NONE for unknown or inactive
+    users."""
+
+    def check_plain(self, user: str, password: str) -> bool: ...
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
+
+    def role(self, user: str) -> Role: ...
+
+
+class AuthenticationFailed(Exception):
+    """The client's credentials were refused; the message is what the client is told."""
+
+
+class SaslExchange:
+    """The server side of one SASL authentication with `mechanism` (one of `MECHANISMS`).
+
+    Feed each client token to `step`; it returns the server's token, or raises
+    AuthenticationFailed. Once `done`, `user` is the authenticated user.
+    """
+
+    def __init__(self, mechanism: str, authenticator: Authenticator):
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"unsupported SASL mechanism {mechanism!r}")
+        self.mechanism = mechanism
+        self.authenticator = authenticator
+        self.done = False
+        self.user: str | None = None
+        self._scram = None
+
+    def step(self, token: bytes) -> bytes:
+        if self.done:
+            raise AuthenticationFailed("Authentication failed: the exchange is complete")
+        if self.mechanism == PLAIN:
+            return self._plain(token)
+        return self._scram_step(token)
+
+    # ------------------------------------------------------------------ PLAIN
+
+    def _plain(self, token: bytes) -> bytes:
+        """RFC 4616: ``authzid NUL authcid NUL passwd``."""
+        try:
+            authzid, user, password = (part.decode("utf-8") for part in token.split(b"\0"))
+        except ValueError:  # not three parts, or not UTF-8
+            raise AuthenticationFailed("Authentication failed: invalid PLAIN token") from None
+        if authzid and authzid != user:
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username"
+            )
+        if not user or not self.authenticator.check_plain(user, password):
+            raise AuthenticationFailed(FAILED)
+        self.user, self.done = user, True
+        return b""
+
+    # ------------------------------------------------------------------ SCRAM
+
+    def _scram_step(self, token: bytes) -> bytes:
+        try:
+            message = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Authentication failed: invalid SCRAM message") from None
+        try:
+            if self._scram is None:
+                self._scram = scramp.ScramMechanism(self.mechanism).make_server(self._lookup)
+                self._scram.set_client_first(message)
+                return self._scram.get_server_first().encode("utf-8")
+            self._scram.set_client_final(message)
+            final = self._scram.get_server_final()
+        except scramp.ScramException:
+            raise AuthenticationFailed(FAILED) from None
+        if self.user is None:  # a decoy credential (unknown user) cannot have matched
+            raise AuthenticationFailed(FAILED)
+        self.done = True
+        return final.encode("utf-8")
+
+    def _lookup(self, saslname: str) -> tuple[bytes, bytes, bytes, int]:
+        """scramp's auth_fn: the credential of the user the client-first message names. An
+        unknown user gets a decoy, so the exchange fails at the proof as a wrong password
+        does, without telling which users exist (RFC 5802, section 5.1)."""
+        user = saslname.replace("=2C", ",").replace("=3D", "=")
+        cred = self.authenticator.scram_credential(user, self.mechanism) if user else None
+        if cred is None:
+            cred = _decoy(user, self.mechanism)
+        else:
+            self.user = user
+        return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+
+
+_DECOY_KEY = os.urandom(32)
+
+
+def _decoy(user: str, mechanism: str) -> ScramCredential:
+    name = SCRAM_HASHES[mechanism]
+    salt = hmac.new(_DECOY_KEY, f"{mechanism}\0{user}".encode(), "sha256").digest()
+    size = hashlib.new(name).digest_size
+    return ScramCredential(salt, os.urandom(size), os.urandom(size), SCRAM_ITERATIONS)
