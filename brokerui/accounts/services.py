@@ -66,15 +66,6 @@ def _target(user) -> str:
     return f"user {user.get_username()}"
 
 
-class _Client:
-    """ "Who" of an audit entry written before anyone is logged in: the client's address."""
-
-    is_authenticated = False
-
-    def __init__(self, address: str | None):
-        self.username = f"anonymous from {address or 'unknown address'}"
-
-
 def login_failure_record(
     *, username: str, address: str | None, failures: int, limit: int, locked_out: bool
 ) -> None:
@@ -82,6 +73,7 @@ def login_failure_record(
     name or address; `locked_out` when this failure started the lockout."""
     details = {"address": address, "failures": failures, "limit": limit}
     target = f"user {username[:150]}"
-    record(_Client(address), "user.login_failed", target, after=details)
+    who = f"anonymous from {address or 'unknown address'}"
+    record(None, "user.login_failed", target, after=details, who=who)
     if locked_out:
-        record(_Client(address), "user.locked_out", target, after=details)
+        record(None, "user.locked_out", target, after=details, who=who)
