@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import dj_database_url
 
 from brokerui.config import (
@@ -44,6 +46,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "brokerui.console",
+    "axes",  # before brokerui.accounts: its failure handler runs before the one that logs
     "brokerui.accounts",
     "brokerui.audit",
     "brokerui.kafkaport",
@@ -59,13 +62,22 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "brokerui.request_limits.RequestSizeLimitMiddleware",  # 413 over DATA_UPLOAD_MAX_MEMORY_SIZE
     "brokerui.console.middleware.HtmxLoginRedirectMiddleware",
     # every page needs a login; the login view itself is exempt (Django 5.1+)
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last: turns a locked-out login into the lockout page (429)
+    "axes.middleware.AxesMiddleware",
 ]
+
+# The largest request body Django reads into memory, in bytes: form fields and the JSON API's
+# bodies (a batch of records at the default max.message.bytes in base64); uploaded files are
+# not counted. Django's default is 2.5 MB. A larger body is answered 413 with this limit
+# (brokerui/request_limits.py); None would mean no limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024 * 1024
 
 ROOT_URLCONF = "brokerui.urls"
 ASGI_APPLICATION = "brokerui.asgi.application"
@@ -101,8 +113,22 @@ if CONFIG.redis_url:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# Django's ModelBackend, which also derives the SCRAM credentials of users created without them
-AUTHENTICATION_BACKENDS = ["brokerui.kafkaport.backends.ModelBackendWithScram"]
+# Login throttle (django-axes): after AXES_FAILURE_LIMIT failed logins for one user name, or
+# from one address, within the cool-off, logins for it are refused until the cool-off has passed
+# since the last counted failure (refused tries are logged, not counted).
+# The address is REMOTE_ADDR only (forwarded headers can be forged). brokerui.accounts logs and
+# audits failures. Unlock early: `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login
+    # Django's ModelBackend, which also derives the SCRAM credentials of users created without them
+    "brokerui.kafkaport.backends.ModelBackendWithScram",
+]
+AXES_FAILURE_LIMIT = 10
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "brokerui.accounts.views.locked_out"  # a styled page, 429
+AXES_VERBOSE = False
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -135,7 +161,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["brokerui.api.parsers.LimitedJSONParser"],
+    # bodies are bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (above): 413 from brokerui.request_limits
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "brokerui.api.errors.exception_handler",
 }
@@ -164,5 +191,7 @@ LOGGING = {
         "django.channels.server": {"handlers": ["console"], "level": "INFO"},
         # a 500's traceback (Django's own handler prints it only with DEBUG on)
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        # brokerui.accounts logs one line per failed login; axes' own lines would repeat it
+        "axes": {"level": "ERROR"},
     },
 }

@@ -64,3 +64,16 @@ def password_change_record(*, user) -> None:
 
 def _target(user) -> str:
     return f"user {user.get_username()}"
+
+
+def login_failure_record(
+    *, username: str, address: str | None, failures: int, limit: int, locked_out: bool
+) -> None:
+    """Audit a failed login (the throttle counted it): `failures` of `limit` for that user
+    name or address; `locked_out` when this failure started the lockout."""
+    details = {"address": address, "failures": failures, "limit": limit}
+    target = f"user {username[:150]}"
+    who = f"anonymous from {address or 'unknown address'}"
+    record(None, "user.login_failed", target, after=details, who=who)
+    if locked_out:
+        record(None, "user.locked_out", target, after=details, who=who)

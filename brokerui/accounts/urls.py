@@ -1,5 +1,6 @@
 """Account routes, at /accounts/ (Django's names: login, logout, password_change...)."""
 
+from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
@@ -7,7 +8,16 @@ from brokerui.accounts import views
 
 urlpatterns = [
     path("", views.account, name="account"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            extra_context={
+                "login_failure_limit": settings.AXES_FAILURE_LIMIT,
+                "login_cooloff_minutes": int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
+            }
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password_change/", views.PasswordChangeView.as_view(), name="password_change"),
     path("password_change/done/", views.password_change_done, name="password_change_done"),

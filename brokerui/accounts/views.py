@@ -3,6 +3,7 @@ pages, which say how to get a new password instead of failing (Tidelog sends no 
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import password_validation
 from django.contrib.auth import views as auth_views
@@ -75,3 +76,16 @@ def password_change_done(request: HttpRequest) -> HttpResponse:
 def password_reset_unavailable(request: HttpRequest, **kwargs) -> HttpResponse:
     """Every step of Django's reset-by-email flow: Tidelog sends no mail, so say what to do."""
     return render(request, "registration/password_reset_unavailable.html", status=404)
+
+
+def locked_out(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
+    """django-axes' lockout response (settings.AXES_LOCKOUT_CALLABLE): a page saying why, for
+    how long and how an administrator lifts it; 429 Too Many Requests."""
+    context = {
+        "username": (credentials or {}).get("username") or request.POST.get("username", ""),
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "cooloff_minutes": int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
+    }
+    response = render(request, "registration/locked_out.html", context, status=429)
+    response["Retry-After"] = str(int(settings.AXES_COOLOFF_TIME.total_seconds()))
+    return response

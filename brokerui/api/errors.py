@@ -20,7 +20,9 @@ Status choices:
 * Every other engine refusal of bad input (``invalid_topic_name``, ``invalid_config``,
   ``invalid_partitions``, ``invalid_record``, ``invalid_reset``...) → 400.
 * Requests the API itself refuses: ``invalid_request`` (400, with ``fields``: per field a list
-  of ``{"message", "code"}``), ``parse_error`` (400, not JSON), ``request_too_large`` (413),
+  of ``{"message", "code"}``), ``parse_error`` (400, not JSON),
+  ``request_too_large`` (413, with ``limit_bytes``: Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``;
+  sent by ``brokerui.request_limits`` before the API runs),
   ``not_authenticated`` / ``authentication_failed`` (401), ``permission_denied``,
   ``operator_required``, ``csrf_failed``, ``internal_topic`` (403), ``not_found`` (404),
   ``method_not_allowed`` (405), ``unsupported_media_type`` (415).
@@ -38,6 +40,7 @@ import logging
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from brokerui.request_limits import too_large_message
 from streams import errors as se
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,12 @@ class InternalTopic(APIError):
 class RequestTooLarge(APIError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "request_too_large"
+
+    @classmethod
+    def of(cls, limit: int) -> RequestTooLarge:
+        """A body over `limit` bytes (``DATA_UPLOAD_MAX_MEMORY_SIZE``), with the limit."""
+        message = too_large_message(limit) + "; send fewer records per request"
+        return cls(message, limit_bytes=limit)
 
 
 def status_for(exc: se.TidelogError) -> int:

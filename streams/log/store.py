@@ -315,7 +315,10 @@ class LogStore:
             self._names_by_id[topic.topic_id] = topic.name
             if topic_id is None:
                 log.info("topic %s had no topic id: it is now %s", topic.name, topic.topic_id)
-                self._write_meta(topic)
+                try:
+                    self._write_meta(topic)
+                except OSError as exc:  # kept in memory; written with the next metadata change
+                    log.warning("topic %s: cannot write its new id: %s", topic.name, exc)
         if clean:
             os.unlink(marker)
             fsync_dir(self.path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.http import HttpRequest
 from rest_framework.test import APIClient
 
 from brokerui.audit.models import AuditEntry
@@ -57,7 +58,8 @@ def test_token_auth_reads(view, orders):
 
 def test_session_auth_reads_and_writes_with_csrf(operator, broker):
     client = APIClient(enforce_csrf_checks=True)
-    assert client.login(username="olivia", password="operator-pass-123")
+    # a request for the login throttle (django-axes), as the login form passes one
+    assert client.login(request=HttpRequest(), username="olivia", password="operator-pass-123")
     assert client.get(f"{API}/topics").status_code == 200
 
     refused = client.post(f"{API}/topics", {"name": "t"}, format="json")

@@ -136,7 +136,7 @@ def test_other_media_types_are_415(op, broker):
 
 
 def test_oversized_request_body_is_413(op, broker, settings):
-    settings.TIDELOG_API_MAX_BODY_BYTES = 1000
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     response = op.post(f"{API}/topics", {"name": "t" * 2000}, format="json")
     err = error(response, 413)
     assert err["code"] == "request_too_large" and err["limit_bytes"] == 1000

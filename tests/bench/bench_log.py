@@ -463,7 +463,7 @@ def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[
             at_least_ratio(4),
             note=(
                 f"whole partition, {runs} (Tidelog {spread['t_read']}, Redis "
-                f"{spread['h_read']}); Tidelog's decoder: {rb.decoder()}"
+                f"{spread['h_read']}); Tidelog's decoder: {rb.decoder()}, encoder: {rb.encoder()}"
             ),
         ),
         Row(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 
@@ -78,7 +79,7 @@ def test_password_change_checks_the_old_password_then_changes_and_audits(
     )
     assert done.redirect_chain[-1][0] == reverse("account")
     assert "Password changed" in done.content.decode()
-    assert Client().login(username="victor", password="n3w-Secret-pw")
+    assert Client().login(request=HttpRequest(), username="victor", password="n3w-Secret-pw")
     assert AuditEntry.objects.filter(action="user.password_change", target="user victor").exists()
 
 
