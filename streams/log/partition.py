@@ -635,6 +635,8 @@ class PartitionLog:
             topic=self.topic,
             partition=self.partition,
             offset=offset,
+            first_offset=d.first_offset if d is not None else None,
+            end_offset=d.end_offset if d is not None else None,
         )
 
     def note_damage(self, exc: SegmentDamage) -> damage.DamagedRange:
