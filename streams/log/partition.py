@@ -592,8 +592,10 @@ class PartitionLog:
 
     @property
     def damaged(self) -> tuple[damage.DamagedRange, ...]:
-        """The damaged ranges not repaired yet, by offset."""
-        return self._damaged
+        """The damaged ranges not repaired yet, by offset (not those below the log start:
+        retention or delete-records took those offsets anyway)."""
+        start = self.log_start_offset
+        return tuple(d for d in self._damaged if d.end_offset > start or d.end_offset == 0)
 
     @property
     def damage_ranges(self) -> tuple[damage.DamagedRange, ...]:

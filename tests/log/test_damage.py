@@ -250,3 +250,16 @@ def test_the_last_verified_point_spares_a_clean_start_the_batch_walk(data, monke
         assert store.partition_log(TOPIC, 0).damaged == ()
         assert _readable(store) == dict(enumerate(values))
     assert os.path.getsize(active) == size  # cut: nothing there was ever acknowledged
+
+
+def test_damage_below_the_log_start_is_no_longer_reported(data):
+    path, _ = data
+    active = _segment_files(path)[-1]
+    pos, size, _, _ = _batches(active)[2]  # offsets 10..14
+    _flip(active, pos + size - 2)
+    with LogStore.open(path, background=False) as store:
+        plog = store.partition_log(TOPIC, 0)
+        assert [(d.first_offset, d.end_offset) for d in plog.damaged] == [(10, 15)]
+        store.delete_records(TOPIC, {0: 15})
+        assert plog.damaged == ()
+        assert store.describe_topic(TOPIC).partitions[0].damaged == ()
