@@ -124,16 +124,16 @@ class PartitionLog:
     ) -> PartitionLog:
         """Open (creating if needed) a partition directory.
 
-        `recovery_point`: the offset below which everything was on disk (the last verified
-        point; after a clean shutdown, the log end then). `clean`: the store was shut down
-        cleanly (default: when no recovery point is given). The active segment is checked
-        whole either way (see ``LogSegment.load_active``); after an unclean stop every segment
-        from the recovery point on is re-validated too. Damage is kept in place and recorded,
-        never cut, except a torn tail past the recovery point; an active segment holding damage
-        is closed and a new one started after it, so nothing is ever appended behind damage.
-        `verified`: (segment base, position, CRC-32C) of the active segment's verified prefix,
-        from the checkpoint (``verified_point``). `contiguous` False (a topic that was ever
-        compacted) allows gaps between batches.
+        `recovery_point`: the offset below which everything was on disk (after a clean
+        shutdown, the log end then). `clean`: the store was shut down cleanly (default: when no
+        recovery point is given). `verified`: the last verified point, (segment base, position,
+        CRC-32C of the bytes before it) of the active segment, from the checkpoint
+        (``verified_point``). The active segment is checked whole either way (see
+        ``LogSegment.load_active``); after an unclean stop every segment from the recovery
+        point on is re-validated too. Damage is kept in place and recorded, never cut, except a
+        torn tail past the recovery point; an active segment holding damage is closed and a
+        new one started after it, so nothing is ever appended behind damage. `contiguous`
+        False (a topic that was ever compacted) allows gaps between batches.
         """
         if clean is None:
             clean = recovery_point is None
@@ -170,6 +170,14 @@ class PartitionLog:
         plog = cls(directory, topic, partition, config, clock, segments, log_start_offset)
         plog.contiguous = contiguous
         plog._set_ranges(ranges, recorded)
+        known = [d for d in plog.damaged if d in recorded]
+        if known:  # found before: one reminder per start (new ones were logged in full)
+            log.warning(
+                "%s-%d: %d damaged range%s recorded (%s); reads there answer CORRUPT_MESSAGE "
+                "until `manage.py verify_log --topic %s --repair` cuts them out",
+                topic, partition, len(known), "s" * (len(known) != 1),
+                ", ".join(d.offsets_text() for d in known), topic,
+            )  # fmt: skip
         if plog.log_start_offset > plog._next_offset:
             log.warning(
                 "%s: log start offset %d is past the log end %d; starting an empty segment there",
