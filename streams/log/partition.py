@@ -44,7 +44,7 @@ from streams.errors import (
     StorageError,
     StoreClosed,
 )
-from streams.log import compression, damage
+from streams.log import checkpoint, compression, damage
 from streams.log import records as rb
 from streams.log.config import TopicConfig
 from streams.log.records import ProducerRecord, Record
@@ -924,6 +924,7 @@ def _finish_interrupted_operations(directory: str) -> None:
     ``.cleaned`` (a cleaner copy not yet committed) and ``.deleted`` files are removed;
     ``.swap`` files (a committed cleaner copy) replace the segment files they shadow."""
     shutil.rmtree(os.path.join(directory, "cleaner-tmp"), ignore_errors=True)
+    checkpoint.remove_leftover_tmp(directory)  # of damaged-ranges.json
     names = os.listdir(directory)
     for name in names:
         path = os.path.join(directory, name)
