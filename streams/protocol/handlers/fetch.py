@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams.errors import OffsetOutOfRange, TidelogError
+from streams.errors import LogDamaged, OffsetOutOfRange, TidelogError
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import (
@@ -125,6 +125,8 @@ def _read_partition(ctx: BrokerContext, topic: str, partition: int, offset: int,
         return data, _fields(0, hw, plog.log_start_offset)
     except OffsetOutOfRange as exc:
         return b"", _fields(1, exc.end_offset, exc.log_start_offset)
+    except LogDamaged as exc:  # CORRUPT_MESSAGE, with the partition's offsets as Kafka sends
+        return b"", _fields(domain_error_code(exc), plog.high_watermark, plog.log_start_offset)
     except TidelogError as exc:
         return b"", _fields(domain_error_code(exc), -1, -1)
 
