@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "brokerui.request_limits.RequestSizeLimitMiddleware",  # 413 over DATA_UPLOAD_MAX_MEMORY_SIZE
     "brokerui.console.middleware.HtmxLoginRedirectMiddleware",
     # every page needs a login; the login view itself is exempt (Django 5.1+)
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
@@ -73,6 +74,12 @@ MIDDLEWARE = [
     # last: turns a locked-out login into the lockout page (429)
     "axes.middleware.AxesMiddleware",
 ]
+
+# The largest request body Django reads into memory, in bytes: form fields and the JSON API's
+# bodies (a batch of records at the default max.message.bytes in base64); uploaded files are
+# not counted. Django's default is 2.5 MB. A larger body is answered 413 with this limit
+# (brokerui/request_limits.py); None would mean no limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024 * 1024
 
 ROOT_URLCONF = "brokerui.urls"
 ASGI_APPLICATION = "brokerui.asgi.application"
@@ -156,7 +163,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["brokerui.api.parsers.LimitedJSONParser"],
+    # bodies are bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (above): 413 from brokerui.request_limits
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "brokerui.api.errors.exception_handler",
 }

@@ -98,6 +98,18 @@ class CorruptRecord(TidelogError):
     code = "corrupt_record"
 
 
+class LogDamaged(CorruptRecord):
+    """An offset lies in a damaged range of a partition's log (bytes that fail their CRC-32C,
+    or are missing): it cannot be served. Kafka's CORRUPT_MESSAGE; `manage.py verify_log
+    --repair` cuts the damage out."""
+
+    code = "log_damaged"
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int):
+        super().__init__(message)
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+
 class InvalidRecord(TidelogError):
     """A record or batch that is well formed but not acceptable (size, missing key, ...)."""
 

@@ -40,6 +40,10 @@ ENGINE_NOTES = {
     "record_too_large": "a record over the topic's max.message.bytes",
     "offset_out_of_range": "outside [`log_start_offset`, `end_offset`], both in the body",
     "corrupt_record": "damaged data on disk",
+    "log_damaged": "the offset lies in a damaged range of the log (listed in the partition's "
+    "`damaged`); `manage.py verify_log --repair` cuts it out",
+    "storage_error": "the disk refused the write (full, quota, I/O error); nothing was stored, "
+    "retry once there is room",
     "store_closed": "the broker is shutting down",
     "data_dir_locked": "another process owns the data directory",
     "cluster_unavailable": "the external Kafka cluster (`TIDELOG_CLUSTER`) did not answer",

@@ -20,11 +20,14 @@ Status choices:
 * Every other engine refusal of bad input (``invalid_topic_name``, ``invalid_config``,
   ``invalid_partitions``, ``invalid_record``, ``invalid_reset``...) → 400.
 * Requests the API itself refuses: ``invalid_request`` (400, with ``fields``: per field a list
-  of ``{"message", "code"}``), ``parse_error`` (400, not JSON), ``request_too_large`` (413),
+  of ``{"message", "code"}``), ``parse_error`` (400, not JSON),
+  ``request_too_large`` (413, with ``limit_bytes``: Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``;
+  sent by ``brokerui.request_limits`` before the API runs),
   ``not_authenticated`` / ``authentication_failed`` (401), ``permission_denied``,
   ``operator_required``, ``csrf_failed``, ``internal_topic`` (403), ``not_found`` (404),
   ``method_not_allowed`` (405), ``unsupported_media_type`` (415).
-* A broken or closed store is the server's problem: ``corrupt_record`` → 500,
+* A broken or closed store is the server's problem: ``corrupt_record`` and ``log_damaged``
+  (an offset in a damaged range of the log) → 500,
   ``storage_error`` (the disk refused a write: full, quota, I/O error) → 507,
   ``store_closed`` / ``data_dir_locked`` → 503; any unexpected exception → 500
   ``internal_error`` (logged with its traceback), never an HTML page.
@@ -37,6 +40,7 @@ import logging
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from brokerui.request_limits import too_large_message
 from streams import errors as se
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,7 @@ DOMAIN_STATUS: dict[type, int] = {
     se.InvalidPartitions: 400,
     se.InvalidRecord: 400,
     se.InvalidResetSpec: 400,
+    se.LogDamaged: 500,  # the log on disk is damaged at that offset: the server's problem
     se.CorruptRecord: 500,
     se.StorageError: 507,  # Insufficient Storage: nothing was stored, retry once there is room
     se.StoreClosed: 503,
@@ -87,6 +92,12 @@ class InternalTopic(APIError):
 class RequestTooLarge(APIError):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "request_too_large"
+
+    @classmethod
+    def of(cls, limit: int) -> RequestTooLarge:
+        """A body over `limit` bytes (``DATA_UPLOAD_MAX_MEMORY_SIZE``), with the limit."""
+        message = too_large_message(limit) + "; send fewer records per request"
+        return cls(message, limit_bytes=limit)
 
 
 def status_for(exc: se.TidelogError) -> int:

@@ -248,6 +248,16 @@ class TopicCreate(StrictSerializer):
     config = serializers.DictField(child=ConfigValueField(), default=dict)
 
 
+class DamagedRangeSerializer(serializers.Serializer):
+    file = serializers.CharField(help_text="the segment file")
+    start = serializers.IntegerField(help_text="first damaged byte")
+    end = serializers.IntegerField(help_text="byte after the damage (= start: bytes missing)")
+    first_offset = serializers.IntegerField()
+    end_offset = serializers.IntegerField(help_text="offset after the damage")
+    reason = serializers.CharField()
+    found_ms = serializers.IntegerField()
+
+
 class PartitionSerializer(serializers.Serializer):
     partition = serializers.IntegerField()
     log_start_offset = serializers.IntegerField()
@@ -258,6 +268,11 @@ class PartitionSerializer(serializers.Serializer):
     segment_count = serializers.IntegerField()
     last_append_ms = serializers.IntegerField(allow_null=True)
     last_append = IsoTimestampField(source="last_append_ms")
+    damaged = DamagedRangeSerializer(
+        many=True,
+        help_text="damaged ranges of the log on disk: reads there answer corrupt_record "
+        "(`manage.py verify_log --repair` cuts them out)",
+    )
 
 
 class TopicGroupSerializer(serializers.Serializer):

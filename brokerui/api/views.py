@@ -383,7 +383,13 @@ class TopicViewSet(ApiViewSet):
 
 # ===================================================================================== groups
 
-GROUP_PARAM = OpenApiParameter("group_id", str, OpenApiParameter.PATH, description="group id")
+GROUP_PARAM = OpenApiParameter(
+    "group_id", str, OpenApiParameter.PATH,
+    description=(
+        "the group id as one path segment: `~` written `~7E`, `/` written `~2F`, an id of dots "
+        "only with each dot as `~2E`, the empty id as `~`; then percent-encoded as usual"
+    ),
+)
 
 
 def _plan_key(topic: str, partition: int) -> str:
@@ -393,6 +399,7 @@ def _plan_key(topic: str, partition: int) -> str:
 @extend_schema(tags=["groups"])
 class GroupViewSet(ApiViewSet):
     lookup_field = "group_id"
+    lookup_value_converter = "group_id"  # brokerui/group_paths.py, as the console's routes
     read_only_actions = ("reset",)  # a dry run changes nothing; execution checks the role
 
     @extend_schema(
@@ -488,7 +495,7 @@ class GroupViewSet(ApiViewSet):
         parameters=[GROUP_PARAM, OpenApiParameter("topic", str, OpenApiParameter.PATH)],
         responses={200: s.DeleteOffsetsResultSerializer, **_errors(403, 404, 409)},
     )
-    @action(detail=True, methods=["delete"], url_path=r"offsets/(?P<topic>[^/]+)")
+    @action(detail=True, methods=["delete"], url_path="offsets/<str:topic>")
     def delete_offsets(self, request, group_id: str, topic: str):
         cluster = get_cluster()
         detail = cluster.describe_group(group_id)
@@ -508,8 +515,6 @@ def _strategy(v) -> ResetStrategy:
     if v["from_file"]:
         # The engine's from-file reads a path on the server: the API takes the CSV text itself.
         return ResetStrategy("from-file", parse_offsets_csv(value or ""))
-    if kind == "to-datetime" and value and value.strip().lstrip("-").isdigit():
-        return ResetStrategy("to-datetime", int(value))  # epoch milliseconds
     return ResetStrategy.parse(kind, value)
 
 

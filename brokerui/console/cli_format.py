@@ -214,3 +214,60 @@ def deleted_offsets(group: str, topic: str, partitions: Sequence[tuple[str, int]
     head = f"Request succeed for deleting offsets with topic {topic} group {group}"
     rows = [(t, p, "Successful") for t, p in sorted(partitions)]
     return head + "\n\n" + table(("TOPIC", "PARTITION", "STATUS"), rows)
+
+
+# ------------------------------------------------------------------------------ verify_log
+
+
+def verify_report(report, repair: bool) -> str:
+    """``manage.py verify_log``: one line per partition, then each damaged range with what a
+    repair cuts (or, with --repair, what it cut), then a summary."""
+    lines = []
+    for p in report.partitions:
+        state = "OK" if p.ok and not p.repaired else (
+            f"{len(p.repaired)} damaged range{'s' * (len(p.repaired) != 1)} repaired"
+            if p.repaired
+            else f"{len(p.damaged)} damaged range{'s' * (len(p.damaged) != 1)}"
+        )
+        lines.append(
+            f"{p.topic}-{p.partition}: {p.segments} segment{'s' * (p.segments != 1)}, "
+            f"{p.batches:,} batch{'es' * (p.batches != 1)}, {p.size_bytes:,} bytes: {state}"
+        )
+        for r in p.damaged:
+            lines.append(f"  DAMAGED  {r.describe()}")
+            lines.append(f"    repair would {_cut_text(r)}")
+        for r in p.repaired:
+            lines.append(f"  REPAIRED {r.describe()}")
+            lines.append(f"    {_cut_text(r)}")
+    damaged, repaired = report.damaged, report.repaired
+    partitions = len(report.partitions)
+    if repaired:
+        lost = sum(r.offset_count for _, r in repaired)
+        lines.append(
+            f"Repaired {len(repaired)} damaged range{'s' * (len(repaired) != 1)}: "
+            f"{lost:,} offset{'s' * (lost != 1)} lost, every other record kept (audited)."
+        )
+    elif damaged:
+        count = len({(p.topic, p.partition) for p, _ in damaged})
+        lines.append(
+            f"{len(damaged)} damaged range{'s' * (len(damaged) != 1)} in {count} of {partitions} "
+            "partitions; reads there answer CORRUPT_MESSAGE. "
+            + ("" if repair else "Run again with --repair (the server stopped) to cut them out.")
+        )
+    else:
+        lines.append(f"All {partitions} partition{'s' * (partitions != 1)} verified: no damage.")
+    return "\n".join(lines)
+
+
+def _cut_text(r) -> str:
+    what = (
+        f"cut bytes {r.start:,}..{r.end - 1:,} ({r.byte_count:,} bytes) of {r.file}"
+        if r.byte_count
+        else f"cut nothing from {r.file} (the bytes are missing)"
+    )
+    lost = (
+        f"{r.offsets_text()} {'are' if r.offset_count > 1 else 'is'} lost"
+        if r.offset_count > 0
+        else "no offset is lost"
+    )
+    return f"{what}; {lost}; the batches before and after keep their offsets"

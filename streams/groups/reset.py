@@ -13,7 +13,8 @@ Strategies::
     to-current       the committed offset; partitions without one use the log end (as Kafka)
     to-offset N      N
     shift-by N       committed + N (N may be negative); needs a committed offset
-    to-datetime T    the first offset with timestamp >= T; none: the log end
+    to-datetime T    the first offset with timestamp >= T (ISO-8601, or epoch ms); none: the
+                     log end
     by-duration D    to-datetime (now - D), D in ISO-8601 (PT1H, P1DT12H, PT-30M...)
     from-file F      CSV lines ``topic,partition,offset``
 
@@ -45,12 +46,37 @@ STRATEGIES = (
     "from-file",
 )
 NEEDS_VALUE = {"to-offset", "shift-by", "to-datetime", "by-duration", "from-file"}
+# the moments a to-datetime may name: those a datetime holds (years 1 to 9999, UTC), in ms
+MIN_DATETIME_MS = -62_135_596_800_000  # 0001-01-01T00:00:00.000Z
+MAX_DATETIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _digits(n: int) -> str:
+    text = str(n)
+    return text if len(text) <= 24 else f"{text[:20]}… ({len(text)} digits)"
 
 
 @dataclasses.dataclass(frozen=True)
 class ResetStrategy:
     kind: str
     value: object = None  # int for to-offset/shift-by, ms for to-datetime/by-duration, dict file
+
+    def __post_init__(self) -> None:
+        """Every way of building a strategy (command line, console form, API) ends here, so a
+        moment or duration no clock can hold is refused here, once, as bad input."""
+        if not isinstance(self.value, int):
+            return
+        if self.kind == "to-datetime" and not MIN_DATETIME_MS <= self.value <= MAX_DATETIME_MS:
+            raise InvalidResetSpec(
+                f"--to-datetime {_digits(self.value)} ms is out of range: give a moment between "
+                "0001-01-01 and 9999-12-31 (UTC)"
+            )
+        if self.kind == "by-duration" and abs(self.value) > MAX_DATETIME_MS - MIN_DATETIME_MS:
+            raise InvalidResetSpec(
+                f"--by-duration {_digits(self.value)} ms is out of range: at most 10,000 years "
+                "either way"
+            )
 
     @classmethod
     def parse(cls, kind: str, value: str | None = None) -> ResetStrategy:
@@ -90,7 +116,7 @@ class ResetStrategy:
 
     def describe(self) -> str:
         if self.kind == "to-datetime":
-            when = dt.datetime.fromtimestamp(self.value / 1000, dt.UTC)  # type: ignore[operator]
+            when = _EPOCH + dt.timedelta(milliseconds=self.value)  # type: ignore[arg-type]
             return f"to-datetime {when.isoformat(timespec='milliseconds')}"
         if self.kind == "by-duration":
             return f"by-duration {self.value} ms"
@@ -317,16 +343,26 @@ def parse_duration_ms(text: str) -> int:
             f"{text!r} is not an ISO-8601 duration; examples: PT1H, P1D, PT30M, P1DT12H"
         )
     g = m.groupdict()
-    ms = (int(g["d"] or 0) * 86_400 + int(g["h"] or 0) * 3600 + int(g["m"] or 0) * 60) * 1000
-    if g["s"]:
-        seconds = g["s"] + ("." + g["f"] if g["f"] else "")
-        ms += round(float(seconds) * 1000)
+    try:
+        ms = (int(g["d"] or 0) * 86_400 + int(g["h"] or 0) * 3600 + int(g["m"] or 0) * 60) * 1000
+        if g["s"]:
+            # exact integers: a float of many digits is inf, and round(inf) raises
+            fraction = round(int((g["f"] or "0").ljust(9, "0")[:9]) / 1_000_000)
+            ms += int(g["s"]) * 1000 + (-fraction if g["s"].startswith("-") else fraction)
+    except ValueError:  # more digits than int() converts
+        raise InvalidResetSpec(f"{text[:40]!r}… is not a duration Tidelog can hold") from None
     return -ms if g["sign"] == "-" else ms
 
 
 def parse_datetime_ms(text: str) -> int:
-    """Kafka's ``YYYY-MM-DDTHH:mm:SS.sss`` with an optional zone (Z, +02:00); no zone: UTC."""
+    """Kafka's ``YYYY-MM-DDTHH:mm:SS.sss`` with an optional zone (Z, +02:00); no zone: UTC.
+    Digits alone are epoch milliseconds (as the JSON API takes them)."""
     value = text.strip().replace(" ", "T")
+    if re.fullmatch(r"[-+]?\d+", value):
+        try:
+            return int(value)
+        except ValueError:  # more digits than int() converts
+            raise InvalidResetSpec(f"{value[:40]}… ms is not a moment Tidelog can hold") from None
     try:
         when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -336,7 +372,7 @@ def parse_datetime_ms(text: str) -> int:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
+    return (when - _EPOCH) // dt.timedelta(milliseconds=1)  # exact: no float rounding
 
 
 def parse_offsets_csv(text: str) -> dict[tuple[str, int], int]:

@@ -24,11 +24,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable, Iterable
 
 from streams.log import records as rb
 from streams.log.partition import PartitionLog, fsync_dir
 from streams.log.records import ProducerRecord, Record
-from streams.log.segment import LogSegment
+from streams.log.segment import LogSegment, SegmentDamage
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,22 @@ class Cleaner:
         self.crash_at = crash_at  # tests: raise at "copied" or "committed" to simulate a crash
 
     def clean(self, plog: PartitionLog, now: int, force: bool = False) -> bool:
+        """One pass; False when there was nothing (worth) cleaning. Damaged segments and the
+        ones after them are left alone (reading them would lose what follows the damage);
+        damage met on the way is recorded and ends the pass."""
+        try:
+            return self._clean(plog, now, force)
+        except SegmentDamage as exc:
+            found = plog.note_damage(exc)
+            log.warning(
+                "compaction of %s-%d stopped at damaged data (%s)",
+                plog.topic,
+                plog.partition,
+                found.describe(),
+            )
+            return False
+
+    def _clean(self, plog: PartitionLog, now: int, force: bool) -> bool:
         cleanable = self._cleanable_segments(plog, now)
         if not cleanable:
             return False
@@ -71,7 +88,7 @@ class Cleaner:
         lag = plog.config.get("min.compaction.lag.ms")
         out = []
         for seg in plog.segments[:-1]:
-            if lag > 0 and seg.max_timestamp > now - lag:
+            if seg.damage or (lag > 0 and seg.max_timestamp > now - lag):
                 break
             out.append(seg)
         return out
@@ -90,7 +107,7 @@ class Cleaner:
         latest: dict[bytes, int] = {}
         start = plog.log_start_offset
         for seg in segments:
-            for h, batch in seg.batches_from(seg.base_offset, seg.size):
+            for h, batch in seg.read_from(seg.base_offset, seg.size):
                 if h.is_control:
                     continue
                 for r in rb.decode_records(batch, h):
@@ -106,7 +123,7 @@ class Cleaner:
         start = plog.log_start_offset
         out_batches: list[tuple[bytes, int, int, int]] = []
         changed = False
-        for h, batch in seg.batches_from(seg.base_offset, seg.size):
+        for h, batch in seg.read_from(seg.base_offset, seg.size):
             if h.is_control:
                 out_batches.append((bytes(batch), h.base_offset, h.next_offset, h.max_timestamp))
                 continue
@@ -131,41 +148,61 @@ class Cleaner:
         return changed
 
     def _swap(self, plog: PartitionLog, old: LogSegment, batches, now: int) -> None:
-        tmp = os.path.join(plog.directory, TMP_DIR)
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        copy = LogSegment(tmp, old.base_offset, plog.config.get("index.interval.bytes"), False)
-        for data, base, nxt, max_ts in batches:
-            copy.append(data, base, nxt, max_ts, now)
-        copy.next_offset = max(copy.next_offset, old.next_offset)
-        copy.seal()
-        paths = copy.file_paths()
-        copy.close()
-        if self.crash_at == "copied":
-            raise RuntimeError("simulated crash after copying")
+        swap_segment(plog, old, batches, now, crash_at=self.crash_at)
 
-        def install() -> LogSegment:
-            for path in paths:
-                os.rename(path, os.path.join(plog.directory, os.path.basename(path) + ".swap"))
-            fsync_dir(plog.directory)  # commit point: the swap files exist
-            if self.crash_at == "committed":
-                raise RuntimeError("simulated crash after the commit point")
-            for path in paths:
-                name = os.path.basename(path)
-                os.replace(
-                    os.path.join(plog.directory, name + ".swap"), os.path.join(plog.directory, name)
-                )
-            fsync_dir(plog.directory)
-            new = LogSegment(
-                plog.directory, old.base_offset, plog.config.get("index.interval.bytes"), False
+
+def swap_segment(
+    plog: PartitionLog,
+    old: LogSegment,
+    batches: Iterable[tuple[bytes, int, int, int]],
+    now: int,
+    *,
+    before_commit: Callable[[], None] | None = None,
+    crash_at: str | None = None,
+) -> bool:
+    """Replace the closed segment `old` by a copy made of `batches` ((bytes, base offset, next
+    offset, max timestamp), in order), with the crash-safe swap described in the module
+    docstring; `before_commit` runs once the copy is on disk, before the commit point (the
+    repair records the cut there). False (nothing changed) if `old` is gone meanwhile."""
+    tmp = os.path.join(plog.directory, TMP_DIR)
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    copy = LogSegment(tmp, old.base_offset, plog.config.get("index.interval.bytes"), False)
+    for data, base, nxt, max_ts in batches:
+        copy.append(data, base, nxt, max_ts, now)
+    copy.next_offset = max(copy.next_offset, old.next_offset)
+    copy.seal()
+    paths = copy.file_paths()
+    copy.close()
+    if crash_at == "copied":
+        raise RuntimeError("simulated crash after copying")
+    if before_commit is not None:
+        before_commit()
+
+    def install() -> LogSegment:
+        for path in paths:
+            os.rename(path, os.path.join(plog.directory, os.path.basename(path) + ".swap"))
+        fsync_dir(plog.directory)  # commit point: the swap files exist
+        if crash_at == "committed":
+            raise RuntimeError("simulated crash after the commit point")
+        for path in paths:
+            name = os.path.basename(path)
+            os.replace(
+                os.path.join(plog.directory, name + ".swap"), os.path.join(plog.directory, name)
             )
-            new.load_closed()
-            new.next_offset = max(new.next_offset, old.next_offset)
-            new.closed = True
-            return new
+        fsync_dir(plog.directory)
+        new = LogSegment(
+            plog.directory, old.base_offset, plog.config.get("index.interval.bytes"), False
+        )
+        new.load_closed()
+        new.next_offset = max(new.next_offset, old.next_offset)
+        new.contiguous = old.contiguous
+        new.closed = True
+        return new
 
-        plog.replace_segment(old, install)
-        shutil.rmtree(tmp, ignore_errors=True)
+    done = plog.replace_segment(old, install)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return done
 
 
 def _rebuild(kept: list[Record], h: rb.BatchHeader, horizon: int | None, now: int):
@@ -190,7 +227,7 @@ def _min_horizon(segments: list[LogSegment]) -> int | None:
     """Earliest delete horizon among surviving tombstone batches: when to clean again."""
     best = None
     for seg in segments:
-        for h, _ in seg.batches_from(seg.base_offset, seg.size):
+        for h, _ in seg.batches_from(seg.base_offset, seg.size):  # headers only; damage skipped
             if h.attributes & rb.ATTR_DELETE_HORIZON and (best is None or h.base_timestamp < best):
                 best = h.base_timestamp
     return best

@@ -13,6 +13,17 @@ written so far, and the others find their offsets already covered.
 Readers never take a lock. They read ``high_watermark`` first, then the segment list (replaced,
 never mutated, when segments are added or removed), then each segment's ``size``; everything
 below those marks is complete on disk.
+
+Damage (see ``damage``): every batch a reader hands out is checked (CRC-32C); a read stops
+before a damaged range and an offset inside one raises LogDamaged (Kafka's CORRUPT_MESSAGE).
+The recovery point is the last verified point: at open the active segment is checked whole,
+after a clean shutdown too, and after an unclean one every segment from the recovery point on.
+Damage is recorded (``damaged-ranges.json``) and kept in place, never a reason to cut the
+records after it; only a torn tail past the recovery point is cut. An active segment found
+damaged (at open or by a read) is closed and a new one started, so nothing is appended behind
+damage. Kafka keeps a partition writable in the same case (it cuts the damage at recovery and
+re-replicates); a single node cannot re-replicate, so the damage stays readable as an error
+until an operator repairs it (``verify.repair_partition``, ``manage.py verify_log --repair``).
 """
 
 from __future__ import annotations
@@ -27,17 +38,18 @@ from collections.abc import Callable, Sequence
 from streams.errors import (
     CorruptRecord,
     InvalidRecord,
+    LogDamaged,
     OffsetOutOfRange,
     RecordTooLarge,
     StorageError,
     StoreClosed,
 )
-from streams.log import compression
+from streams.log import compression, damage
 from streams.log import records as rb
 from streams.log.config import TopicConfig
 from streams.log.records import ProducerRecord, Record
 from streams.log.refusals import RefusalLog
-from streams.log.segment import NO_TIMESTAMP, LogSegment, segment_name
+from streams.log.segment import NO_TIMESTAMP, LogSegment, SegmentDamage, segment_name
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +94,8 @@ class PartitionLog:
         self._flush_lock = threading.Lock()
         self._closed = False
         self._refusals = RefusalLog(f"{topic}-{partition}")
+        self._ranges: tuple[damage.DamagedRange, ...] = ()  # damaged and repaired ranges
+        self._damaged: tuple[damage.DamagedRange, ...] = ()
         self._offline: StorageError | None = None  # set by a failed fsync, until a restart
         self.on_log_start_change: Callable[[PartitionLog], None] | None = None
         # called (from the appending or syncing thread) each time the high watermark advances;
@@ -103,14 +117,23 @@ class PartitionLog:
         *,
         log_start_offset: int = 0,
         recovery_point: int | None = None,
+        clean: bool | None = None,
         contiguous: bool = True,
     ) -> PartitionLog:
         """Open (creating if needed) a partition directory.
 
-        `recovery_point` None means the store was shut down cleanly; otherwise every batch at or
-        after it is re-validated and a torn or corrupt tail is cut (and logged). `contiguous`
-        False (a topic that was ever compacted) allows gaps between batches.
+        `recovery_point`: the offset below which everything was on disk (the last verified
+        point; after a clean shutdown, the log end then). `clean`: the store was shut down
+        cleanly (default: when no recovery point is given). The active segment is checked
+        whole either way (see ``LogSegment.load_active``); after an unclean stop every segment
+        from the recovery point on is re-validated too. Damage is kept in place and recorded,
+        never cut, except a torn tail past the recovery point; an active segment holding damage
+        is closed and a new one started after it, so nothing is ever appended behind damage.
+        `contiguous` False (a topic that was ever compacted) allows gaps between batches.
         """
+        if clean is None:
+            clean = recovery_point is None
+        rp = recovery_point or 0
         os.makedirs(directory, exist_ok=True)
         _finish_interrupted_operations(directory)
         interval = config.get("index.interval.bytes")
@@ -126,17 +149,22 @@ class PartitionLog:
             plog.contiguous = contiguous
             return plog
         segments = [LogSegment(directory, b, interval, contiguous) for b in bases]
-        if recovery_point is None:
+        recorded = damage.load(directory)
+        jumps = _jumps_by_segment(recorded)
+        if clean:
+            found = {}
             for seg, nxt in zip(segments, segments[1:], strict=False):
-                seg.load_closed(nxt.base_offset)
-            segments[-1].load_active()
+                found[seg] = seg.load_closed(nxt.base_offset, jumps.get(seg.base_offset, ()))
+            found[segments[-1]] = segments[-1].load_active(rp, jumps.get(bases[-1], ()))
         else:
-            segments = _recover(segments, recovery_point)
+            found = _recover(segments, rp, jumps)
+        ranges = collect_damage(segments, recorded, found, rp, clock())
         _check_contiguous(segments, directory)
         for seg in segments[:-1]:
             seg.closed = True
         plog = cls(directory, topic, partition, config, clock, segments, log_start_offset)
         plog.contiguous = contiguous
+        plog._set_ranges(ranges, recorded)
         if plog.log_start_offset > plog._next_offset:
             log.warning(
                 "%s: log start offset %d is past the log end %d; starting an empty segment there",
@@ -145,6 +173,8 @@ class PartitionLog:
                 plog._next_offset,
             )
             plog._reset_to(plog.log_start_offset)
+        elif plog._segments[-1].damage:
+            plog._roll()  # never append behind damage: it stays in a closed segment
         return plog
 
     # ------------------------------------------------------------------ state
@@ -462,59 +492,79 @@ class PartitionLog:
     def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
         """Records from `offset` on, at most `max_records` and `max_bytes` of encoded records
         (always at least one record when any is available). An empty list before the high
-        watermark means compaction removed every record in [offset, high watermark)."""
+        watermark means compaction removed every record in [offset, high watermark).
+
+        Every batch read is checked (CRC-32C): reads stop before damage, and an offset inside
+        a damaged range raises LogDamaged (Kafka's CORRUPT_MESSAGE), never garbled records."""
         hw = self._check_range(offset)
-        out: list[Record] = []
-        budget = max_bytes
+        return self._around_damage(
+            lambda out: self._read_into(out, offset, hw, max_records, max_bytes), offset
+        )
+
+    def _read_into(self, out: list, offset: int, hw: int, max_records: int, budget: int) -> None:
+        limit = self._damage_limit(offset, hw)
         for seg in self._segments_from(offset):
-            for h, batch in seg.batches_from(offset, seg.size):
-                if h.base_offset >= hw:
-                    return out
+            for h, batch in seg.read_from(offset, seg.size):
+                if h.base_offset >= limit:
+                    return
                 if h.next_offset <= offset:
                     continue
                 recs, used, complete = rb.decode_from(
                     batch, h, offset, max_records - len(out), max(budget, 0), not out
                 )
-                if h.next_offset > hw:  # the high watermark can lag the log end mid-flush
-                    recs = [r for r in recs if r.offset < hw]
+                if h.next_offset > limit:  # the high watermark can lag the log end mid-flush
+                    recs = [r for r in recs if r.offset < limit]
                 out += recs
                 budget -= used
                 if not complete or len(out) >= max_records:
-                    return out
+                    return
                 offset = h.next_offset
-        return out
 
     def read_batches(self, offset: int, max_bytes: int) -> bytes:
         """Whole raw batches starting with the one containing `offset`, never past the high
-        watermark; at least one batch even if it exceeds `max_bytes` (as Kafka's Fetch)."""
+        watermark; at least one batch even if it exceeds `max_bytes` (as Kafka's Fetch).
+        Checked as ``read`` checks them."""
         hw = self._check_range(offset)
-        out = []
+        out = self._around_damage(
+            lambda out: self._batches_into(out, offset, hw, max_bytes), offset
+        )
+        return b"".join(out)
+
+    def _batches_into(self, out: list, offset: int, hw: int, max_bytes: int) -> None:
+        limit = self._damage_limit(offset, hw)
         total = 0
         for seg in self._segments_from(offset):
-            for h, batch in seg.batches_from(offset, seg.size):
-                if h.base_offset >= hw:
-                    return b"".join(out)
+            for h, batch in seg.read_from(offset, seg.size):
+                if h.base_offset >= limit:
+                    return
                 if h.next_offset <= offset:
                     continue
                 if out and total + h.size > max_bytes:
-                    return b"".join(out)
+                    return
                 out.append(bytes(batch))
                 total += h.size
-        return b"".join(out)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The offset of the first record whose timestamp is >= `timestamp`, or None.
 
         The time index gives the batch to start from; batches whose max timestamp is below
         the target are skipped by their headers; inside a batch only the record prefixes
-        (length, timestamp and offset deltas) are read."""
+        (length, timestamp and offset deltas) are read. Damaged ranges are skipped."""
+        for _ in range(3):
+            try:
+                return self._offset_for_timestamp(timestamp)
+            except SegmentDamage as exc:
+                self.note_damage(exc)  # known now: the next pass jumps over it
+        return None
+
+    def _offset_for_timestamp(self, timestamp: int) -> int | None:
         hw = self.high_watermark
         start = self.log_start_offset
         for seg in self._segments_from(start, clamp=True):
             if seg.max_timestamp < timestamp:
                 continue
             offset = max(seg.time_scan_start(timestamp), start)
-            for h, batch in seg.batches_from(offset, seg.size):
+            for h, batch in seg.read_from(offset, seg.size, skip_damage=True):
                 if h.base_offset >= hw:
                     return None
                 if h.max_timestamp < timestamp or h.next_offset <= offset:
@@ -523,6 +573,162 @@ class PartitionLog:
                 if found is not None:
                     return found if found < hw else None
         return None
+
+    # ------------------------------------------------------------------ damage
+
+    @property
+    def damaged(self) -> tuple[damage.DamagedRange, ...]:
+        """The damaged ranges not repaired yet, by offset."""
+        return self._damaged
+
+    @property
+    def damage_ranges(self) -> tuple[damage.DamagedRange, ...]:
+        """Every recorded range, damaged and repaired."""
+        return self._ranges
+
+    def _around_damage(self, read_into, offset: int) -> list:
+        """Run a read; damage met on the way is recorded and the read ends before it (what was
+        read so far is returned), or raises LogDamaged when `offset` lies inside it."""
+        for _ in range(3):
+            out: list = []
+            try:
+                read_into(out)
+                return out
+            except SegmentDamage as exc:
+                found = self.note_damage(exc)
+                if out:
+                    return out
+                if found.covers(offset):
+                    raise self._damaged_error(found, offset) from None
+        raise self._damaged_error(None, offset)
+
+    def _damage_limit(self, offset: int, hw: int) -> int:
+        """Where a read from `offset` must stop: the high watermark or the next damaged range;
+        LogDamaged when `offset` lies in one."""
+        for d in self._damaged:
+            if d.covers(offset):
+                raise self._damaged_error(d, offset)
+            if d.first_offset > offset:
+                return min(d.first_offset, hw)
+        return hw
+
+    def _damaged_error(self, d: damage.DamagedRange | None, offset: int) -> LogDamaged:
+        what = d.describe() if d is not None else "damage was met on every attempt"
+        return LogDamaged(
+            f"{self.topic}-{self.partition}: offset {offset} cannot be read, the log is damaged "
+            f"there ({what}); `manage.py verify_log --topic {self.topic} --repair` (broker "
+            "stopped) cuts the damage out",
+            topic=self.topic,
+            partition=self.partition,
+            offset=offset,
+        )
+
+    def note_damage(self, exc: SegmentDamage) -> damage.DamagedRange:
+        """Record damage a reader met (logged, kept in the partition's damaged-ranges file);
+        damage in the active segment closes it, so nothing is appended behind it."""
+        if exc.known is not None:
+            return exc.known
+        seg = exc.segment
+        with self._write_lock:
+            for d in seg.damage:
+                if d.start <= exc.position < max(d.end, d.start + 1):
+                    return d
+            found = self._locate(seg, exc.position, exc.reason)
+            if seg in self._segments:
+                self._set_ranges((*self._ranges, found), self._ranges)
+                if seg is self._segments[-1] and not self._closed:
+                    try:
+                        self._roll()
+                    except (OSError, StorageError) as roll_error:
+                        log.warning(
+                            "%s: could not start a new segment after the damage: %s",
+                            self.directory,
+                            roll_error,
+                        )
+            return found
+
+    def record_damage(self, ranges) -> None:
+        """Replace the recorded ranges (a full verification found these); damage in the active
+        segment closes it."""
+        with self._write_lock:
+            self._set_ranges(ranges, self._ranges)
+            if self._segments[-1].damage and not self._closed:
+                self._roll()
+
+    def mark_repaired(self, ranges, repaired) -> None:
+        """`ranges` were cut out (``verify.repair_partition``): record them as `repaired`."""
+        with self._write_lock:
+            kept = [r for r in self._ranges if r not in ranges]
+            self._set_ranges([*kept, *repaired], self._ranges)
+
+    def _locate(self, seg: LogSegment, position: int, reason: str) -> damage.DamagedRange:
+        """The damaged range starting at `position`: the offset expected there (walked from the
+        index entry before it) up to the next valid batch (or the segment's end)."""
+        expected, at = seg.index.lookup_position(position)
+        for pos, batch in seg.iter_batches(at, position):
+            expected = rb.parse_header(batch).next_offset
+            at = pos + len(batch)
+        if at != position:  # the headers before it do not lead here: trust what it says
+            expected = rb.peek_size(os.pread(seg.fd, rb.LOG_OVERHEAD, position))[0]
+        segs = self._segments
+        nxt = segs[segs.index(seg) + 1].base_offset if seg in segs[:-1] else seg.next_offset
+        gap = next(
+            (
+                g
+                for g in damage.walk(
+                    seg.fd, position, seg.size, expected, seg.contiguous, seg.jumps
+                )
+                if isinstance(g, damage.Gap)
+            ),
+            damage.Gap(position, position, reason, None),
+        )
+        end = gap.next_base if gap.next_base is not None else max(nxt, expected)
+        return damage.DamagedRange(
+            seg.base_offset,
+            os.path.basename(seg.path),
+            gap.start,
+            gap.end,
+            expected,
+            end,
+            reason,
+            self.clock(),
+        )
+
+    def _set_ranges(self, ranges, previous) -> None:
+        """Install the recorded ranges on the segments; log the new ones, save when changed.
+        A range found again keeps the time it was first found."""
+        known = {(r.segment, r.start, r.end, r.repaired_ms is None): r for r in previous}
+        merged: dict = {}
+        for r in ranges:
+            key = (r.segment, r.start, r.end, r.repaired_ms is None)
+            merged.setdefault(key, known.get(key, r))
+        ranges = sorted(merged.values(), key=lambda r: (r.first_offset, r.segment, r.start))
+        self._ranges = tuple(ranges)
+        self._damaged = tuple(r for r in ranges if r.repaired_ms is None)
+        for seg in self._segments:
+            seg.set_damage(
+                (r for r in self._damaged if r.segment == seg.base_offset),
+                (
+                    (r.first_offset, r.end_offset)
+                    for r in ranges
+                    if r.repaired_ms is not None and r.segment == seg.base_offset
+                ),
+            )
+        for key, r in merged.items():
+            if key not in known and r.repaired_ms is None:
+                log.error(
+                    "%s-%d: damaged log: %s; kept in place, reads there answer CORRUPT_MESSAGE "
+                    "until `manage.py verify_log --topic %s --repair` cuts it out",
+                    self.topic,
+                    self.partition,
+                    r.describe(),
+                    self.topic,
+                )
+        if set(merged.values()) != set(previous):
+            try:
+                damage.save(self.directory, self._ranges)
+            except OSError as exc:
+                log.warning("%s: could not record the damaged ranges: %s", self.directory, exc)
 
     # ------------------------------------------------------------------ deleting
 
@@ -602,7 +808,15 @@ class PartitionLog:
                 why,
             )
             _unlink_segment_files(seg)
+        self._forget_ranges_of(doomed)
         return len(doomed)
+
+    def _forget_ranges_of(self, gone: list[LogSegment]) -> None:
+        bases = {seg.base_offset for seg in gone}
+        if any(r.segment in bases for r in self._ranges):
+            with self._write_lock:
+                kept = [r for r in self._ranges if r.segment not in bases]
+                self._set_ranges(kept, self._ranges)
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # one attribute, so a reader never pairs a new segment list with old base offsets
@@ -633,6 +847,7 @@ class PartitionLog:
         for seg in old:
             _unlink_segment_files(seg)
         fsync_dir(self.directory)
+        self._forget_ranges_of(old)
 
     def truncate_all(self) -> None:
         """Remove every record: used when a topic is purged to its end."""
@@ -700,43 +915,91 @@ def _finish_interrupted_operations(directory: str) -> None:
     fsync_dir(directory)
 
 
-def _recover(segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:
-    """Re-validate everything at or after the recovery point; cut at the first bad batch (or,
-    where offsets must be contiguous, at a segment that ends before the next one starts) and
-    delete every later segment: their offsets would no longer follow on."""
+def _recover(segments: list[LogSegment], recovery_point: int, jumps) -> dict:
+    """Re-validate everything at or after the recovery point (the active segment whole).
+    Damage is returned per segment, kept in place: only a torn tail of the active segment past
+    the recovery point is cut. The segments after damage stay: their records were written (and
+    may have been acknowledged) after it, and their offsets still follow on."""
     bases = [s.base_offset for s in segments]
     first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
+    found = {}
     for seg, nxt in zip(segments[:first], segments[1 : first + 1], strict=True):
-        seg.load_closed(nxt.base_offset)
-    kept = segments[:first]
+        found[seg] = seg.load_closed(nxt.base_offset, jumps.get(seg.base_offset, ()))
     for i in range(first, len(segments)):
         seg = segments[i]
-        position = seg.index.lookup(recovery_point)[1] if i == first else 0
-        cut = seg.rebuild_from(position)
-        kept.append(seg)
-        later = segments[i + 1 :]
-        if later:
-            seg.add_closing_entry()
-        if later and seg.contiguous and seg.next_offset != later[0].base_offset and not cut:
-            log.warning(
-                "%s: segment %s ends at offset %d but the next one starts at %d: the file was "
-                "cut short; dropping what follows",
-                seg.directory,
-                os.path.basename(seg.path),
-                seg.next_offset,
-                later[0].base_offset,
-            )
-            cut = 1
-        if cut and later:
-            for doomed in later:
-                log.warning(
-                    "%s: deleting segment %d after the damaged one",
-                    doomed.directory,
-                    doomed.base_offset,
-                )
-                _unlink_segment_files(doomed)
+        seg_jumps = jumps.get(seg.base_offset, ())
+        if i == len(segments) - 1:
+            found[seg] = seg.load_active(recovery_point, seg_jumps)
             break
-    return kept
+        position = seg.index.lookup(recovery_point)[1] if i == first else 0
+        found[seg] = seg.rebuild_from(position, None, seg_jumps)
+        seg.add_closing_entry()
+    return found
+
+
+def collect_damage(
+    segments: list[LogSegment], recorded: list, found: dict, rp: int, now: int
+) -> list[damage.DamagedRange]:
+    """Every range known after an open: the damage the scans found, the recorded ranges of the
+    segments that were not scanned, and offsets missing between segments or at the end (below
+    the recovery point, so they were on disk). Sets each damaged segment's next offset past
+    its damage, so offsets are never reused. Repaired ranges of live segments are kept."""
+    live = {s.base_offset: s for s in segments}
+    scanned = {seg.base_offset for seg, rebuilt in found.items() if rebuilt.scanned}
+    out = [
+        r
+        for r in recorded
+        if r.segment in live and (r.repaired_ms is not None or r.segment not in scanned)
+    ]
+    for i, seg in enumerate(segments):
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        name = os.path.basename(seg.path)
+        before = seg.next_offset
+        gaps = found[seg].gaps if seg in found else []
+        for g in gaps:
+            end = g.next_base
+            if end is None:  # a damaged tail, kept: up to the next segment or the last log end
+                end = max(nxt if nxt is not None else rp, g.first_offset)
+                seg.next_offset = max(seg.next_offset, end)
+            out.append(
+                damage.DamagedRange(
+                    seg.base_offset, name, g.start, g.end, g.first_offset, end, g.reason, now
+                )
+            )
+        end = nxt if nxt is not None else rp
+        if seg.next_offset < end and (nxt is None or seg.contiguous):
+            jump = (seg.next_offset, end)
+            repaired = any(
+                (r.first_offset, r.end_offset) == jump and r.segment == seg.base_offset for r in out
+            )
+            if not repaired:
+                what = "the next segment starts" if nxt is not None else "the recovery point is"
+                out.append(
+                    damage.DamagedRange(
+                        seg.base_offset,
+                        name,
+                        seg.size,
+                        seg.size,
+                        seg.next_offset,
+                        end,
+                        f"the file ends at offset {seg.next_offset} but {what} at {end}: "
+                        "it was cut short",
+                        now,
+                    )
+                )
+            seg.next_offset = end
+        if nxt is not None and seg.next_offset != before:
+            seg.add_closing_entry()  # naming the new end, which the next open then trusts
+    return out
+
+
+def _jumps_by_segment(recorded: list[damage.DamagedRange]) -> dict[int, frozenset]:
+    """Per segment, the offset jumps repaired ranges left (not damage when met again)."""
+    out: dict[int, set] = {}
+    for r in recorded:
+        if r.repaired_ms is not None:
+            out.setdefault(r.segment, set()).add((r.first_offset, r.end_offset))
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def _check_contiguous(segments: list[LogSegment], directory: str) -> None:

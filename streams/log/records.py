@@ -26,12 +26,14 @@ All varints are zig-zag encoded, as in protobuf.
 Because the CRC does not cover baseOffset, the store assigns offsets to a client's batch by
 patching the first 8 bytes; the rest is stored byte for byte.
 
-Decoding a whole batch (every sequential read) uses aiokafka's compiled record-batch reader
-(``aiokafka.record._crecords``, Cython) when it imports, and this module's pure-Python decoder
-otherwise; the two return identical records (tests/log/test_records_compiled.py). Neither checks
-the CRC: reads trust a validated log, as before. Any error in the compiled reader (a corrupt
-record, a header key that is not UTF-8) sends that batch through the pure decoder, whose result
-or CorruptRecord is then the answer. ``decoder()`` says which one is in use.
+Reads decode with aiokafka's compiled record-batch reader (``aiokafka.record._crecords``,
+Cython) when it imports, and with this module's pure-Python decoder otherwise; the two return
+identical records (tests/log/test_records_compiled.py). Neither checks the CRC: reads trust a
+validated log, as before. Any error in the compiled reader (a corrupt record, a header key that
+is not UTF-8) and any batch it would misread (record attributes with the high bit set) go
+through the pure decoder, whose records or CorruptRecord are then the answer. New batches'
+records are encoded by aiokafka's compiled builder (the same bytes as the pure encoder, kept as
+its fallback). ``decoder()`` and ``encoder()`` say which code is in use.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ import crc32c as _crc32c
 
 from streams.errors import CorruptRecord, InvalidRecord
 from streams.log import compression
+
+try:  # aiokafka's compiled DefaultRecordBatch and DefaultRecordBatchBuilder (Cython)
+    from aiokafka.record._crecords import DefaultRecordBatch as _compiled_batch
+    from aiokafka.record._crecords import DefaultRecordBatchBuilder as _compiled_builder
+except ImportError:  # aiokafka missing, or installed without its C extensions
+    _compiled_batch = _compiled_builder = None
+# (imported with the module, not on first use: importing aiokafka loads its asyncio client too,
+# ~0.15 s, which a process's first append or read should not wait for)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -163,7 +173,23 @@ def encode_records(
     offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
     """The records section of a batch (uncompressed). Timestamps default to `default_ts`;
-    offset deltas are 0, 1, 2... unless given (the cleaner keeps original offsets)."""
+    offset deltas are 0, 1, 2... unless given (the cleaner keeps original offsets).
+
+    Encoded by aiokafka's compiled batch builder when it is there and can take the records
+    (the same bytes: tests/log/test_records_compiled.py), else here."""
+    if records and _compiled_builder is not None:
+        body = _encode_compiled(records, base_ts, default_ts, offset_deltas)
+        if body is not None:
+            return body
+    return _encode_pure(records, base_ts, default_ts, offset_deltas)
+
+
+def _encode_pure(
+    records: Sequence[ProducerRecord],
+    base_ts: int,
+    default_ts: int,
+    offset_deltas: Sequence[int] | None = None,
+) -> bytes:
     table = _VARINT_TABLE
     small = _SMALL
     default_head = b"\x00" + varint(default_ts - base_ts)  # attributes + timestamp delta
@@ -194,6 +220,45 @@ def encode_records(
         out += value
         out += hp
     return bytes(out)
+
+
+def _encode_compiled(
+    records: Sequence[ProducerRecord],
+    base_ts: int,
+    default_ts: int,
+    offset_deltas: Sequence[int] | None,
+) -> bytes | None:
+    """``encode_records`` through aiokafka's compiled DefaultRecordBatchBuilder: the records
+    section of the batch it builds. None when the builder is missing, when the base timestamp is
+    not the first record's (the builder takes its deltas from the first record; the cleaner
+    stores a delete horizon there) or when it refuses a record (e.g. a header key given as
+    bytes): the pure encoder then writes the section."""
+    builder = _compiled()[1]
+    if builder is None:
+        return None
+    first = records[0][3]
+    if (default_ts if first is None else first) != base_ts or base_ts < 0:
+        return None  # (it takes a first timestamp of -1 for "no record yet")
+    b = builder(MAGIC, 0, 0, NO_PRODUCER_ID, -1, NO_SEQUENCE, _BUILDER_LIMIT)
+    add = b.append
+    i = 0
+    try:
+        for value, key, headers, ts in records:
+            if (
+                add(
+                    i if offset_deltas is None else offset_deltas[i],
+                    default_ts if ts is None else ts,
+                    key,
+                    value,
+                    list(headers) if headers else [],
+                )
+                is None
+            ):
+                return None  # over the builder's size limit
+            i += 1
+        return bytes(memoryview(b.build())[HEADER_SIZE:])
+    except Exception:  # noqa: BLE001 - anything it cannot take: the pure encoder's answer
+        return None
 
 
 def build_batch(
@@ -450,28 +515,24 @@ def decode_records(batch: bytes | memoryview, h: BatchHeader | None = None) -> l
 
 # --------------------------------------------------------------- the compiled reader (aiokafka)
 
-_UNRESOLVED = object()
-_compiled_batch = _UNRESOLVED  # aiokafka's DefaultRecordBatch, None without it; see _compiled()
-_PAD = bytes(16)  # zeros after the batch handed to the compiled reader (see _decode_compiled)
+_PAD = bytes(16)  # zeros after the batch handed to the compiled reader (see _compiled_input)
+_BUILDER_LIMIT = 1 << 40  # the builder's batch size limit: none (max.message.bytes is ours)
 
 
 def _compiled():
-    """aiokafka's compiled DefaultRecordBatch, or None when it cannot be imported (aiokafka
-    missing, or installed without its C extensions). Imported on first use: importing aiokafka
-    loads its asyncio client too (~0.15 s), which `import streams.log` should not pay."""
-    global _compiled_batch
-    if _compiled_batch is _UNRESOLVED:
-        try:
-            from aiokafka.record._crecords import DefaultRecordBatch
-        except ImportError:
-            DefaultRecordBatch = None  # noqa: N806
-        _compiled_batch = DefaultRecordBatch
-    return _compiled_batch
+    """(reader, builder): aiokafka's compiled DefaultRecordBatch and DefaultRecordBatchBuilder,
+    each None when it could not be imported or was switched off (tests do)."""
+    return _compiled_batch, _compiled_builder
 
 
 def decoder() -> str:
-    """Which decoder reads whole batches: ``"aiokafka-c"`` or ``"python"``."""
-    return "python" if _compiled() is None else "aiokafka-c"
+    """Which code decodes whole batches: ``"aiokafka-c"`` or ``"python"``."""
+    return "python" if _compiled()[0] is None else "aiokafka-c"
+
+
+def encoder() -> str:
+    """Which code encodes the records of new batches: ``"aiokafka-c"`` or ``"python"``."""
+    return "python" if _compiled()[1] is None else "aiokafka-c"
 
 
 def _decode_whole(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) -> list[Record]:
@@ -485,14 +546,21 @@ def _decode_whole(batch: bytes | memoryview, h: BatchHeader, body: bytes | None)
     return _decode_pure(batch, h, body)
 
 
-def _attributes_fit(buf: bytes, pos: int, end: int, count: int) -> bool:
-    """Whether the attributes byte of each of the first `count` records in ``buf[pos:end]`` is
-    below 0x80. Kafka's record attributes are one byte (unused in v2, written as 0); aiokafka's
-    reader decodes them as a varint, so a byte with the high bit set would shift the rest of
-    that record. Runs of same-size records are checked with one strided slice each (C speed, as
-    ``count_records``); records of varied sizes one by one. False as well for anything that
-    does not walk cleanly (the pure decoder then gives its answer)."""
+def _walk_records_checked(
+    buf, pos: int, end: int, count: int, lengths: list[int] | None
+) -> tuple[int, int] | None:
+    """Walk up to `count` records of ``buf[pos:end]`` by their lengths; returns (position after
+    the last one walked, records walked).
+
+    With `lengths` (a list), also check each record's attributes byte and append each record's
+    length (without its length varint: what read budgets count). Kafka's record attributes are
+    one byte (unused in v2, written as 0); aiokafka's reader decodes them as a varint, so a byte
+    with the high bit set would shift the rest of that record: None then, and None too for a
+    length that is not positive or a walk that runs off the buffer (the pure decoder answers).
+    Runs of same-size records are stepped over with strided slices (C speed, as
+    ``count_records``); records of varied sizes one by one."""
     n = 0
+    check = lengths is not None
     try:
         while pos < end and n < count:
             b = buf[pos]
@@ -501,12 +569,14 @@ def _attributes_fit(buf: bytes, pos: int, end: int, count: int) -> bool:
             else:
                 length, after = read_varint(buf, pos)
             if length <= 0:
-                return False
+                return None
             stride = after - pos + length
             run = min(_same_size_run(buf, pos, after - pos, stride, end), count - n)
             if run >= 8:
-                if not buf[after : after + (run - 1) * stride + 1 : stride].isascii():
-                    return False
+                if check:
+                    if not buf[after : after + (run - 1) * stride + 1 : stride].isascii():
+                        return None
+                    lengths += [length] * run
                 pos += run * stride
                 n += run
                 continue
@@ -523,13 +593,17 @@ def _attributes_fit(buf: bytes, pos: int, end: int, count: int) -> bool:
                     pos += 2
                 else:
                     length, pos = read_varint(buf, pos)
-                if length <= 0 or buf[pos] >= 0x80:
-                    return False
+                if length <= 0:
+                    return None
+                if check:
+                    if buf[pos] >= 0x80:
+                        return None
+                    lengths.append(length)
                 pos += length
                 n += 1
     except (IndexError, CorruptRecord):
-        return False
-    return True
+        return None
+    return pos, n
 
 
 def _decode_pure(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) -> list[Record]:
@@ -538,39 +612,41 @@ def _decode_pure(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) 
     return _decode_all(buf, h.base_offset, fixed_ts, h.base_timestamp, h.count)
 
 
+def _compiled_input(batch: bytes | memoryview, h: BatchHeader, body: bytes | None, join):
+    """What the compiled reader reads: the batch (`body` None) or, for a compressed one, its
+    header with the codec bits cleared followed by `body`, the records section this module
+    decompressed (so every codec and framing decodes as on the pure path); then 16 zero bytes.
+    The reader checks bounds before it copies keys, values and header values, but reads a
+    varint without looking at the end of its buffer, and so may look a few bytes past a
+    corrupt record: the zeros, still inside this copy, stop it there. `join`: ``b"".join`` or
+    ``bytearray().join``."""
+    if body is None:
+        return join((memoryview(batch)[: h.size], _PAD))
+    head = memoryview(batch)[:HEADER_SIZE]
+    plain = _INT16.pack(h.attributes & ~ATTR_CODEC_MASK)
+    return join((head[:CRC_START], plain, head[CRC_START + 2 :], body, _PAD))
+
+
 def _decode_compiled(
     batch: bytes | memoryview, h: BatchHeader, body: bytes | None
 ) -> list[Record] | None:
     """Every record of the batch through aiokafka's compiled reader; None when that reader
-    is missing or raises (the caller then decodes with the pure decoder, so a corrupt batch
-    gets the same records or the same CorruptRecord either way).
-
-    The reader gets a copy of the batch followed by 16 zero bytes: it checks bounds before it
-    copies keys, values and header values, but reads a varint without looking at the end of
-    the buffer, and so may look a few bytes past a corrupt record; the zeros stop it there.
-    A compressed batch is handed over as its header, with the codec bits cleared, followed by
-    the body this module decompressed (so every codec and framing decodes as on the pure
-    path). It reads timestamps as the pure decoder does (the batch's max timestamp for
-    LogAppendTime) and returns -1 as None, which is undone here."""
-    reader = _compiled()
+    is missing or raises, or the batch has records it would misread (see ``_walk_records_checked``):
+    the caller then decodes with the pure decoder, so a corrupt batch gets the same records
+    or the same CorruptRecord either way. The reader stamps timestamps as the pure decoder
+    does (the batch's max timestamp for LogAppendTime) but returns -1 as None, undone here."""
+    reader = _compiled()[0]
     if reader is None:
         return None
-    if body is None:
-        buf = b"".join((memoryview(batch)[: h.size], _PAD))
-        if not _attributes_fit(buf, HEADER_SIZE, h.size, h.count):
-            return None
-    else:
-        if not _attributes_fit(body, 0, len(body), h.count):
-            return None
-        head = memoryview(batch)[:HEADER_SIZE]
-        plain = _INT16.pack(h.attributes & ~ATTR_CODEC_MASK)
-        buf = b"".join((head[:CRC_START], plain, head[CRC_START + 2 :], body, _PAD))
-    view = memoryview(buf)[: len(buf) - len(_PAD)]
+    buf = _compiled_input(batch, h, body, b"".join)
+    end = len(buf) - len(_PAD)
+    if _walk_records_checked(buf, HEADER_SIZE, end, h.count, []) is None:
+        return None
     out: list[Record] = []
     append = out.append
     new = _new_record
     try:
-        for r in reader(view):
+        for r in reader(memoryview(buf)[:end]):
             ts = r.timestamp
             hs = r.headers
             append(
@@ -582,6 +658,81 @@ def _decode_compiled(
     except Exception:  # noqa: BLE001 - any failure: the pure decoder has the last word
         return None
     return out
+
+
+def _decode_range_compiled(
+    batch: bytes | memoryview,
+    h: BatchHeader,
+    body: bytes | None,
+    skip_below: int,
+    limit: int,
+    max_bytes: int,
+    force_first: bool,
+) -> tuple[list[Record], int, bool] | None:
+    """``_decode_body`` (the same records, bytes used and end-of-batch flag) through the
+    compiled reader, decoding only the records it returns: the records before `skip_below`
+    are skipped by their lengths as the pure decoder skips them, and the reader is handed
+    the batch from the first record wanted on, under a copy of the header that counts only
+    the records from there. None when the compiled reader is missing or fails, or the batch
+    needs the pure decoder (see ``_decode_compiled``)."""
+    reader = _compiled()[0]
+    if reader is None:
+        return None
+    count = h.count
+    base = h.base_offset
+    if count == h.last_offset_delta + 1:
+        # as _decode_body: without gaps, record i has offset base + i and the first are skipped
+        k = min(skip_below - base, count) if skip_below > base else 0
+        n_walk = min(count, k + max(limit, 1))
+    else:  # gaps (compaction): which records fall below skip_below shows only when decoding
+        k = 0
+        n_walk = count
+    buf = _compiled_input(batch, h, body, bytearray().join)
+    end = len(buf) - len(_PAD)
+    start = HEADER_SIZE
+    if k:
+        skipped = _walk_records_checked(buf, start, end, k, None)
+        if skipped is None or skipped[1] < k:
+            return None
+        start = skipped[0]
+    lengths: list[int] = []
+    walk = _walk_records_checked(buf, start, end, n_walk - k, lengths)
+    if walk is None or walk[1] < n_walk - k:
+        return None
+    walk_end = walk[0]
+    head = bytes(buf[: HEADER_SIZE - 4]) + _INT32.pack(count - k)
+    buf[start - HEADER_SIZE : start] = head  # over records already skipped (or the header)
+    out: list[Record] = []
+    append = out.append
+    new = _new_record
+    used = 0
+    i = 0
+    try:
+        # zip stops at the last record walked: past it, skipped offsets went on (see below)
+        records = reader(memoryview(buf)[start - HEADER_SIZE : end])
+        for r, length in zip(records, lengths, strict=False):
+            i += 1
+            offset = r.offset
+            if offset < skip_below:
+                continue
+            if max_bytes >= 0 and used + length > max_bytes and (out or not force_first):
+                return out, used, False
+            used += length
+            ts = r.timestamp
+            hs = r.headers
+            append(
+                new(
+                    Record,
+                    (offset, -1 if ts is None else ts, r.key, r.value, tuple(hs) if hs else ()),
+                )
+            )
+            if len(out) >= limit:
+                return out, used, i == len(lengths) and walk_end >= end
+    except Exception:  # noqa: BLE001 - any failure: the pure decoder has the last word
+        return None
+    if n_walk < count:
+        return None  # records below skip_below inside a gapless batch: not walked, so pure
+    return out, used, True
 
 
 _new_record = tuple.__new__
@@ -864,6 +1015,13 @@ def decode_from(
     if start_offset <= h.base_offset and limit >= h.count and (max_bytes < 0 or max_bytes >= end):
         # the common case of sequential reads: every record of the batch, no budget to watch
         return _decode_whole(batch, h, body if h.codec else None), end, True
+    if _compiled_batch is not None and (limit >= 4 or start_offset - h.base_offset >= 64):
+        # (a read of a record or three near the start is quicker without the set-up)
+        got = _decode_range_compiled(
+            batch, h, body if h.codec else None, start_offset, limit, max_bytes, force_first
+        )
+        if got is not None:
+            return got
     return _decode_body(body, h, start_offset, limit, max_bytes, force_first)
 
 

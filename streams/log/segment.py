@@ -21,8 +21,10 @@ import logging
 import os
 import struct
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from streams.errors import CorruptRecord
+from streams.log import damage
 from streams.log import records as rb
 from streams.log.index import OffsetIndex, TimeIndex
 
@@ -35,6 +37,31 @@ NO_TIMESTAMP = -1
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+class SegmentGap(NamedTuple):
+    """Damaged bytes found in a segment (see ``damage``): [start, end) of the file, covering
+    offsets from `first_offset` up to `next_base` (None: nothing valid follows in the file)."""
+
+    start: int
+    end: int
+    first_offset: int
+    next_base: int | None
+    reason: str
+
+
+class Rebuilt(NamedTuple):
+    cut: int  # bytes cut from a torn tail
+    gaps: list[SegmentGap]  # damage kept in place
+    scanned: bool = True  # False: restored from the indexes without reading the batches
+
+
+class SegmentDamage(Exception):
+    """A reader met damaged bytes at `position` (`known`: a range already recorded)."""
+
+    def __init__(self, segment: LogSegment, position: int, reason: str, known=None):
+        super().__init__(f"{segment.path}: damaged batch at byte {position}: {reason}")
+        self.segment, self.position, self.reason, self.known = segment, position, reason, known
 
 
 class LogSegment:
@@ -63,12 +90,14 @@ class LogSegment:
         self._bytes_since_index = 0
         self._warned_index = False
         self.closed = False
+        self.set_damage(())
 
     # ---------------------------------------------------------------- loading
 
-    def load_closed(self, next_base: int | None = None) -> None:
+    def load_closed(self, next_base: int | None = None, jumps=frozenset()) -> Rebuilt:
         """Restore state of a rolled segment from its closing time-index entry, when that entry
-        agrees with where the next segment starts; otherwise rebuild it by scanning."""
+        agrees with where the next segment starts; otherwise rebuild it by scanning (damage it
+        finds is returned, never cut: a closed segment was synced when it was rolled)."""
         last = self.time_index.last
         if last is not None and self.index.is_sane(self.size) and self.time_index.is_sane():
             max_ts, last_offset = last
@@ -81,7 +110,7 @@ class LogSegment:
                 self.max_timestamp = max_ts
                 self.next_offset = last_offset + 1
                 self.first_append_ms = max_ts
-                return
+                return Rebuilt(0, [], scanned=False)
             log.warning(
                 "%s: closing index entry (offset %d) disagrees with the next segment (%s); "
                 "rebuilding the indexes",
@@ -89,29 +118,44 @@ class LogSegment:
                 last_offset,
                 next_base,
             )
-        self.rebuild_from(0)
+        rebuilt = self.rebuild_from(0, jumps=jumps)
         self.add_closing_entry()  # so the next open reads it instead of scanning again
+        return rebuilt
 
-    def load_active(self) -> None:
-        """Restore the tail state of a cleanly closed active segment: one interval is scanned."""
-        if not (self.index.is_sane(self.size) and self.time_index.is_sane()):
-            log.warning("%s: index is inconsistent with the log; rebuilding it", self.path)
-            self.rebuild_from(0)
-            return
-        offset, position = self.index.lookup(2**62)
-        if position and not self._entry_is_valid(offset, position):
-            log.warning("%s: last index entry does not point at a batch; rebuilding", self.path)
-            self.rebuild_from(0)
-            return
+    def load_active(self, cut_tail_from: int, jumps=frozenset()) -> Rebuilt:
+        """Check every batch of the active segment (framing, CRC-32C, offsets) and its index;
+        when anything is off, rebuild the indexes and report the damage (a damaged tail that
+        starts at or after `cut_tail_from`, the recovery point, is a torn write and is cut)."""
+        if self._verify_all(jumps):
+            return Rebuilt(0, [])
+        return self.rebuild_from(0, cut_tail_from, jumps)
+
+    def _verify_all(self, jumps) -> bool:
+        """One pass over the whole file: every batch valid, every index entry at a batch start
+        with its base offset, the time index before the end. Sets the tail state when so."""
+        entries, positions = self.index.rel_offsets, self.index.positions
+        i, next_offset, max_ts = 0, self.base_offset, NO_TIMESTAMP
+        walked = damage.walk(self.fd, 0, self.size, self.base_offset, self.contiguous, jumps)
+        for item in walked:
+            if isinstance(item, damage.Gap):
+                return False
+            while i < len(positions) and positions[i] <= item.position:
+                entry_offset = entries[i] + self.base_offset
+                if positions[i] != item.position or entry_offset != item.base_offset:
+                    return False
+                i += 1
+            next_offset = item.next_offset
+            max_ts = max(max_ts, item.max_timestamp)
         last = self.time_index.last
-        self.max_timestamp = last[0] if last else NO_TIMESTAMP
-        self.next_offset = max(self.base_offset, offset)
-        for _, h in self._headers_from(position, self.size):
-            self.next_offset = h.next_offset
-            self.max_timestamp = max(self.max_timestamp, h.max_timestamp)
-        self._bytes_since_index = self.size - position
+        if i < len(positions) or not self.time_index.is_sane():
+            return False
+        if last is not None and not self.base_offset <= last[1] < max(next_offset, 1):
+            return False
+        self.next_offset, self.max_timestamp = next_offset, max_ts
+        self._bytes_since_index = self.size - (positions[-1] if positions else 0)
         if self.size:
             self.first_append_ms = self._first_timestamp()
+        return True
 
     def _first_timestamp(self) -> int:
         head = os.pread(self.fd, rb.HEADER_SIZE, 0)
@@ -119,12 +163,14 @@ class LogSegment:
             return NO_TIMESTAMP
         return rb.parse_header(head).max_timestamp
 
-    def rebuild_from(self, position: int) -> int:
-        """Re-validate every batch from `position` (an index entry position or 0), rebuild the
-        indexes from there and truncate the file after the last valid batch.
-
-        Returns the number of bytes cut off (0 when the tail was intact).
-        """
+    def rebuild_from(
+        self, position: int, cut_tail_from: int | None = None, jumps=frozenset()
+    ) -> Rebuilt:
+        """Re-validate every batch from `position` (an index entry position or 0) and rebuild
+        the indexes from there over the valid batches. Damaged bytes between valid batches are
+        kept and returned as gaps; a damaged tail (nothing valid after it) whose first offset
+        is at or after `cut_tail_from` is cut (a torn write), else kept and returned too.
+        `jumps`: offset jumps that are repaired ranges, not damage."""
         if position == 0:
             self.index.reset()
             self.time_index.reset()
@@ -137,7 +183,7 @@ class LogSegment:
                 self.path,
                 position,
             )
-            return self.rebuild_from(0)
+            return self.rebuild_from(0, cut_tail_from, jumps)
         else:
             offset, position = self.index.lookup_position(position)
             # keep the (verified) entry we restart from; the scan re-adds the ones after it
@@ -147,39 +193,35 @@ class LogSegment:
             self.max_timestamp = last[0] if last else NO_TIMESTAMP
             self.next_offset = offset
         self._bytes_since_index = 0
-        valid_end = position
-        reason = None
-        try:
-            for pos, batch in self.iter_batches(position, self.size, strict=True):
-                h = rb.validate_batch(batch)
-                if h.base_offset < self.next_offset or (
-                    self.contiguous and h.base_offset != self.next_offset
-                ):
-                    raise CorruptRecord(
-                        f"batch at position {pos} has base offset {h.base_offset}, expected "
-                        f"{'' if self.contiguous else 'at least '}{self.next_offset}"
-                    )
-                self._index_batch(pos, h.base_offset, len(batch))
-                self._note_batch(h)
-                valid_end = pos + h.size
-        except CorruptRecord as exc:
-            reason = str(exc)
-        cut = self.size - valid_end
-        if cut:
-            why = reason or "a torn write at the end of the file"
+        gaps = []
+        walked = damage.walk(self.fd, position, self.size, self.next_offset, self.contiguous, jumps)
+        for item in walked:
+            if isinstance(item, damage.Gap):
+                gaps.append(
+                    SegmentGap(item.start, item.end, self.next_offset, item.next_base, item.reason)
+                )
+                continue
+            self._index_batch(item.position, item.base_offset, item.size)
+            self.next_offset = item.next_offset
+            self.max_timestamp = max(self.max_timestamp, item.max_timestamp)
+        cut = 0
+        tail = gaps[-1] if gaps and gaps[-1].next_base is None else None
+        if tail is not None and cut_tail_from is not None and tail.first_offset >= cut_tail_from:
+            gaps.pop()
+            cut = self.size - tail.start
             log.warning(
                 "%s: cut %d bytes after position %d (offsets from %d): %s",
                 self.path,
                 cut,
-                valid_end,
-                self.next_offset,
-                why,
+                tail.start,
+                tail.first_offset,
+                tail.reason if tail.start else f"{tail.reason} (a torn write)",
             )
-            os.ftruncate(self.fd, valid_end)
-            self.size = valid_end
+            os.ftruncate(self.fd, tail.start)
+            self.size = tail.start
         if self.size and self.first_append_ms is None:
             self.first_append_ms = self._first_timestamp()
-        return cut
+        return Rebuilt(cut, gaps)
 
     # ---------------------------------------------------------------- writing
 
@@ -226,11 +268,6 @@ class LogSegment:
             self._bytes_since_index = 0
         self._bytes_since_index += size
 
-    def _note_batch(self, h: rb.BatchHeader) -> None:
-        self.next_offset = h.next_offset
-        if h.max_timestamp > self.max_timestamp:
-            self.max_timestamp = h.max_timestamp
-
     def seal(self) -> None:
         """Called on roll: add the closing time-index entry and flush everything."""
         self.add_closing_entry()
@@ -260,45 +297,68 @@ class LogSegment:
 
     # ---------------------------------------------------------------- reading
 
+    def set_damage(self, ranges, jumps=frozenset()) -> None:
+        """The damaged ranges known in this segment, and the repaired offset jumps in it."""
+        self.damage = tuple(sorted(ranges, key=lambda d: d.start))
+        self.jumps = frozenset(jumps)
+        self._damage_at = {d.start: d for d in self.damage if d.end > d.start}
+
     def iter_batches(
-        self, position: int, end: int, strict: bool = False
+        self, position: int, end: int, strict: bool = False, stop_at_damage: bool = False
     ) -> Iterator[tuple[int, memoryview]]:
         """Yield (position, batch bytes) for whole batches in [position, end).
 
-        A batch that does not fit before `end` ends the iteration (an in-flight or torn tail);
-        with `strict`, a batch whose declared size is impossible raises CorruptRecord.
+        Known damaged ranges are jumped over, or with `stop_at_damage` end the iteration with
+        SegmentDamage. A batch that does not fit before `end` ends the iteration quietly (an
+        in-flight or torn tail), or with `strict` (readers, whose `end` is a published size:
+        everything before it is whole) raises SegmentDamage, as do impossible sizes.
         """
         fd = self.fd
         buf = b""
         buf_pos = position
-        while position + rb.LOG_OVERHEAD <= end:
+        damaged = self._damage_at
+        while position < end:
+            if damaged and position in damaged:
+                d = damaged[position]
+                if stop_at_damage:
+                    raise SegmentDamage(self, position, d.reason, d)
+                position = d.end
+                continue
             off = position - buf_pos
             if off + rb.HEADER_SIZE > len(buf):
                 buf = os.pread(fd, min(CHUNK, end - position), position)
                 buf_pos, off = position, 0
-                if len(buf) < rb.LOG_OVERHEAD:
-                    return
-            _, size = rb.peek_size(buf, off)
-            if size < rb.HEADER_SIZE:
+            if len(buf) - off < rb.LOG_OVERHEAD:
                 if strict:
-                    raise CorruptRecord(f"batch at position {position} declares {size} bytes")
+                    raise SegmentDamage(self, position, f"{end - position} trailing bytes")
                 return
-            if position + size > end:
+            _, size = rb.peek_size(buf, off)
+            if size < rb.HEADER_SIZE or position + size > end:
+                if strict:
+                    raise SegmentDamage(
+                        self, position, f"batch declares {size:,} bytes, {end - position:,} left"
+                    )
                 return
             if off + size > len(buf):
                 buf = os.pread(fd, min(max(CHUNK, size), end - position), position)
                 buf_pos, off = position, 0
-                if len(buf) < size:
+                if len(buf) < size:  # the file is shorter than its published size
+                    if strict:
+                        raise SegmentDamage(self, position, "the file ends inside this batch")
                     return
             yield position, memoryview(buf)[off : off + size]
             position += size
 
-    def _headers_from(self, position: int, end: int):
-        for pos, batch in self.iter_batches(position, end):
+    def _headers_from(self, position: int, end: int, strict: bool = False):
+        for pos, batch in self.iter_batches(position, end, strict):
             yield pos, rb.parse_header(batch)
 
-    def position_of(self, offset: int, exact_batch_start: bool = False) -> int:
-        """File position of the batch containing `offset` (or the first batch after it)."""
+    def position_of(
+        self, offset: int, exact_batch_start: bool = False, strict: bool = False
+    ) -> int:
+        """File position of the batch containing `offset` (or the first batch after it).
+        Known damage is skipped; other damage on the way ends the scan (the segment's end is
+        returned), or with `strict` raises SegmentDamage."""
         entry, position = self.index.lookup(offset)
         end = self.size
         if position and not self._entry_is_valid(entry, position):
@@ -311,7 +371,7 @@ class LogSegment:
                     entry,
                 )
             position = 0
-        for pos, h in self._headers_from(position, end):
+        for pos, h in self._headers_from(position, end, strict):
             if h.next_offset > offset:
                 if exact_batch_start and h.base_offset != offset:
                     raise CorruptRecord(f"offset {offset} is not the start of a batch")
@@ -329,10 +389,36 @@ class LogSegment:
         return h.base_offset == offset and h.magic == rb.MAGIC
 
     def batches_from(self, offset: int, end: int) -> Iterator[tuple[rb.BatchHeader, memoryview]]:
-        """Batches that hold offsets >= `offset`, starting with the one containing it."""
+        """Batches that hold offsets >= `offset`, starting with the one containing it, as their
+        headers say (unchecked; known damage skipped, unknown damage ends the iteration)."""
         for _, batch in self.iter_batches(self.position_of(offset), end):
             h = rb.parse_header(batch)
             yield h, batch
+
+    def read_from(
+        self, offset: int, end: int, skip_damage: bool = False
+    ) -> Iterator[tuple[rb.BatchHeader, memoryview]]:
+        """`batches_from` for readers that hand records out: each batch is checked (framing,
+        magic, CRC-32C, offsets following on) and damage raises SegmentDamage, known damage
+        too unless `skip_damage` (it is then jumped over)."""
+        position = self.position_of(offset, strict=True)
+        expected = None
+        for pos, batch in self.iter_batches(position, end, True, not skip_damage):
+            try:
+                h = rb.validate_batch(batch, 0, len(batch))
+            except CorruptRecord as exc:
+                raise SegmentDamage(self, pos, str(exc)) from None
+            if expected is not None and not self._follows(expected, h.base_offset):
+                raise SegmentDamage(self, pos, f"base offset {h.base_offset}, expected {expected}")
+            expected = h.next_offset
+            yield h, batch
+            if skip_damage and pos + h.size in self._damage_at:
+                expected = None  # offsets jump over a damaged range
+
+    def _follows(self, expected: int, base: int) -> bool:
+        if not self.contiguous:
+            return base >= expected
+        return base == expected or (expected, base) in self.jumps
 
     def time_scan_start(self, timestamp: int) -> int:
         return self.time_index.scan_start(timestamp)

@@ -5,7 +5,8 @@ Layout of a data directory::
     .lock                               exclusive flock, holds the owner's pid
     .clean-shutdown                     present only between a clean close and the next open
     .meta/topics/<topic>.json           topic id, partition count and config overrides
-    <topic>-<partition>/                segment files (see ``segment`` and ``partition``)
+    <topic>-<partition>/                segment files (see ``segment`` and ``partition``),
+                                        damaged-ranges.json when damage was found (``damage``)
     recovery-point-offset-checkpoint    per partition: everything below is on disk, indexes too
     log-start-offset-checkpoint         per partition: first readable offset
     cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
@@ -55,6 +56,7 @@ from streams.errors import (
 )
 from streams.log import checkpoint
 from streams.log.config import TopicConfig, validate_topic_name
+from streams.log.damage import DamagedRange
 from streams.log.partition import PartitionLog, fsync_dir
 from streams.log.partitioner import StickyPartitioner, partition_for_key
 from streams.log.records import ProducerRecord, Record
@@ -140,6 +142,7 @@ class PartitionDescription:
     size_bytes: int
     segment_count: int
     last_append_ms: int | None
+    damaged: tuple[DamagedRange, ...] = ()  # ranges of the log that cannot be read (CRC)
 
     @property
     def record_count(self) -> int:
@@ -296,7 +299,8 @@ class LogStore:
                     config,
                     self.clock,
                     log_start_offset=starts.get(key, 0),
-                    recovery_point=None if clean else recovery.get(key, 0),
+                    recovery_point=recovery.get(key, 0),
+                    clean=clean,
                     contiguous=topic.contiguous,
                 )
                 plog.on_log_start_change = self._on_log_start_change
@@ -306,7 +310,10 @@ class LogStore:
             self._names_by_id[topic.topic_id] = topic.name
             if topic_id is None:
                 log.info("topic %s had no topic id: it is now %s", topic.name, topic.topic_id)
-                self._write_meta(topic)
+                try:
+                    self._write_meta(topic)
+                except OSError as exc:  # kept in memory; written with the next metadata change
+                    log.warning("topic %s: cannot write its new id: %s", topic.name, exc)
         if clean:
             os.unlink(marker)
             fsync_dir(self.path)
@@ -522,6 +529,10 @@ class LogStore:
                 _remove_partition_dir(plog, topic.topic_id)
             for p in range(len(topic.partitions)):
                 self.cleaner_offsets.pop((name, p), None)
+            try:  # a topic re-created under this name must not inherit these recovery points
+                self.write_checkpoints()
+            except StorageError:
+                pass  # logged; the next turn of the maintenance thread writes them
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int) -> TopicDescription:
@@ -738,6 +749,7 @@ def _describe_partition(p: PartitionLog) -> PartitionDescription:
         size_bytes=sum(s.size for s in segs),
         segment_count=len(segs),
         last_append_ms=p.last_append_ms if p.last_append_ms is not None else _last_ts(segs),
+        damaged=p.damaged,
     )
 
 

@@ -43,6 +43,8 @@ from typing import Any, Protocol
 
 from streams.errors import TidelogError
 from streams.protocol.codec import Request
+from streams.protocol.handlers.common import topic_for_id
+from streams.protocol.handlers.offsets import MIN_COMMIT_TOPIC_ID_VERSION
 
 OFFSET_COMMIT, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 8, 19, 20, 21
 ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS = 33, 37, 42
@@ -154,13 +156,17 @@ def _deletable(ctx, req: Request) -> dict[str, dict]:
 
 
 def _name_for_id(ctx, topic_id) -> str | None:
-    if topic_id is None:
+    try:
+        return topic_for_id(ctx, topic_id)
+    except TidelogError:
         return None
-    for name in ctx.store.list_topics():
-        d = _describe(ctx, name)
-        if d is not None and d.topic_id == topic_id.hex:
-            return name
-    return None
+
+
+def _commit_topic(ctx, req: Request, t) -> str | None:
+    """The name of an OffsetCommit topic: v10 names topics by id (KIP-516)."""
+    if req.api_version < MIN_COMMIT_TOPIC_ID_VERSION:
+        return t.name
+    return _name_for_id(ctx, t.topic_id)
 
 
 def _deleted(ctx, req: Request, response, state) -> list[Change]:
@@ -295,24 +301,25 @@ def _admin_commit(req: Request) -> bool:
 
 def _commit_before(ctx, req: Request) -> dict[tuple[str, int], int | None]:
     committed = ctx.coordinator.committed(req.body.group_id)
-    return {
-        (t.name, p.partition_index): getattr(
-            committed.get((t.name, p.partition_index)), "offset", None
-        )
-        for t in req.body.topics
-        for p in t.partitions
-    }
+    out = {}
+    for t in req.body.topics:
+        name = _commit_topic(ctx, req, t)
+        for p in t.partitions:
+            out[(name, p.partition_index)] = getattr(
+                committed.get((name, p.partition_index)), "offset", None
+            )
+    return out
 
 
 def _committed(ctx, req: Request, response, state) -> list[Change]:
     ok = {
-        (t.name, p.partition_index)
+        (_commit_topic(ctx, req, t), p.partition_index)
         for t in response.topics
         for p in t.partitions
         if p.error_code == 0
     }
     asked = {
-        (t.name, p.partition_index): p.committed_offset
+        (_commit_topic(ctx, req, t), p.partition_index): p.committed_offset
         for t in req.body.topics
         for p in t.partitions
     }

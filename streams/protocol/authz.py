@@ -77,6 +77,7 @@ def _produce(ctx, req: Request):
         responses=[
             cls(
                 name=t.name,
+                topic_id=t.topic_id,  # Produce v13 names topics by id
                 partition_responses=[
                     part(
                         index=p.index,
@@ -151,7 +152,7 @@ def _metadata(ctx, req: Request):
         cls.MetadataResponseTopic(
             error_code=TOPIC,
             name=t.name,
-            topic_id=uuid.UUID(int=0),
+            topic_id=getattr(t, "topic_id", None) or uuid.UUID(int=0),  # v10+: maybe by id
             is_internal=False,
             partitions=[],
         )
@@ -174,6 +175,7 @@ def _offset_commit(ctx, req: Request):
     topics = [
         cls(
             name=t.name,
+            topic_id=t.topic_id,  # OffsetCommit v10 names topics by id
             partitions=[
                 cls.OffsetCommitResponsePartition(
                     partition_index=p.partition_index, error_code=GROUP

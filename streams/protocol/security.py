@@ -21,6 +21,8 @@ read a database) and the listener runs it on its thread pool.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import enum
 import hashlib
@@ -150,14 +152,45 @@ class SaslExchange:
                 self._scram = scramp.ScramMechanism(self.mechanism).make_server(self._lookup)
                 self._scram.set_client_first(message)
                 return self._scram.get_server_first().encode("utf-8")
-            self._scram.set_client_final(message)
-            final = self._scram.get_server_final()
+            final = self._legacy_final(message)
+            if final is None:
+                self._scram.set_client_final(message)
+                final = self._scram.get_server_final()
         except scramp.ScramException:
             raise AuthenticationFailed(FAILED) from None
         if self.user is None:  # a decoy credential (unknown user) cannot have matched
             raise AuthenticationFailed(FAILED)
         self.done = True
         return final.encode("utf-8")
+
+    def _legacy_final(self, message: str) -> str | None:
+        """The server-final message for librdkafka before 2.6.1 (Debian's kcat), whose
+        client-final message carries ``r=`` the client nonce followed by the whole server
+        nonce (which already starts with it; librdkafka #4895): Kafka 3.8.1 to 3.9 accept it,
+        Kafka 4 does not. Accepted in exactly that form, the proof checked as RFC 5802 says
+        over the message as sent, so the exchange is still bound to this server's nonce.
+        None for any other message (scramp checks those)."""
+        server = self._scram
+        nonce, s_nonce = str(server.nonce), str(server.s_nonce)
+        without_proof, sep, proof = message.rpartition(",p=")
+        attrs = dict(a.split("=", 1) for a in without_proof.split(",") if "=" in a)
+        legacy = nonce[: len(nonce) - len(s_nonce)] + nonce
+        if not sep or attrs.get("c") != "biws" or attrs.get("r") != legacy:
+            return None
+        name = SCRAM_HASHES[self.mechanism]
+        auth = ",".join((server.client_first_bare, server.server_first, without_proof))
+        signature = hmac.new(server.stored_key, auth.encode(), name).digest()
+        try:
+            sent = base64.b64decode(proof, validate=True)
+        except binascii.Error:
+            raise AuthenticationFailed(FAILED) from None
+        client_key = bytes(a ^ b for a, b in zip(signature, sent, strict=False))
+        if len(sent) != len(signature) or not hmac.compare_digest(
+            hashlib.new(name, client_key).digest(), server.stored_key
+        ):
+            raise AuthenticationFailed(FAILED)
+        server_signature = hmac.new(server.server_key, auth.encode(), name).digest()
+        return "v=" + base64.b64encode(server_signature).decode()
 
     def _lookup(self, saslname: str) -> tuple[bytes, bytes, bytes, int]:
         """scramp's auth_fn: the credential of the user the client-first message names. An

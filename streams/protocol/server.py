@@ -68,6 +68,8 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.byte
 SNAPSHOT_INTERVAL_S = 30.0
 _MIN_FRAME = 8  # api key, api version, correlation id
 SASL_MAX_RECEIVE_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.size, before authentication
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+AUTH_THREADS = 2
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
 SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
 
@@ -118,7 +120,9 @@ class KafkaListener:
         self._connections: set[_Connection] = set()
         self._ctx: BrokerContext | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._auth_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.address: tuple[str, int] | None = None
+        self._tls: ssl.SSLContext | None = None
         self._snapshot_refusals = RefusalLog("producer state snapshot")
 
     # ================================================================== lifecycle
@@ -172,7 +176,13 @@ class KafkaListener:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             cfg.worker_threads, thread_name_prefix="tidelog-kafka-io"
         )
+        # SASL checks (Django's PBKDF2 for PLAIN: about a second of CPU) and role look-ups get
+        # threads of their own, so a flood of sign-ins cannot hold up produce, fetch and groups
+        self._auth_executor = concurrent.futures.ThreadPoolExecutor(
+            AUTH_THREADS, thread_name_prefix="tidelog-kafka-auth"
+        )
         notifier = AppendNotifier(self._loop)
+        self._tls = cfg.ssl_context()  # the handshake runs per connection (`_connection`)
         self._ctx = BrokerContext(
             store=self.store,
             coordinator=self.coordinator,
@@ -181,13 +191,15 @@ class KafkaListener:
             notifier=notifier,
             executor=self._executor,
             cluster_id=_cluster_id(self.store.path),
+            auth_executor=self._auth_executor,
         )
         try:
             self._server = await asyncio.start_server(
-                self._connection, cfg.host, cfg.port, limit=1 << 20, ssl=cfg.ssl_context()
+                self._connection, cfg.host, cfg.port, limit=1 << 20
             )
         except BaseException:  # e.g. the port is taken: leave nothing running behind
             self._executor.shutdown(wait=False)
+            self._auth_executor.shutdown(wait=False)
             raise
         self.store.add_append_listener(notifier.on_append)
         host, port = self._server.sockets[0].getsockname()[:2]
@@ -204,6 +216,7 @@ class KafkaListener:
         await self._server.wait_closed()
         self.store.remove_append_listener(self._ctx.notifier.on_append)
         self._executor.shutdown(wait=True)
+        self._auth_executor.shutdown(wait=True)
         try:
             self.producers.snapshot()
         except Exception:  # noqa: BLE001 - the store may already be closing
@@ -226,6 +239,8 @@ class KafkaListener:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         peer = writer.get_extra_info("peername")
+        if self._tls is not None and not await _tls_handshake(writer, self._tls, peer):
+            return
         conn = _Connection(self._ctx, reader, writer, peer)
         self._connections.add(conn)
         try:
@@ -256,6 +271,7 @@ class _Connection:
         self.exchange: SaslExchange | None = None  # the SASL exchange, once a handshake chose it
         self.raw_sasl = False  # after a v0 SaslHandshake: tokens come without Kafka headers
         self.closing = False  # the last response is queued: read no more requests
+        self._failure = ""  # why the last SASL step failed, as the client is told
         self._refused_logged: set[int] = set()
 
     def abort(self) -> None:
@@ -426,7 +442,7 @@ class _Connection:
         """The server's answer to one client token; None when authentication failed."""
         exchange = self.exchange
         try:
-            answer = await self.ctx.blocking(exchange.step, token)
+            answer = await self._auth_call(exchange.step, token)
         except AuthenticationFailed as exc:
             self._failure = str(exc)
             log.warning(
@@ -435,7 +451,7 @@ class _Connection:
             await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
             return None
         if exchange.done:
-            role = await self.ctx.blocking(self.ctx.config.authenticator.role, exchange.user)
+            role = await self._auth_call(self.ctx.config.authenticator.role, exchange.user)
             self.principal = Principal(exchange.user, role)
             self.role_checked = asyncio.get_running_loop().time()
             self.raw_sasl = False
@@ -455,11 +471,16 @@ class _Connection:
         if now - self.role_checked < ROLE_REFRESH_S:
             return
         user = self.principal.user
-        role = await self.ctx.blocking(self.ctx.config.authenticator.role, user)
+        role = await self._auth_call(self.ctx.config.authenticator.role, user)
         self.role_checked = now
         if role != self.principal.role:
             log.info("Kafka user %s on %s now has role %s", user, self.peer, role.name.lower())
             self.principal = Principal(user, role)
+
+    async def _auth_call(self, fn, *args):
+        """Run an authenticator call on the listener's authentication threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.ctx.auth_executor, fn, *args)
 
     async def _reply(self, req: codec.Request, body) -> None:
         await self.pending.put((None, bytes(codec.encode_response(req, body))))
@@ -547,6 +568,24 @@ def _unsupported_answer(exc: codec.UnsupportedRequest) -> bytes:
         raise _Closing(f"{exc}, and no response shape is known for it")
     log.debug("answered unserved API key %d v%d with UNSUPPORTED_VERSION", key, version)
     return answer
+
+
+async def _tls_handshake(writer: asyncio.StreamWriter, context: ssl.SSLContext, peer) -> bool:
+    """Upgrade a new connection to TLS; False (logged, closed) when the handshake fails, e.g.
+    a client configured for plaintext."""
+    try:
+        await writer.start_tls(context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        return True
+    except (TimeoutError, OSError, EOFError) as exc:  # ssl.SSLError is an OSError
+        where = f"{peer[0]}:{peer[1]}" if peer else "?"
+        reason = getattr(exc, "reason", None) or type(exc).__name__
+        log.warning(
+            "TLS handshake with %s failed (%s): is the client configured for SSL or SASL_SSL?",
+            where,
+            reason,
+        )
+        writer.transport.abort()
+        return False
 
 
 async def _answer(build):

@@ -153,6 +153,23 @@ def test_invalid_reset_specs(op, billing, body):
     assert err["code"] == "invalid_reset"
 
 
+@pytest.mark.parametrize(
+    "strategy, value",
+    [("to-datetime", str(2**80)), ("to-datetime", str(-2**80)), ("to-datetime", "9" * 5000),
+     ("to-datetime", "0001-01-01T00:00:00+05:00"), ("by-duration", "PT" + "9" * 400 + "S"),
+     ("by-duration", "P" + "9" * 5000 + "D"), ("by-duration", f"PT{2**80}S")],
+)
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_moments_and_durations_no_clock_holds_are_400(op, billing, broker, strategy, value,
+                                                       dry_run):
+    """A to-datetime of 2^80 ms was a 500 (OverflowError); it is bad input, as in the console."""
+    body = {"strategy": strategy, "value": value, "scope": "all_topics", "dry_run": dry_run}
+    err = error(op.post(RESET, body, format="json"), 400)
+    assert err["code"] == "invalid_reset"
+    assert "out of range" in err["message"] or "can hold" in err["message"]
+    assert committed(broker) == {("orders", 0): 5, ("orders", 1): 20}
+
+
 def test_shift_by_needs_a_committed_offset(op, billing):
     r = op.post(RESET, {"strategy": "shift-by", "value": 1, "scope": "topic", "topic": "orders"},
                 format="json")

@@ -136,7 +136,7 @@ def test_other_media_types_are_415(op, broker):
 
 
 def test_oversized_request_body_is_413(op, broker, settings):
-    settings.TIDELOG_API_MAX_BODY_BYTES = 1000
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     response = op.post(f"{API}/topics", {"name": "t" * 2000}, format="json")
     err = error(response, 413)
     assert err["code"] == "request_too_large" and err["limit_bytes"] == 1000
@@ -353,3 +353,29 @@ def test_a_249_character_topic_is_created_and_deleted(op, broker):
     assert op.delete(f"{API}/topics/{name}").status_code == 204
     left = [n for _, dirs, files in os.walk(broker.store.path) for n in dirs + files]
     assert [n for n in left if "xxxxxxxxxx" in n] == []
+
+
+def test_describe_lists_a_partitions_damaged_ranges(view, broker):
+    """Issue 10, item 5: a damaged range of the log is part of the partition's description."""
+    from streams.errors import LogDamaged
+
+    store = broker.store
+    store.create_topic("dmg", 1, {"segment.bytes": "2048"})
+    for i in range(40):
+        store.append("dmg", b"value-%03d-" % i + b"x" * 30, partition=0)
+    seg = store.partition_log("dmg", 0).segments[0]
+    position = seg.position_of(3)
+    with open(seg.path, "r+b") as f:
+        f.seek(position + 45)
+        byte = f.read(1)[0]
+        f.seek(position + 45)
+        f.write(bytes([byte ^ 0x10]))
+    with pytest.raises(LogDamaged):
+        store.read("dmg", 0, 3)
+    part = view.get(f"{API}/topics/dmg").json()["partitions"][0]
+    assert [(d["first_offset"], d["end_offset"], d["file"]) for d in part["damaged"]] == [
+        (3, 4, "00000000000000000000.log")
+    ]
+    assert "CRC-32C mismatch" in part["damaged"][0]["reason"]
+    r = view.get(f"{API}/topics/dmg/records", {"partition": 0, "offset": 3})
+    assert r.status_code == 500 and r.json()["error"]["code"] == "log_damaged"

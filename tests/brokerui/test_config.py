@@ -142,3 +142,33 @@ def test_an_existing_world_readable_database_is_tightened(tmp_path):
     _migrate(tmp_path / "data")
 
     assert stat.S_IMODE(db.stat().st_mode) == 0o600
+
+
+def test_kafka_port_security_is_off_unless_asked(tmp_path):
+    from tests.tls import self_signed_cert
+
+    config = Config.from_env({})
+    assert (config.kafka_sasl, config.kafka_tls_cert, config.kafka_tls_key) == (False, None, None)
+    cert, key = self_signed_cert(tmp_path)
+    config = Config.from_env(
+        {
+            "TIDELOG_KAFKA_SASL": "1",
+            "TIDELOG_KAFKA_TLS_CERT": str(cert),
+            "TIDELOG_KAFKA_TLS_KEY": str(key),
+        }
+    )
+    assert (config.kafka_sasl, config.kafka_tls_cert, config.kafka_tls_key) == (True, cert, key)
+
+
+def test_kafka_tls_needs_both_files_and_loadable_ones(tmp_path):
+    from tests.tls import self_signed_cert
+
+    cert, key = self_signed_cert(tmp_path)
+    with pytest.raises(ConfigError, match="TIDELOG_KAFKA_TLS_KEY is not"):
+        Config.from_env({"TIDELOG_KAFKA_TLS_CERT": str(cert)})
+    with pytest.raises(ConfigError, match="cannot load the certificate"):
+        Config.from_env(
+            {"TIDELOG_KAFKA_TLS_CERT": str(key), "TIDELOG_KAFKA_TLS_KEY": str(key)}
+        )
+    with pytest.raises(ConfigError, match="TIDELOG_KAFKA_SASL"):
+        Config.from_env({"TIDELOG_KAFKA_SASL": "maybe"})

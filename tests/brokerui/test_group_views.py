@@ -453,6 +453,12 @@ def test_preview_scope_chosen_partitions_across_topics(operator_client, cluster)
         ({"strategy": "to-offset", "offset": "ten"}, "Enter a whole number"),
         ({"strategy": "shift-by"}, "how many records to shift"),
         ({"strategy": "to-datetime", "datetime": "yesterday"}, "is not a date-time"),
+        (  # a moment before year 1 in UTC: was a 500 (ValueError)
+            {"strategy": "to-datetime", "datetime": "0001-01-01T00:00:00+05:00"},
+            "is out of range: give a moment between 0001-01-01 and 9999-12-31 (UTC)",
+        ),
+        ({"strategy": "to-datetime", "datetime": str(2**80)}, "is out of range"),
+        ({"strategy": "by-duration", "duration": "P" + "9" * 30 + "D"}, "is out of range"),
         ({"strategy": "by-duration", "duration": "1 hour"}, "is not an ISO-8601 duration"),
         ({"strategy": "from-file"}, "upload a CSV file"),
         ({"strategy": "from-file", "csv_text": "orders,x,1"}, "must be numbers"),

@@ -559,3 +559,38 @@ def os_names(path) -> list[str]:
     import os
 
     return [n for _, dirs, files in os.walk(path) for n in dirs + files]
+
+
+# ====================================================================== damaged log (issue 10)
+
+
+def test_detail_shows_a_damaged_partition_and_how_to_repair_it(viewer_client, broker):
+    from streams.errors import LogDamaged
+
+    store = broker.store
+    store.create_topic("dmg", 2, {"segment.bytes": "2048"})
+    for i in range(60):
+        store.append("dmg", b"value-%03d-" % i + b"x" * 30, partition=1)
+    plog = store.partition_log("dmg", 1)
+    page = html(viewer_client.get(url("topic", "dmg")))
+    assert 'id="log-damage"' not in page and ">damaged<" not in page
+
+    seg = plog.segments[0]  # closed; one record per batch: the third batch is offset 2
+    position = seg.position_of(2)
+    with open(seg.path, "r+b") as f:
+        f.seek(position + 40)
+        byte = f.read(1)[0]
+        f.seek(position + 40)
+        f.write(bytes([byte ^ 0xFF]))
+    with pytest.raises(LogDamaged):
+        store.read("dmg", 1, 2)  # a consumer meets it: recorded
+
+    page = html(viewer_client.get(url("topic", "dmg")))
+    assert 'id="log-damage"' in page and "Damaged log in 1 partition" in page
+    assert 'data-damaged-partition="1"' in page and "offset 2</span> in" in page
+    assert f"{seg.base_offset:020d}.log" in page and "CRC-32C mismatch" in page
+    assert "manage.py verify_log --topic dmg --repair" in page
+    row = re.search(r'<tr data-partition="1".*?</tr>', page, re.S).group(0)
+    assert ">damaged<" in row
+    row0 = re.search(r'<tr data-partition="0".*?</tr>', page, re.S).group(0)
+    assert ">damaged<" not in row0

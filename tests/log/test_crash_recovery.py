@@ -3,8 +3,9 @@
 (a) SIGKILL torture: a writer process (``tests/log/torture_writer.py``) is killed at random
     moments, over and over, on the same data directory; after each kill every acknowledged record
     must be there, byte for byte, at the offset the store acknowledged, with contiguous offsets.
-(b) Corruption: bytes flipped and files truncated at random positions; the store reopens with the
-    valid prefix, logs what it cut, and never raises.
+(b) Corruption: bytes flipped and files truncated at random positions; the store reopens, keeps
+    every valid batch (those after the damage too), answers LogDamaged for the damaged offsets,
+    cuts only a torn tail past the recovery point, logs what it found, and never raises.
 (c) A second process opening a locked data directory is told which pid holds it.
 
 Sizes (defaults suit CI; raise them for a long run, e.g. before a release)::
@@ -36,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.errors import DataDirLocked
+from streams.errors import DataDirLocked, LogDamaged
 from streams.log import LogStore, ProducerRecord
 from streams.log import checkpoint as checkpoint_file
 from tests.log import torture_writer as tw
@@ -303,9 +304,15 @@ def make_unclean(data: Path) -> None:
 
 
 def read_all(store: LogStore, partition: int) -> list:
+    """Every readable record, stepping over the damaged ranges (which reads refuse)."""
     start, end = store.offsets(TOPIC, partition)
+    damaged = store.partition_log(TOPIC, partition).damaged
     out, pos = [], start
     while pos < end:
+        hit = next((d for d in damaged if d.covers(pos)), None)
+        if hit is not None:
+            pos = hit.end_offset
+            continue
         got = store.read(TOPIC, partition, pos, max_records=1000, max_bytes=1 << 30)
         assert got
         out += got
@@ -394,12 +401,24 @@ def batch_at(batches: list[Batch], position: int) -> Batch:
     return next(b for b in batches if b.position <= position < b.position + b.size)
 
 
-def draw_log_damage(rng: random.Random, template: Template) -> tuple[Damage, int, bool]:
-    """A random flip or truncation of one of partition 0's .log files.
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What recovery must make of a damage: offsets lost to it (LogDamaged when read), and
+    where the log is cut (a torn tail past the recovery point), if anywhere."""
 
-    Returns the damage, the base offset of the first batch it destroys (the expected log end)
-    and whether recovery must log a cut. Excluded here, tested on their own below: flips in the
-    two header fields the CRC does not cover, and truncating a segment other than the last one
+    lost: range = range(0)
+    cut_at: int | None = None
+
+
+def draw_log_damage(rng: random.Random, template: Template) -> tuple[Damage, Outcome]:
+    """A random flip or truncation of one of partition 0's .log files, and what recovery must
+    do with it (the directory is made unclean with no recovery point, as after a crash before
+    any checkpoint: the whole log is past the recovery point).
+
+    The last segment's damaged tail is a torn write and is cut; any other damage costs only the
+    offsets of the damaged batch (for a truncated middle segment: the rest of that file), and
+    everything after it is kept. Excluded here, tested on their own below: flips in the two
+    header fields the CRC does not cover, and truncating a segment other than the last one
     exactly at a batch boundary (nothing torn is left to detect in that file).
     """
     while True:
@@ -410,14 +429,25 @@ def draw_log_damage(rng: random.Random, template: Template) -> tuple[Damage, int
         position = rng.randrange(size)
         batch = batch_at(batches, position)
         relative = position - batch.position
+        tail = batch == batches[-1]
         if rng.random() < 0.5:
             if any(relative in r for r in NOT_UNDER_CRC):
                 continue
             mask = bytes([rng.randint(1, 255)])
-            return Damage("flip", name, position, mask), batch.base_offset, True
+            outcome = (
+                Outcome(cut_at=batch.base_offset)
+                if last and tail
+                else Outcome(lost=range(batch.base_offset, batch.next_offset))
+            )
+            return Damage("flip", name, position, mask), outcome
         if relative == 0 and not last:
             continue
-        return Damage("truncate", name, position), batch.base_offset, relative != 0
+        outcome = (
+            Outcome(cut_at=batch.base_offset)
+            if last
+            else Outcome(lost=range(batch.base_offset, batches[-1].next_offset))
+        )
+        return Damage("truncate", name, position), outcome
 
 
 def draw_index_damage(rng: random.Random, template: Template) -> Damage:
@@ -438,30 +468,41 @@ def check_recovered(
     data: Path,
     template: Template,
     caplog,
-    cut_at: int | None,
+    outcome: Outcome = Outcome(),
     damaged: str | None = None,
-    expect_cut_logged: bool = False,
     where: str = "",
 ) -> None:
-    """Reopen the damaged directory: it must open, hold exactly the records before `cut_at`
-    (all of them when None) in partition 0 and all of partition 1, read right from every offset,
-    log the cut when expected, and take the next append at the log end."""
+    """Reopen the damaged directory: it must open; partition 0 must hold every record except
+    the lost ones (which raise LogDamaged) and those at or after a cut, and partition 1 all of
+    its records; every offset must read right; what was found must be logged naming the file;
+    the next append must go to the log end (never into lost offsets)."""
+    cut_at = outcome.cut_at
     expected = [r for r in template.records[0] if cut_at is None or r.offset < cut_at]
     end = len(expected)
+    readable = [r for r in expected if r.offset not in outcome.lost]
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         store = LogStore.open(str(data), background=False)
     try:
         assert store.offsets(TOPIC, 0) == (0, end), where
         assert store.partition_log(TOPIC, 0).log_end_offset == end, where
-        assert read_all(store, 0) == expected, where
+        assert read_all(store, 0) == readable, where
         assert read_all(store, 1) == template.records[1], where
         for offset in range(end):  # every offset, through the (rebuilt) sparse index
-            assert store.read(TOPIC, 0, offset, max_records=1) == [expected[offset]], where
-        if expect_cut_logged:
-            warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-            assert any(damaged in m and "cut" in m for m in warnings), (
-                f"{where}: no warning names {damaged} and the cut:\n{caplog.text}"
+            if offset in outcome.lost:
+                with pytest.raises(LogDamaged):
+                    store.read(TOPIC, 0, offset, max_records=1)
+            else:
+                assert store.read(TOPIC, 0, offset, max_records=1) == [expected[offset]], where
+        damage = store.partition_log(TOPIC, 0).damaged
+        assert [o for d in damage for o in range(d.first_offset, d.end_offset)] == list(
+            outcome.lost
+        ), where
+        if damaged is not None and (outcome.lost or cut_at is not None):
+            messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            word = "cut" if cut_at is not None else "damaged"
+            assert any(damaged in m and word in m for m in messages), (
+                f"{where}: no warning names {damaged} and what was found:\n{caplog.text}"
             )
         after = store.append(TOPIC, b"after recovery", partition=0)
         assert after.offset == end, where
@@ -470,23 +511,24 @@ def check_recovered(
         store.close()
     with LogStore.open(str(data), background=False) as store:
         assert store.offsets(TOPIC, 0) == (0, end + 1), where
-        assert read_all(store, 0)[:end] == expected, where
+        assert read_all(store, 0)[: len(readable)] == readable, where
+        assert store.partition_log(TOPIC, 0).damaged == damage, where
 
 
-def test_random_log_damage_cuts_at_the_first_damaged_batch(template, tmp_path, caplog):
+def test_random_log_damage_costs_only_the_damaged_batch(template, tmp_path, caplog):
     """Flip a byte or truncate a .log file at a random position: the store reopens with every
-    record before the damaged batch, byte-identical, nothing after it (later segments too), the
-    log end at that batch's base offset, a warning naming the file and the cut, and appends go
-    on from there."""
+    record but the damaged batch's (later segments too), byte-identical; reading the damaged
+    offsets raises LogDamaged; a warning names the file; appends go on at the old log end. A
+    torn tail of the last segment (past the recovery point) is cut instead, as before."""
     seed = _seed("TIDELOG_CORRUPTION_SEED")
     print(f"TIDELOG_CORRUPTION_SEED={seed}")
     rng = random.Random(seed)
     for case in range(CORRUPTION_CASES):
-        damage, cut_at, logged = draw_log_damage(rng, template)
+        damage, outcome = draw_log_damage(rng, template)
         data = fresh_copy(template, tmp_path / f"case-{case}")
         damage.apply(data)
         where = f"seed {seed} case {case}: {damage}"
-        check_recovered(data, template, caplog, cut_at, damage.file, logged, where)
+        check_recovered(data, template, caplog, outcome, damage.file, where)
         shutil.rmtree(data)
 
 
@@ -511,36 +553,21 @@ def test_random_index_damage_loses_nothing(template, tmp_path, caplog, shutdown)
                 (data / ".clean-shutdown").unlink()
         damage.apply(data)
         where = f"seed {seed} case {case} ({shutdown}): {damage}"
-        check_recovered(data, template, caplog, None, where=where)
+        check_recovered(data, template, caplog, where=where)
         shutil.rmtree(data)
 
 
-def test_appends_after_recovery_continue_at_the_cut(template, tmp_path, caplog):
-    """A torn tail in the middle of the log: the next appends get the offsets that were cut, and
-    a later crash-free reopen sees the recovered prefix plus the new records."""
+def test_a_middle_segment_cut_short_loses_only_its_tail(template, tmp_path, caplog):
+    """A torn tail in the middle of the log: recovery used to cut the log there and delete
+    every later segment, and the next appends reused the lost offsets. Now only that file's
+    tail is lost (LogDamaged), the later segments stay, and appends go on at the old end."""
     data = fresh_copy(template, tmp_path / "data")
     name = template.segment_files[len(template.segment_files) // 2]
-    batch = batches_of(template.path / f"{TOPIC}-0" / name)[2]
+    batches = batches_of(template.path / f"{TOPIC}-0" / name)
+    batch = batches[2]
     Damage("truncate", name, batch.position + batch.size // 2).apply(data)
-    with caplog.at_level(logging.WARNING):
-        store = LogStore.open(str(data), background=False)
-    with store:
-        assert store.offsets(TOPIC, 0) == (0, batch.base_offset)
-        assert f"{name}: cut" in caplog.text
-        results = store.append_batch(
-            TOPIC, [ProducerRecord(b"new-%d" % i, b"k") for i in range(5)], partition=0
-        )
-        assert [r.offset for r in results] == list(range(batch.base_offset, batch.base_offset + 5))
-        single = store.append(TOPIC, b"one more", partition=0)
-        assert single.offset == batch.base_offset + 5
-    with LogStore.open(str(data), background=False) as store:
-        records = read_all(store, 0)
-    assert records[: batch.base_offset] == template.records[0][: batch.base_offset]
-    assert [r.value for r in records[batch.base_offset :]] == [
-        *(b"new-%d" % i for i in range(5)),
-        b"one more",
-    ]
-    assert [r.offset for r in records] == list(range(batch.base_offset + 6))
+    lost = range(batch.base_offset, batches[-1].next_offset)
+    check_recovered(data, template, caplog, Outcome(lost=lost), name)
 
 
 def test_flipped_leader_epoch_loses_nothing(template, tmp_path, caplog):
@@ -550,41 +577,42 @@ def test_flipped_leader_epoch_loses_nothing(template, tmp_path, caplog):
     name = template.segment_files[3]
     batch = batches_of(template.path / f"{TOPIC}-0" / name)[1]
     Damage("flip", name, batch.position + 13, b"\x40").apply(data)
-    check_recovered(data, template, caplog, None)
+    check_recovered(data, template, caplog)
 
 
 # --- damage the first recovery missed ------------------------------------------------------------
-# Each of these failed at commit 0c7f914 (diagnosis in the docstring) and guards its fix.
+# Each of these failed at commit 0c7f914 (diagnosis in the docstring) and guards its fix; the
+# first two now keep what follows the damage (issue 10, item 5) instead of cutting it.
 
 
 @pytest.mark.parametrize("where", ["batch-boundary", "empty-file"])
-def test_middle_segment_truncated_at_a_batch_boundary_cuts_the_rest(
+def test_middle_segment_truncated_at_a_batch_boundary_reports_the_missing_offsets(
     template, tmp_path, caplog, where
 ):
     """A middle segment that ends early exactly at a batch boundary has nothing torn in it;
-    recovery used to keep the later segments, leaving a silent gap in the offsets with nothing
-    logged. Offsets must follow on, so the later segments go and the cut is logged."""
+    recovery used to keep the later segments leaving a silent gap in the offsets. The missing
+    offsets are now damage (LogDamaged, logged with the file), and the later segments stay."""
     data = fresh_copy(template, tmp_path / "data")
     name = template.segment_files[5]
-    batch = batches_of(template.path / f"{TOPIC}-0" / name)[3]
-    if where == "empty-file":
-        batch = batches_of(template.path / f"{TOPIC}-0" / name)[0]
+    batches = batches_of(template.path / f"{TOPIC}-0" / name)
+    batch = batches[0 if where == "empty-file" else 3]
     Damage("truncate", name, batch.position).apply(data)
-    check_recovered(data, template, caplog, batch.base_offset)
-    assert name in caplog.text, "the cut is not logged"
+    lost = range(batch.base_offset, batches[-1].next_offset)
+    check_recovered(data, template, caplog, Outcome(lost=lost), name)
 
 
 @pytest.mark.parametrize("segment", ["middle", "last"])
 def test_flipped_base_offset_is_a_corrupt_batch(template, tmp_path, caplog, segment):
     """baseOffset is outside the CRC. Recovery used to reject only a base offset *below* the
     expected one, so a flip that raised it was accepted: the batch's records moved to wrong
-    offsets and the log end jumped. Now the batch counts as corrupt and the log is cut there."""
+    offsets and the log end jumped. Now the batch counts as damaged (its offsets raise
+    LogDamaged) and the batches after it are kept."""
     data = fresh_copy(template, tmp_path / "data")
     name = template.segment_files[5 if segment == "middle" else -1]
     batch = batches_of(template.path / f"{TOPIC}-0" / name)[0 if segment == "last" else 3]
     Damage("flip", name, batch.position + 6, b"\x01").apply(data)  # base offset + 256
-    check_recovered(data, template, caplog, batch.base_offset)
-    assert name in caplog.text, "the cut is not logged"
+    lost = range(batch.base_offset, batch.next_offset)
+    check_recovered(data, template, caplog, Outcome(lost=lost), name)
 
 
 def test_damaged_index_of_the_recovery_segment_loses_nothing(template, tmp_path, caplog):
@@ -600,7 +628,7 @@ def test_damaged_index_of_the_recovery_segment_loses_nothing(template, tmp_path,
     with open(data / f"{TOPIC}-0" / f"{last}.index", "r+b") as f:
         f.seek(7)  # low byte of the first entry's position
         f.write(b"\x51")
-    check_recovered(data, template, caplog, None)
+    check_recovered(data, template, caplog)
 
 
 def test_zeroed_index_entries_lose_nothing_in_a_full_recovery(template, tmp_path, caplog):
@@ -616,7 +644,7 @@ def test_zeroed_index_entries_lose_nothing_in_a_full_recovery(template, tmp_path
     starts = {b.position for b in batches_of(first_log)}
     # The damage still makes an "offset 0" entry that points into the middle of a batch:
     assert any(rel == 0 and pos not in starts for rel, pos in entries), entries
-    check_recovered(data, template, caplog, None)
+    check_recovered(data, template, caplog)
 
 
 @pytest.mark.parametrize("shutdown", ["clean", "unclean-with-recovery-point"])
@@ -633,7 +661,7 @@ def test_damaged_timeindex_of_a_closed_segment_does_not_stop_the_store(
     name = template.segment_files[4][: -len(".log")] + ".timeindex"
     with open(data / f"{TOPIC}-0" / name, "ab") as f:
         f.write(struct.pack(">qI", 2**60, 2**30))  # a later, larger entry: still "sane"
-    check_recovered(data, template, caplog, None)
+    check_recovered(data, template, caplog)
 
 
 def test_damaged_index_after_clean_shutdown_still_reads_right_records(template, tmp_path, caplog):
@@ -645,7 +673,7 @@ def test_damaged_index_after_clean_shutdown_still_reads_right_records(template, 
     with open(data / f"{TOPIC}-0" / name, "r+b") as f:
         f.seek(3)  # first entry's relative offset -> 0: it now claims offset 0 is further on
         f.write(b"\x00")
-    check_recovered(data, template, caplog, None)
+    check_recovered(data, template, caplog)
 
 
 # =============================================================================================

@@ -21,6 +21,7 @@ from streams.log.records import ProducerRecord, Record
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = int(os.environ.get("TIDELOG_RECORDS_EXAMPLES", "200"))
 CODECS = tuple(sorted(compression.NAMES))
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 header_keys = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 optional_bytes = st.none() | st.binary(max_size=300)
@@ -28,7 +29,7 @@ headers = st.lists(st.tuples(header_keys, optional_bytes), max_size=4).map(tuple
 timestamps = st.none() | st.integers(min_value=0, max_value=rb.MAX_TIMESTAMP)
 producer_records = st.builds(
     ProducerRecord,
-    value=optional_bytes | st.binary(min_size=8000, max_size=20_000),  # 3-byte varints too
+    value=optional_bytes | st.binary(min_size=8192, max_size=8300),  # 3-byte varints too
     key=optional_bytes,
     headers=headers,
     timestamp_ms=timestamps,
@@ -78,6 +79,14 @@ def compiled(batch: bytes) -> list[Record] | None:
     return rb._decode_compiled(batch, h, body_of(batch, h))
 
 
+def pure_decode_from(batch, h, start, limit, max_bytes=-1, force_first=True):
+    """`decode_from` as it was before the compiled reader (the pure decoder only)."""
+    section = body_of(batch, h) or batch[rb.HEADER_SIZE : h.size]
+    if start <= h.base_offset and limit >= h.count and not 0 <= max_bytes < len(section):
+        return pure(batch), len(section), True
+    return rb._decode_body(memoryview(section), h, start, limit, max_bytes, force_first)
+
+
 def outcome(decode, batch: bytes):
     try:
         return decode(batch)
@@ -91,7 +100,7 @@ def test_the_compiled_reader_is_in_use():
     assert compiled(batch) == [Record(0, 5, b"k", b"v", (("h", b"x"),))]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
 @given(batch=batches())
 def test_compiled_and_pure_decode_alike(batch):
     h = rb.validate_batch(batch)
@@ -112,7 +121,7 @@ def test_compiled_and_pure_decode_alike(batch):
     )
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     batch=batches(codecs=(compression.NONE,), max_records=8),
     data=st.data(),
@@ -132,6 +141,13 @@ def test_corrupt_records_get_the_pure_decoders_answer(batch, data):
         bad = bad[: h.size - cut] + bytes(cut)
     bad = bytes(bad)
     assert outcome(lambda b: rb.decode_records(b, h), bad) == outcome(pure, bad)
+    start = data.draw(st.integers(h.base_offset, h.next_offset))
+    limit = data.draw(st.integers(1, h.count + 1))
+    max_bytes = data.draw(st.integers(-1, h.size))
+    args = (start, limit, max_bytes, data.draw(st.booleans()))
+    assert outcome(lambda b: rb.decode_from(b, h, *args), bad) == outcome(
+        lambda b: pure_decode_from(b, h, *args), bad
+    )
 
 
 def test_a_header_key_that_is_not_utf8_decodes_as_before():
@@ -167,21 +183,56 @@ def test_record_attributes_are_one_byte(attributes, key):
     sizes=st.lists(st.sampled_from([0, 1, 60, 100, 100, 100, 300, 9000]), min_size=1, max_size=300),
     flagged=st.sets(st.integers(0, 299), max_size=3),
     attribute=st.integers(0, 255),
+    upto=st.integers(0, 310),
 )
-def test_attribute_check_agrees_with_a_plain_walk(sizes, flagged, attribute):
-    """`_attributes_fit` checks runs of same-size records with strided slices; it agrees with a
-    record-by-record look at every attributes byte."""
+def test_record_walk_agrees_with_a_plain_walk(sizes, flagged, attribute, upto):
+    """`_walk_records_checked` steps over runs of same-size records with strided slices; it
+    finds the same positions, record lengths and attributes bytes as a record-by-record walk."""
     batch = bytearray(rb.build_batch([ProducerRecord(b"x" * n) for n in sizes], now_ms=1))
-    pos, n, attrs = rb.HEADER_SIZE, 0, []
+    pos, n, attrs, ends, lengths = rb.HEADER_SIZE, 0, [], [], []
     while pos < len(batch):
         length, pos = rb.read_varint(batch, pos)
         if n in flagged:
             batch[pos] = attribute
         attrs.append(batch[pos])
         pos, n = pos + length, n + 1
-    assert rb._attributes_fit(bytes(batch), rb.HEADER_SIZE, len(batch), len(sizes)) == all(
-        a < 0x80 for a in attrs
-    )
+        ends.append(pos)
+        lengths.append(length)
+    upto = min(upto, len(sizes))
+    batch = bytes(batch)
+    at = ends[upto - 1] if upto else rb.HEADER_SIZE
+    assert rb._walk_records_checked(batch, rb.HEADER_SIZE, len(batch), upto, None) == (at, upto)
+    found: list[int] = []
+    walk = rb._walk_records_checked(batch, rb.HEADER_SIZE, len(batch), upto, found)
+    if any(a >= 0x80 for a in attrs[:upto]):
+        assert walk is None
+    else:
+        assert walk == (at, upto) and found == lengths[:upto]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
+@given(
+    batch=batches(max_records=30),
+    data=st.data(),
+)
+def test_partial_reads_decode_alike(batch, data):
+    """Reads from inside a batch, with a record limit and a byte budget: the compiled path
+    returns what the pure decoder's walk returns (records, bytes used, end of batch)."""
+    h = rb.parse_header(batch)
+    body = body_of(batch, h)
+    section = body if body is not None else batch[rb.HEADER_SIZE : h.size]
+    start = data.draw(st.integers(h.base_offset - 2, h.next_offset + 1))
+    limit = data.draw(st.integers(0, h.count + 2))
+    max_bytes = data.draw(st.integers(-1, len(section) + 10))
+    force_first = data.draw(st.booleans())
+    want = rb._decode_body(memoryview(section), h, start, limit, max_bytes, force_first)
+    got = rb._decode_range_compiled(batch, h, body, start, limit, max_bytes, force_first)
+    assert got is not None
+    assert got == want
+    if start <= h.base_offset and limit >= h.count and not 0 <= max_bytes < len(section):
+        # a whole batch (read by _decode_whole) counts its whole records section as used
+        want = (want[0], len(section), True)
+    assert rb.decode_from(batch, h, start, limit, max_bytes, force_first) == want
 
 
 def test_timestamp_minus_one_stays_minus_one():
@@ -217,13 +268,13 @@ def test_without_aiokafka_the_store_reads_with_the_pure_decoder(tmp_path):
         store.append_batch("t", [ProducerRecord(b"v%d" % i) for i in range(3)], partition=0)
         got = [r.value for r in store.read("t", 0, 0)]
         store.close()
-        print(records.decoder(), got, "aiokafka" in sys.modules and sys.modules["aiokafka"])
+        print(records.decoder(), records.encoder(), got, sys.modules["aiokafka"])
         """
     )
     out = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["python", "[b'v0',", "b'v1',", "b'v2']", "None"]
+    assert out.split() == ["python", "python", "[b'v0',", "b'v1',", "b'v2']", "None"]
 
 
 @pytest.mark.parametrize("codec", sorted(compression.NAMES))
@@ -239,3 +290,54 @@ def test_partial_reads_still_use_offsets_limits_and_budgets(codec):
     assert rb.decode_from(batch, h, 15, 3)[0] == whole[5:8]
     part, used_part, done = rb.decode_from(batch, h, 10, 100, max_bytes=200)
     assert part == whole[: len(part)] and 0 < len(part) < 20 and not done and used_part <= 200
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
+@given(
+    recs=st.lists(
+        st.builds(
+            ProducerRecord,
+            value=optional_bytes,
+            key=optional_bytes,
+            headers=headers,
+            timestamp_ms=timestamps | st.integers(-3, 3),  # -1: Kafka's "no timestamp"
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    default_ts=st.integers(-2, rb.MAX_TIMESTAMP),
+    gaps=st.none() | st.lists(st.integers(0, 70), min_size=40, max_size=40),
+)
+def test_compiled_and_pure_encode_the_same_bytes(recs, default_ts, gaps):
+    """New batches' records are written by aiokafka's compiled builder: byte for byte what the
+    pure encoder writes (offset gaps as the cleaner writes them included)."""
+    deltas = None
+    if gaps is not None:
+        deltas = [i + sum(gaps[: i + 1]) for i in range(len(recs))]
+    first = recs[0].timestamp_ms
+    base_ts = default_ts if first is None else first
+    got = rb._encode_compiled(recs, base_ts, default_ts, deltas)
+    assert (got is None) == (base_ts < 0)
+    got = rb.encode_records(recs, base_ts, default_ts, deltas)
+    assert got == rb._encode_pure(recs, base_ts, default_ts, deltas)
+
+
+def test_the_pure_encoder_writes_what_the_builder_cannot():
+    """A base timestamp other than the first record's (the cleaner's delete horizon) and
+    header keys given as bytes are written by the pure encoder."""
+    recs = [ProducerRecord(b"v", timestamp_ms=50), ProducerRecord(b"w", timestamp_ms=70)]
+    assert rb._encode_compiled(recs, 10, 10, None) is None
+    assert rb.encode_records(recs, 10, 10) == rb._encode_pure(recs, 10, 10)
+    assert rb.decode_records(rb.build_batch(recs, now_ms=1, base_ts=10))[1].timestamp_ms == 70
+    keyed = [ProducerRecord(b"v", headers=((b"k", b"1"),), timestamp_ms=5)]
+    assert rb._encode_compiled(keyed, 5, 5, None) is None
+    assert rb.encode_records(keyed, 5, 5) == rb._encode_pure(keyed, 5, 5)
+
+
+def test_forced_fallback_encodes_with_the_pure_encoder(monkeypatch):
+    recs = [ProducerRecord(b"v%d" % i, b"k", (("h", None),), 10 + i) for i in range(5)]
+    compiled_bytes = rb.build_batch(recs, now_ms=1)
+    monkeypatch.setattr(rb, "_compiled_builder", None)
+    assert rb.encoder() == "python"
+    assert rb._encode_compiled(recs, 10, 1, None) is None
+    assert rb.build_batch(recs, now_ms=1) == compiled_bytes

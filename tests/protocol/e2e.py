@@ -50,7 +50,8 @@ def check(broker, options: dict, out: dict) -> None:
     store = broker.store
 
     # admin: the topic and its id, the scratch topic created then deleted
-    assert uuid.UUID(str(out["topicId"])).hex == store.topic_id(topic)
+    if "topicId" in out:  # clients that know topic ids (KafkaJS does not)
+        assert uuid.UUID(str(out["topicId"])).hex == store.topic_id(topic)
     assert topic in out["listed"] and options["scratchTopic"] in out["listed"]
     assert options["scratchTopic"] not in out["afterDelete"]
     assert options["scratchTopic"] not in store.list_topics()
@@ -66,13 +67,17 @@ def check(broker, options: dict, out: dict) -> None:
     assert set(offsets) == set(sent), f"never read: {sorted(set(sent) - set(offsets))[:10]}"
     assert all(len(o) == 1 for o in offsets.values())  # a re-read is the same record
 
-    # the rebalance: two members split the partitions; each read the second phase's records of
-    # its own partitions
+    # the rebalance: two members split the partitions, and each read second-phase records of
+    # its own partitions. (Not every read is the owner's: a fetch sent before the rebalance may
+    # still be waiting when the second phase is produced and deliver it to the former owner,
+    # with Kafka as here; nor the reads while the consumers close, when the last one left takes
+    # over the partitions of the first.)
+    assert set(out["fetches"]) == set(out["assignments"])  # both waited out stale fetches
     owner = {p: c for c, parts in out["assignments"].items() for p in parts}
     assert sorted(owner) == list(range(PARTITIONS)) and len(out["assignments"]) == 2
-    second = [r for r in out["received"] if r["key"].startswith("1-")]
-    assert all(r["consumer"] == owner[r["partition"]] for r in second)
-    assert {r["consumer"] for r in second} == set(owner.values())
+    second = [r for r in out["received"] if r["key"].startswith("1-") and r["phase"] == 1]
+    readers = {r["consumer"] for r in second if r["consumer"] == owner[r["partition"]]}
+    assert readers == set(out["assignments"]), readers
 
     # the log holds each codec's batches as the client compressed them
     codecs = set()

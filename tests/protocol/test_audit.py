@@ -5,9 +5,10 @@ AdminClient; the console's sink is tested in tests/brokerui/test_kafka_port.py).
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -132,3 +133,93 @@ def test_refused_and_failed_changes(audited):
     with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):  # internal topic
         _wait(admin.create_partitions([NewPartitions("__consumer_offsets", 60)]))
     assert sink.events == []
+
+
+def test_changes_naming_topics_by_id_are_audited_under_the_topic_name(audited):
+    """OffsetCommit v10 and DeleteTopics v6 name topics by id (KIP-516): the audit log still
+    says which topic."""
+    import uuid
+
+    from streams.protocol import codec
+    from tests.protocol.wire import WireClient
+
+    broker, bootstrap, sink = audited
+    broker.store.create_topic("orders", 1)
+    topic_id = uuid.UUID(hex=broker.store.topic_id("orders"))
+    oc = codec.request_class(8)[10].OffsetCommitRequestTopic
+    dt = codec.request_class(20)[6].DeleteTopicState
+    with WireClient(bootstrap) as c:
+        committed = c.call(
+            8,
+            10,
+            group_id="billing",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                oc(
+                    topic_id=topic_id,
+                    partitions=[
+                        oc.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=-2, committed_metadata=None
+                        )
+                    ],
+                )
+            ],
+        )
+        assert committed.topics[0].partitions[0].error_code == 0
+        deleted = c.call(20, 6, topics=[dt(name=None, topic_id=topic_id)], timeout_ms=5000)
+        assert deleted.responses[0].error_code == 0
+    by_action = {e.action: e for e in sink.events}
+    assert [(e.action, e.target) for e in sink.events] == [
+        ("group.reset", "group billing"),
+        ("topic.delete", "topic orders"),
+    ]
+    assert by_action["group.reset"].before == {"offsets": {"orders": {"0": None}}}
+    assert by_action["group.reset"].after["offsets"] == {"orders": {"0": -2}}
+
+
+def test_kafka_python_offset_changes_and_a_refused_group_delete(audited):
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    broker, bootstrap, sink = audited
+    broker.store.create_topic("ledger", 2)
+    broker.coordinator.commit_offsets("ops", {("ledger", 0): 5, ("ledger", 1): 2})
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kp-admin")
+    try:
+        admin.delete_group_offsets("ops", [KTopicPartition("ledger", 0)])
+        admin.alter_group_offsets(
+            "ops", {KTopicPartition("ledger", 1): OffsetAndMetadata(1, "", -1)}
+        )
+    finally:
+        admin.close()
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "busy", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["ledger"])
+    deadline = time.monotonic() + DEADLINE_S
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    confluent = AdminClient({"bootstrap.servers": bootstrap, "client.id": "ops-admin"})
+    with pytest.raises(Exception, match="NON_EMPTY_GROUP"):
+        _wait(confluent.delete_consumer_groups(["busy"]))
+    consumer.close()
+
+    events = {(e.action, e.target): e for e in sink.events}
+    assert list(events) == [
+        ("group.offsets.delete", "group ops"),
+        ("group.reset", "group ops"),
+        ("group.delete.refused", "group busy"),
+    ]
+    deleted = events[("group.offsets.delete", "group ops")]
+    assert deleted.before == {"topic": "ledger", "offsets": {"ledger": {"0": 5, "1": 2}}}
+    assert deleted.after == {"topic": "ledger", "offsets": None}
+    assert re.fullmatch(r"kp-admin@127\.0\.0\.1:\d+", deleted.who)
+    reset = events[("group.reset", "group ops")]
+    assert reset.before == {"offsets": {"ledger": {"1": 2}}}
+    assert reset.after["offsets"] == {"ledger": {"1": 1}}
+    refused = events[("group.delete.refused", "group busy")]
+    assert "active members" in refused.after["reason"]

@@ -78,3 +78,37 @@ def test_balanced_consumer_group_reads_everything_and_commits(broker, bootstrap)
     assert got == sorted((str(p), f"k{p}-{i}", f"v{p}-{i}") for p in (0, 1) for i in range(20))
     committed = broker.coordinator.committed("kcat-group")
     assert {tp: c.offset for tp, c in committed.items()} == {("kg", 0): 20, ("kg", 1): 20}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_over_tls(tmp_path, mechanism):
+    """kcat's librdkafka 2.0.2 sends SCRAM's client-final nonce in its pre-2.6.1 form, which
+    the listener accepts (as Kafka 3.8.1-3.9 did)."""
+    from tests.protocol.conftest import open_broker
+    from tests.protocol.sasl_users import PASSWORDS, Users
+    from tests.tls import self_signed_cert
+
+    cert, key = self_signed_cert(tmp_path)
+    broker = open_broker(
+        tmp_path / "data", authenticator=Users(), tls_cert_file=str(cert), tls_key_file=str(key)
+    )
+    try:
+        host, port = broker.kafka_address
+
+        def sasl(user: str, password: str) -> list[str]:
+            return [
+                *("-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={cert}"),
+                *("-X", f"sasl.mechanism={mechanism}", "-X", f"sasl.username={user}"),
+                *("-X", f"sasl.password={password}"),
+            ]
+
+        operator = sasl("olivia", PASSWORDS["olivia"])
+        kcat(f"{host}:{port}", *operator, "-P", "-t", "secure", stdin="one\ntwo\n")
+        viewer = sasl("victor", PASSWORDS["victor"])
+        out = kcat(f"{host}:{port}", *viewer, "-C", "-t", "secure", "-o", "beginning", "-e")
+        assert out.splitlines() == ["one", "two"]
+        with pytest.raises(subprocess.CalledProcessError) as refused:
+            kcat(f"{host}:{port}", *sasl("olivia", "guess"), "-L")
+        assert "Invalid username or password" in refused.value.stderr
+    finally:
+        broker.close()

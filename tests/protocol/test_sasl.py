@@ -18,35 +18,14 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import errors as kafka_errors
 
 from streams.protocol import server as listener_server
-from streams.protocol.security import Role, scram_credential
+from streams.protocol.security import Role
 from tests.protocol.conftest import open_broker
+from tests.protocol.sasl_users import PASSWORDS, Users
 from tests.protocol.wire import WireClient
 from tests.tls import self_signed_cert
 
 DEADLINE_S = 30
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-PASSWORDS = {"olivia": "operator-pass", "victor": "viewer-pass", "nora": "no-role-pass"}
-
-
-class Users:
-    """An in-memory Authenticator: passwords kept only as SCRAM credentials and for PLAIN."""
-
-    def __init__(self):
-        self.roles = {"olivia": Role.OPERATOR, "victor": Role.VIEWER, "nora": Role.NONE}
-        self.creds = {
-            (user, m): scram_credential(m, pw)
-            for user, pw in PASSWORDS.items()
-            for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
-        }
-
-    def check_plain(self, user, password):
-        return PASSWORDS.get(user) == password
-
-    def scram_credential(self, user, mechanism):
-        return self.creds.get((user, mechanism))
-
-    def role(self, user):
-        return self.roles.get(user, Role.NONE)
 
 
 @pytest.fixture
@@ -172,7 +151,7 @@ def test_kafka_python_operator_produces_and_viewer_consumes(sasl_broker, sasl_bo
     assert sasl_broker.coordinator.committed("analytics")[(topic, 0)].offset == 10
 
 
-def test_tls_with_and_without_sasl(tmp_path, users, tls_files):
+def test_tls_with_and_without_sasl(tmp_path, users, tls_files, caplog):
     cert, key = tls_files
     for authenticator, protocol in ((users, "SASL_SSL"), (None, "SSL")):
         broker = open_broker(
@@ -215,6 +194,10 @@ def test_tls_with_and_without_sasl(tmp_path, users, tls_files):
             with pytest.raises(ConnectionError):  # a plaintext client is not answered
                 with WireClient(bootstrap, timeout=5) as c:
                     c.call(18, 3, client_software_name="x", client_software_version="1")
+            deadline = time.monotonic() + 10  # logged once asyncio hands the failure over
+            while not any("TLS handshake with" in r.getMessage() for r in caplog.records):
+                assert time.monotonic() < deadline, "the failed handshake was not logged"
+                time.sleep(0.05)
         finally:
             broker.close()
 
@@ -399,3 +382,33 @@ def test_an_open_listener_answers_the_sasl_apis_with_illegal_sasl_state(bootstra
         assert c.call(17, 1, mechanism="PLAIN").error_code == 34
         assert c.call(36, 2, auth_bytes=b"").error_code == 34
         assert c.call(3, 12, topics=None).brokers[0].node_id == 0
+
+
+def test_refusals_of_requests_naming_topics_by_id_answer_by_id(sasl_broker, sasl_bootstrap):
+    """Produce v13 names topics by id (KIP-516): a viewer's refusal carries the id back, so the
+    client can tell which topic it concerns."""
+    import uuid
+
+    from streams.log import records as rb
+    from streams.log.records import ProducerRecord
+    from streams.protocol import codec
+
+    sasl_broker.store.create_topic("ledger", 1)
+    topic_id = uuid.UUID(hex=sasl_broker.store.topic_id("ledger"))
+    p = codec.request_class(0)[13].TopicProduceData
+    batch = rb.build_batch([ProducerRecord(b"forged")], now_ms=1_700_000_000_000)
+    with WireClient(sasl_bootstrap) as c:
+        assert c.call(17, 1, mechanism="PLAIN").error_code == 0
+        assert c.call(36, 2, auth_bytes=_plain_token("victor", PASSWORDS["victor"])).error_code == 0
+        resp = c.call(
+            0,
+            13,
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[p(topic_id=topic_id, partition_data=[p.PartitionProduceData(0, batch)])],
+        )
+    [topic] = resp.responses
+    assert topic.topic_id == topic_id
+    assert [r.error_code for r in topic.partition_responses] == [29]  # TOPIC_AUTHORIZATION_FAILED
+    assert sasl_broker.store.read("ledger", 0, 0) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import json
 from datetime import UTC, datetime
 
 from django import forms
@@ -195,34 +196,139 @@ class BrowseForm(forms.Form):
 ENCODINGS = [("text", "UTF-8 text"), ("base64", "base64"), ("hex", "hex")]
 
 
+# Header lines: ``name: text`` (UTF-8, trimmed) or ``name:: base64`` (exactly these bytes, as
+# LDIF writes binary values); a name that is not plain (a colon, spaces at its ends, a control
+# character, a quote first) is written as a JSON string: ``"a:b": text``.
+HEADERS_HELP = (
+    "One “name: value” per line; “name:: base64” for exact bytes; a name holding a colon "
+    "in double quotes."
+)
+# what ends a line for str.splitlines(), besides CR and LF
+_LINE_ENDS = frozenset("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _split_name(line: str) -> tuple[str, str] | None:
+    """(name, what follows its colon), or None when the line has no name and colon."""
+    stripped = line.lstrip()
+    if stripped.startswith('"'):
+        try:
+            name, end = json.JSONDecoder().raw_decode(stripped)
+        except ValueError:
+            return None
+        rest = stripped[end:].lstrip()
+        if not isinstance(name, str) or not rest.startswith(":"):
+            return None
+        return name, rest[1:]
+    name, sep, rest = line.partition(":")
+    name = name.strip()
+    return (name, rest) if sep and name else None
+
+
 def parse_headers(text: str) -> tuple[tuple[str, bytes], ...]:
-    """One ``name: value`` per line; blank lines are skipped. The value may be empty."""
+    """One header per line (see HEADERS_HELP); blank lines are skipped. A value may be empty."""
     out = []
     errors = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        name, sep, value = line.partition(":")
-        name = name.strip()
-        if not sep or not name:
-            shown = line if len(line) <= 40 else line[:40] + "…"
+        parsed = _split_name(line)
+        shown = line if len(line) <= 40 else line[:40] + "…"
+        if parsed is None:
             errors.append(f"Line {number} (“{shown}”) is not “name: value”.")
             continue
-        out.append((name, value.strip().encode()))
+        name, rest = parsed
+        if rest.startswith(":"):
+            try:
+                value = base64.b64decode("".join(rest[1:].split()), validate=True)
+            except (ValueError, binascii.Error):
+                errors.append(f"Line {number} (“{shown}”): the value after “::” is not base64.")
+                continue
+        else:
+            value = rest.strip().encode()
+        out.append((name, value))
     if errors:
         raise forms.ValidationError(errors)
     return tuple(out)
 
 
+def _plain_text(text: str, *, newlines: bool = False) -> bool:
+    """True when `text` comes back unchanged through a form field: no control characters (a
+    textarea keeps tabs and line feeds; a browser sends every line break as CRLF, which
+    `decode_payload` turns back into LF, so a CR would not survive)."""
+    allowed = "\t\n" if newlines else "\t"
+    return not any(
+        (ord(c) < 32 and c not in allowed) or 127 <= ord(c) < 160 or c in _LINE_ENDS for c in text
+    )
+
+
+def form_text(data: bytes, *, newlines: bool = False) -> str | None:
+    """`data` as text a form field gives back byte for byte, or None (then it needs base64)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if _plain_text(text, newlines=newlines) else None
+
+
+def format_header(name: str, value: bytes) -> str:
+    """The line that `parse_headers` reads back as exactly (`name`, `value`)."""
+    plain = name == name.strip() and not name.startswith('"') and ":" not in name
+    shown_name = name if plain and name and _plain_text(name) else json.dumps(name)
+    text = form_text(value)
+    if text is not None and text == text.strip() and not text.startswith(":"):
+        return f"{shown_name}: {text}"
+    return f"{shown_name}:: {base64.b64encode(value).decode('ascii')}"
+
+
 def decode_payload(text: str, encoding: str, what: str) -> bytes:
     if encoding == "text":
-        return text.encode()
+        # browsers send a textarea's line breaks as CRLF: a line break here is LF
+        return text.replace("\r\n", "\n").encode()
     try:
         if encoding == "hex":
             return bytes.fromhex("".join(text.split()))
         return base64.b64decode("".join(text.split()), validate=True)
     except (ValueError, binascii.Error):
         raise forms.ValidationError(f"The {what} is not valid {encoding}.") from None
+
+
+def resend_initial(record) -> tuple[dict, list[str]]:
+    """The produce form's initial data for a copy of `record` that sends its bytes exactly:
+    key and value as text when both survive a form as text, else both as base64; headers as
+    lines of `format_header`. Also notes on what the form cannot copy."""
+    key, value = record.key, record.value
+    texts = (
+        None if key is None else form_text(key),
+        None if value is None else form_text(value, newlines=True),
+    )
+    binary = any(t is None and b is not None for t, b in zip(texts, (key, value), strict=True))
+    notes = []
+    if binary:
+        notes.append("The key or value is binary, so both are shown as base64.")
+    if key == b"":
+        notes.append("The key is empty (not null); the form sends an empty key as no key.")
+
+    def encode(data: bytes | None, text: str | None) -> str:
+        if data is None:
+            return ""
+        return base64.b64encode(data).decode("ascii") if binary else text or ""
+
+    lines = []
+    for name, v in record.headers:
+        if v is None:
+            notes.append(
+                f"Header “{name}” has a null value, which the form cannot write: it is "
+                "copied with an empty value."
+            )
+        lines.append(format_header(name, v or b""))
+    initial = {
+        "key": encode(key, texts[0]),
+        "value": encode(value, texts[1]),
+        "encoding": "base64" if binary else "text",
+        "headers": "\n".join(lines),
+        "tombstone": value is None,
+    }
+    return initial, notes
 
 
 class ProduceForm(forms.Form):
@@ -259,7 +365,7 @@ class ProduceForm(forms.Form):
                 "placeholder": "trace-id: 4bf92f35\nsource: console",
             }
         ),
-        help_text="One “name: value” per line.",
+        help_text=HEADERS_HELP,
     )
     partition = forms.CharField(
         required=False,

@@ -8,7 +8,6 @@ progress line until the page is full, the data ends or the user stops it.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 from urllib.parse import urlencode
 
@@ -27,6 +26,7 @@ from brokerui.console.messages.forms import (
     SEEK_CHOICES,
     BrowseForm,
     ProduceForm,
+    resend_initial,
 )
 from brokerui.console.roles import operator_required
 from streams.cluster import BrowseRequest, BrowseResult
@@ -358,31 +358,8 @@ def _prefill(cluster, params) -> tuple[dict, list[str], str | None]:
     rec, problem = _read_one(cluster, source, partition, offset)
     if rec is None:
         return {}, [], problem
-    binary = any(b is not None and display.is_binary(b) for b in (rec.key, rec.value))
-
-    def encode(data: bytes) -> str:
-        return base64.b64encode(data).decode() if binary else data.decode()
-
-    notes = [f"Copied from {source} partition {partition} at offset {offset:,}."]
-    if binary:
-        notes.append("The key or value is binary, so both are shown as base64.")
-    header_lines = []
-    for k, v in rec.headers:
-        text = (v or b"").decode("utf-8", errors="replace")
-        if v is not None and (display.is_binary(v) or "\n" in text or "\r" in text):
-            notes.append(
-                f"Header “{k}” is binary or spans lines and was copied as readable "
-                "text; check it before sending."
-            )
-            text = " ".join(text.split())
-        header_lines.append(f"{k}: {text}")
-    initial = {
-        "key": encode(rec.key) if rec.key is not None else "",
-        "value": encode(rec.value) if rec.value is not None else "",
-        "encoding": "base64" if binary else "text",
-        "headers": "\n".join(header_lines),
-        "tombstone": rec.value is None,
-    }
+    initial, notes = resend_initial(rec)
+    notes.insert(0, f"Copied from {source} partition {partition} at offset {offset:,}.")
     return initial, notes, None
 
 

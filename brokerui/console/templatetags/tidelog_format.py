@@ -1,4 +1,4 @@
-"""Numbers for people: counts (12,345 or 1.2 M), sizes (MB), times ("3 min ago")."""
+"""Numbers for people: counts (12,345 or 1.2 M), sizes (MB), times ("3 min ago"); group ids."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from django import template
 from django.utils.html import format_html
 
 register = template.Library()
+
+
+@register.filter
+def group_label(group_id: str) -> str:
+    """A group id as text on a page: control characters as their pictures, the empty id said."""
+    from brokerui.console.messages.display import printable
+
+    return printable(group_id) if group_id else "(empty id)"
 
 
 @register.filter

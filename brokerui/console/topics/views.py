@@ -120,9 +120,12 @@ def topic_detail(request, name):
     partitions = [(p, rate_text(window[p.partition] / seconds)) for p in d.partitions]
     groups = sorted(cluster.topic_groups(name), key=lambda g: (-g[2], g[0]))
     last = [p.last_append_ms for p in d.partitions if p.last_append_ms is not None]
+    damaged = [(p.partition, r) for p in d.partitions for r in p.damaged]
     context = {
         "nav": "topics",
         "topic": d,
+        "damaged": damaged,
+        "damaged_partitions": len({partition for partition, _ in damaged}),
         "partitions": partitions,
         "rate": rate_text(sum(window.values()) / seconds),
         "rate_window_s": int(seconds),

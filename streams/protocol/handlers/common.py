@@ -161,6 +161,7 @@ class BrokerContext:
     cluster_id: str
     host: str = "127.0.0.1"
     port: int = 9092
+    auth_executor: Executor | None = None  # SASL checks and role look-ups (see server)
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking engine call (fsync, topic creation) on the listener's thread pool."""

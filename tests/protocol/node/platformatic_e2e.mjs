@@ -10,10 +10,10 @@ const { log, within, run } = require('./common.js')
 
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 
-async function waitFor (what, ms, check) {
+async function waitFor (what, ms, check, state = () => '') {
   const deadline = Date.now() + ms
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`)
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms ${state()}`)
     await sleep(100)
   }
 }
@@ -51,6 +51,15 @@ function reader (name, received, phaseOf) {
   }
 }
 
+// A fetch sent before a rebalance may still be long-polling after it and would hand records
+// of a partition the consumer no longer owns to it (and its autocommit would commit them); once
+// every consumer has completed two more fetches, all of them were sent under the new assignment.
+async function settled (fetches) {
+  const before = { ...fetches }
+  await waitFor('fetches under the new assignment', 30000, () =>
+    Object.keys(fetches).every(name => fetches[name] >= (before[name] || 0) + 2))
+}
+
 function keysSeen (received) {
   return new Set(received.map(r => r.key))
 }
@@ -68,6 +77,7 @@ run(async ({ bootstrap, options }) => {
 
   let phase = 0
   const received = []
+  const fetches = {}
   const consumers = []
   const streams = []
   async function join (name) {
@@ -83,6 +93,7 @@ run(async ({ bootstrap, options }) => {
       topics: [topic], mode: 'committed', fallbackMode: 'earliest', autocommit: 200, maxWaitTime: 500
     }))
     stream.on('data', reader(name, received, () => phase))
+    stream.on('fetch', () => { fetches[name] = (fetches[name] || 0) + 1 })
     stream.on('error', error => log(`${name} stream error`, String(error)))
     consumers.push(consumer)
     streams.push(stream)
@@ -101,6 +112,7 @@ run(async ({ bootstrap, options }) => {
     return a.length > 0 && b.length > 0 && new Set([...a, ...b]).size === partitions && a.length + b.length === partitions
   })
   const assignments = Object.fromEntries(consumers.map((c, i) => [`pk-consumer-${i + 1}`, owned(c).sort()]))
+  await settled(fetches)
   const groups = await admin.describeGroups({ groups: [groupId] })
   const group = groups.get(groupId)
   const described = {
@@ -118,15 +130,21 @@ run(async ({ bootstrap, options }) => {
   produced.push(await produce(producer, topic, phases[1]))
   const phase1Keys = phases[1].map(m => m.key)
   await waitFor('the group reading the second phase', 30000, () => phase1Keys.every(k => keysSeen(received).has(k)))
-  await sleep(600) // let the last autocommit go out
+  // autocommit: everything read is committed while the members are still in the group
+  const ends = {}
+  for (const m of phases.flat()) ends[m.partition] = String(Number(ends[m.partition] || 0) + 1)
+  let committed = {}
+  await waitFor('the group committing all it read', 30000, async () => {
+    const offsets = await admin.listConsumerGroupOffsets({ groups: [groupId] })
+    committed = {}
+    for (const g of offsets) {
+      for (const t of g.topics) for (const p of t.partitions) committed[p.partitionIndex] = String(p.committedOffset)
+    }
+    return JSON.stringify(committed) === JSON.stringify(ends)
+  }, () => JSON.stringify({ committed, ends, assignments: consumers.map(owned) }))
+  phase = 2 // closing: a partition may pass to the other member and be read again
   for (const s of streams) await s.close()
   for (const c of consumers) await within(20000, 'consumer close', c.close())
-
-  const offsets = await admin.listConsumerGroupOffsets({ groups: [groupId] })
-  const committed = {}
-  for (const g of offsets) {
-    for (const t of g.topics) for (const p of t.partitions) committed[p.partitionIndex] = String(p.committedOffset)
-  }
   const emptyGroup = (await admin.describeGroups({ groups: [groupId] })).get(groupId).state
 
   await admin.deleteTopics({ topics: [scratchTopic] })
@@ -143,6 +161,7 @@ run(async ({ bootstrap, options }) => {
     assignments,
     described,
     committed,
-    emptyGroup
+    emptyGroup,
+    fetches
   }
 })

@@ -1,0 +1,99 @@
+"""The console's users as the Kafka port sees them: SCRAM credentials derived when a password is
+set (Django's password-changed hook, the first admin, a first sign-in), and the
+`ConsoleAuthenticator` answering PLAIN, SCRAM look-ups and roles."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.urls import reverse
+
+from brokerui.kafkaport.adapters import ConsoleAuthenticator
+from brokerui.kafkaport.models import ScramCredential
+from streams.protocol.security import SCRAM_SHA_256, SCRAM_SHA_512, Role, scram_credential
+
+pytestmark = pytest.mark.django_db
+
+
+def _matches(user: User, mechanism: str, password: str) -> bool:
+    """Whether the stored credential is the one `password` gives (same salt and iterations)."""
+    row = ScramCredential.objects.get(user=user, mechanism=mechanism)
+    derived = scram_credential(mechanism, password, iterations=row.iterations, salt=bytes(row.salt))
+    return (derived.stored_key, derived.server_key) == (
+        bytes(row.stored_key),
+        bytes(row.server_key),
+    )
+
+
+def test_setting_a_password_derives_both_scram_credentials():
+    user = User.objects.create_user("alice")
+    assert not ScramCredential.objects.filter(user=user).exists()
+    user.set_password("first-pass-123")
+    user.save()
+    assert _matches(user, SCRAM_SHA_256, "first-pass-123")
+    assert _matches(user, SCRAM_SHA_512, "first-pass-123")
+    user.set_password("second-pass-456")
+    user.save()
+    assert ScramCredential.objects.filter(user=user).count() == 2
+    assert _matches(user, SCRAM_SHA_512, "second-pass-456")
+    assert not _matches(user, SCRAM_SHA_512, "first-pass-123")
+
+
+def test_the_first_admin_can_use_scram_at_once():
+    out = io.StringIO()
+    call_command("ensure_admin", stdout=out)
+    password = re.search(r"with password\s+(\S+)", out.getvalue()).group(1)
+    admin = User.objects.get(username="admin")
+    assert _matches(admin, SCRAM_SHA_256, password) and _matches(admin, SCRAM_SHA_512, password)
+
+
+def test_a_user_made_by_create_user_gets_them_at_the_first_console_sign_in(client):
+    user = User.objects.create_user("bob", password="bob-pass-123")
+    assert not ScramCredential.objects.filter(user=user).exists()  # Django calls no hook here
+    response = client.post(reverse("login"), {"username": "bob", "password": "bob-pass-123"})
+    assert response.status_code == 302
+    assert _matches(user, SCRAM_SHA_512, "bob-pass-123")
+
+
+def test_the_authenticator_answers_with_the_console_s_users_and_roles():
+    operators, viewers = Group.objects.get(name="operator"), Group.objects.get(name="viewer")
+    olivia = User.objects.create_user("olivia", password="operator-pass-123")
+    olivia.groups.add(operators)
+    victor = User.objects.create_user("victor", password="viewer-pass-123")
+    victor.groups.add(viewers)
+    User.objects.create_user("nora", password="no-role-pass-123")
+    User.objects.create_superuser("root", password="root-pass-123")
+    auth = ConsoleAuthenticator()
+
+    roles = {name: auth.role(name) for name in ("olivia", "victor", "nora", "root", "ghost")}
+    assert roles == {
+        "olivia": Role.OPERATOR,
+        "victor": Role.VIEWER,
+        "nora": Role.NONE,
+        "root": Role.OPERATOR,
+        "ghost": Role.NONE,
+    }
+    assert not auth.check_plain("olivia", "wrong")
+    assert not auth.check_plain("ghost", "whatever")
+    assert auth.scram_credential("olivia", SCRAM_SHA_256) is None  # not derived yet
+    assert auth.check_plain("olivia", "operator-pass-123")  # ...and derived by that sign-in
+    cred = auth.scram_credential("olivia", SCRAM_SHA_256)
+    assert cred == scram_credential(
+        SCRAM_SHA_256, "operator-pass-123", iterations=cred.iterations, salt=cred.salt
+    )
+
+    olivia.is_active = False
+    olivia.save()
+    assert auth.role("olivia") == Role.NONE
+    assert auth.scram_credential("olivia", SCRAM_SHA_256) is None
+    assert not auth.check_plain("olivia", "operator-pass-123")
+    victor.set_password("viewer-pass-456")
+    victor.save()
+    assert auth.scram_credential("victor", SCRAM_SHA_512) is not None
+    victor.set_unusable_password()
+    victor.save()
+    assert auth.scram_credential("victor", SCRAM_SHA_512) is None
