@@ -134,3 +134,20 @@ def test_no_metrics_without_a_token(kafka_broker, viewer, client, header):
     assert response.status_code == 401
     assert response["WWW-Authenticate"] == "Bearer"
     assert b"kafka_" not in response.content
+
+
+def test_a_scrape_answers_when_the_cluster_cannot_be_read():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from brokerui.metrics.collector import ClusterCollector
+    from streams.errors import ClusterUnavailable
+
+    def unreachable():
+        raise ClusterUnavailable("no answer within 10 s")
+
+    registry = CollectorRegistry()
+    registry.register(ClusterCollector(unreachable))
+    text = generate_latest(registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["tidelog_cluster_up"].samples[0].value == 0
+    assert not any(name.startswith("kafka_") for name in families)
