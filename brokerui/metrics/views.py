@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpResponse
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
@@ -21,6 +22,17 @@ class BearerTokenAuthentication(TokenAuthentication):
     keyword = "Bearer"
 
 
+class AnyAccept(BaseContentNegotiation):
+    """The exposition format follows Accept itself (`metrics_exposition`); DRF's renderer only
+    shapes errors (JSON), so no Accept header is refused with 406."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+    def select_parser(self, request, parsers):
+        return None
+
+
 class MetricsView(APIView):
     authentication_classes = [
         BearerTokenAuthentication,  # first: its header is the 401's WWW-Authenticate
@@ -28,6 +40,7 @@ class MetricsView(APIView):
         SessionAuthentication,
     ]
     permission_classes = [IsAuthenticated]
+    content_negotiation_class = AnyAccept
     schema = None  # not part of the JSON API's schema
 
     @classmethod

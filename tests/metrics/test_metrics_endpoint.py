@@ -127,6 +127,17 @@ def test_scrape_accepts_the_api_token_form_too(kafka_broker, operator, client):
     assert ("process_cpu_seconds_total", ()) in m
 
 
+def test_openmetrics_when_asked(kafka_broker, viewer, client):
+    response = client.get(
+        "/metrics",
+        HTTP_AUTHORIZATION=f"Bearer {_token(viewer)}",
+        HTTP_ACCEPT="application/openmetrics-text; version=1.0.0",
+    )
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/openmetrics-text")
+    assert response.content.rstrip().endswith(b"# EOF")
+
+
 @pytest.mark.parametrize("header", [None, "Bearer not-a-token", "Basic b2xpdmlhOng="])
 def test_no_metrics_without_a_token(kafka_broker, viewer, client, header):
     extra = {"HTTP_AUTHORIZATION": header} if header else {}
