@@ -33,8 +33,10 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Sequence
 
+from streams import telemetry
 from streams.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -407,6 +409,7 @@ class PartitionLog:
         good sync can be acknowledged. As Kafka takes a failed log directory offline, the
         partition refuses appends and syncs (KAFKA_STORAGE_ERROR) until the broker restarts;
         the next open re-validates the log past the last good sync (the recovery point)."""
+        started = time.perf_counter()
         try:
             flush()
         except OSError as exc:
@@ -420,6 +423,7 @@ class PartitionLog:
             )
             log.error("%s", self._offline)
             raise self._offline from None
+        telemetry.current().fsync(time.perf_counter() - started)
 
     def roll(self) -> None:
         """Force a new active segment (if the current one holds data)."""
