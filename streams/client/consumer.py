@@ -183,8 +183,11 @@ class Consumer:
                 self._positions[tp] = self._reset_position(tp, exc)
                 continue
             if not recs:
+                # Compaction or retention may have emptied [position, end): move past it. The
+                # end is read first and the range read again, so records appended after the
+                # empty read above are never taken for an emptied range and skipped.
                 _, end = self.store.offsets(*tp)
-                if position < end:  # compaction emptied [position, end): move past it
+                if position < end and not self.store.read(tp[0], tp[1], position, max_records=1):
                     self._positions[tp] = end
                 continue
             topic, partition = tp

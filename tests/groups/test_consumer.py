@@ -254,3 +254,39 @@ def test_auto_commit_and_close_commit_positions(live):
     drain(c, 50)
     c.close()
     assert co.committed("g")[("t", 0)].offset == 50
+
+
+class _AppendAfterEmptyRead:
+    """The store, except that its first empty read of t-0 is followed at once by an append:
+    the race of a producer landing between a consumer's read and its look at the end."""
+
+    def __init__(self, store):
+        self._store = store
+        self.raced = False
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def read(self, topic, partition, offset, **kw):
+        got = self._store.read(topic, partition, offset, **kw)
+        if not got and not self.raced and (topic, partition) == ("t", 0):
+            self.raced = True
+            self._store.append("t", b"landed-in-the-gap", key=b"k", partition=0)
+        return got
+
+
+def test_records_appended_after_an_empty_read_are_not_skipped(live):
+    """An empty read followed by a higher end means new records, not an emptied range: the
+    consumer skipped them all (seen as a group member missing a whole partition)."""
+    store, co = live
+    store.create_topic("t", 1)
+    raced = _AppendAfterEmptyRead(store)
+    c = Consumer(raced, None, None, auto_offset_reset="earliest")
+    c.assign([("t", 0)])
+    got = []
+    deadline = time.time() + 10
+    while not got and time.time() < deadline:
+        got = c.poll(50)
+    assert raced.raced
+    assert [(r.offset, r.value) for r in got] == [(0, b"landed-in-the-gap")]
+    c.close()
