@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "brokerui.api",
+    "brokerui.metrics",  # /metrics for Prometheus; installs the engine's instruments
 ]
 
 MIDDLEWARE = [

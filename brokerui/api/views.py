@@ -83,10 +83,9 @@ class ApiViewSet(viewsets.ViewSet):
     def as_view(cls, *args, **kwargs):
         return login_not_required(super().as_view(*args, **kwargs))
 
-    def audit(self, action_: str, target: str, *, before=None, after=None, cluster=None):
+    def audit(self, action_: str, target: str, *, before=None, after=None):
         audit_record(
-            self.request.user, action_, target, before=before, after=after, source="api",
-            cluster=cluster,
+            self.request.user, action_, target, before=before, after=after, source="api"
         )
 
 
@@ -158,7 +157,7 @@ class TopicViewSet(ApiViewSet):
                 topic=v["name"],
             )
         d = cluster.create_topic(name=v["name"], partitions=v["partitions"], config=v["config"])
-        self.audit("topic.create", f"topic {d.name}", cluster=cluster,
+        self.audit("topic.create", f"topic {d.name}",
                    after={"partitions": len(d.partitions), "config": d.overrides})
         body = s.TopicDetailSerializer(_topic_detail(cluster, d.name)).data
         return Response(body, status=status.HTTP_201_CREATED)
@@ -183,7 +182,7 @@ class TopicViewSet(ApiViewSet):
         d = cluster.describe_topic(name)
         _refuse_internal(cluster, name)
         cluster.delete_topic(name=name)
-        self.audit("topic.delete", f"topic {name}", cluster=cluster, before={
+        self.audit("topic.delete", f"topic {name}", before={
             "partitions": len(d.partitions), "records": d.record_count, "config": d.overrides,
         })
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -216,7 +215,7 @@ class TopicViewSet(ApiViewSet):
         before = cluster.describe_topic(name)
         _refuse_internal(cluster, name)
         d = cluster.alter_topic_config(name=name, set_=v["set"], delete=v["delete"])
-        self.audit("topic.config", f"topic {name}", cluster=cluster,
+        self.audit("topic.config", f"topic {name}",
                    before=before.overrides, after=d.overrides)
         return Response(s.TopicConfigSerializer(_config_view(d)).data)
 
@@ -234,7 +233,7 @@ class TopicViewSet(ApiViewSet):
         before = cluster.describe_topic(name)
         _refuse_internal(cluster, name)
         d = cluster.add_partitions(name=name, total=v["total"])
-        self.audit("topic.partitions", f"topic {name}", cluster=cluster,
+        self.audit("topic.partitions", f"topic {name}",
                    before={"partitions": len(before.partitions)},
                    after={"partitions": len(d.partitions)})
         return Response(s.TopicDetailSerializer(_topic_detail(cluster, name)).data)
@@ -264,7 +263,7 @@ class TopicViewSet(ApiViewSet):
             for p, after in sorted(result.after.items())
         ]
         bound = {k: v[k] for k in ("before_offset", "before_timestamp") if k in v} or {"all": True}
-        self.audit("topic.purge", f"topic {name}", cluster=cluster,
+        self.audit("topic.purge", f"topic {name}",
                    before={"log_start_offsets": {str(p): o for p, o in result.before.items()}},
                    after={"log_start_offsets": {str(p): o for p, o in result.after.items()},
                           "records_deleted": result.records_deleted, **bound})
@@ -377,7 +376,7 @@ class TopicViewSet(ApiViewSet):
         for a in produced:
             lo, hi = ranges.get(str(a.partition), [a.offset, a.offset])
             ranges[str(a.partition)] = [min(lo, a.offset), max(hi, a.offset)]
-        self.audit("records.produce", f"topic {name}", cluster=cluster,
+        self.audit("records.produce", f"topic {name}",
                    after={"records": len(produced), "offsets": ranges})
 
 
@@ -439,7 +438,7 @@ class GroupViewSet(ApiViewSet):
         cluster = get_cluster()
         detail = cluster.describe_group(group_id)
         cluster.delete_group(group_id=group_id)
-        self.audit("group.delete", f"group {group_id}", cluster=cluster, before={
+        self.audit("group.delete", f"group {group_id}", before={
             "state": detail.description.state,
             "offsets": {_plan_key(p.topic, p.partition): p.committed
                         for p in detail.lag.partitions if p.committed is not None},
@@ -470,7 +469,7 @@ class GroupViewSet(ApiViewSet):
         if not v["dry_run"]:
             cluster.execute_reset(plan=plan)
             executed = True
-            self.audit("group.reset", f"group {group_id}", cluster=cluster,
+            self.audit("group.reset", f"group {group_id}",
                        before={"offsets": {_plan_key(r.topic, r.partition): r.current
                                            for r in plan.rows}},
                        after={"strategy": plan.strategy.describe(),
@@ -502,7 +501,7 @@ class GroupViewSet(ApiViewSet):
         deleted = cluster.delete_group_offsets(group_id=group_id, topic=topic)
         before = {_plan_key(p.topic, p.partition): p.committed
                   for p in detail.lag.partitions if p.topic == topic and p.committed is not None}
-        self.audit("group.offsets.delete", f"group {group_id}", cluster=cluster,
+        self.audit("group.offsets.delete", f"group {group_id}",
                    before={"topic": topic, "offsets": before}, after={"topic": topic})
         body = {"group_id": group_id, "topic": topic,
                 "deleted": [{"topic": t, "partition": p} for t, p in deleted]}

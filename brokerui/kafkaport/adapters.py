@@ -75,6 +75,7 @@ class KafkaAuditSink:
 
     def __init__(self, broker):
         self.broker = broker
+        self.sink = audit.AuditLog(broker.store)
 
     def record(self, event: AuditEvent) -> None:
         close_old_connections()
@@ -87,5 +88,5 @@ class KafkaAuditSink:
             after=event.after,
             source="kafka",
             who=event.who,
-            cluster=self.broker,
+            sink=self.sink,
         )

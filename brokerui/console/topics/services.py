@@ -10,9 +10,8 @@ operating-system user), as the console's changes are.
 from __future__ import annotations
 
 import getpass
-import types
 
-from brokerui.audit.services import record
+from brokerui.audit.services import AuditLog, record
 from streams.log import LogStore
 from streams.log.verify import VerifyReport, verify_store
 
@@ -54,5 +53,5 @@ def _audit_repair(store: LogStore, p) -> None:
         },
         source="cli",
         who=f"cli:{getpass.getuser()}",
-        cluster=types.SimpleNamespace(store=store),
+        sink=AuditLog(store),
     )

@@ -380,12 +380,11 @@ def _audit(store, coordinator, action: str, target: str, *, before=None, after=N
     under the operating-system user who ran the command."""
     import getpass
 
-    from brokerui.audit.services import record
-    from streams.cluster import LocalCluster
+    from brokerui.audit.services import AuditLog, record
 
     who = type("CliUser", (), {"username": f"cli:{getpass.getuser()}", "is_authenticated": False})
     record(who, action, target, before=before, after=after, source="cli",
-           cluster=LocalCluster(store, coordinator))
+           sink=AuditLog(store))
 
 
 def _in_scope(row, scope: ResetScope) -> bool:
