@@ -64,7 +64,9 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 def _page(context_request, request, status: int, template: str, code: str, reason: str):
     if request.path.startswith("/api/"):
-        return JsonResponse({"error": {"code": code, "message": reason}}, status=status)
+        from brokerui.api.errors import error_body
+
+        return JsonResponse(error_body(code, reason), status=status)
     context = {"reason": reason, "status": status, "request_path": request.path}
     if context_request is None:
         return HttpResponse(loader.get_template(template).render(context), status=status)

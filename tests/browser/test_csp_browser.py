@@ -249,6 +249,18 @@ def test_every_page_runs_under_the_policy_with_charts_and_htmx_working(operator_
 
     assert all("script-src 'self'" in p for p in pages.policies.values()), pages.policies
 
+    # last (it locks this address out): the login throttle's lockout page
+    anonymous = Pages(browser, base)
+    for _ in range(10):
+        anonymous.go("/accounts/login/")
+        anonymous.page.fill("input[name=username]", "nobody")
+        anonymous.page.fill("input[name=password]", "wrong-password")
+        anonymous.page.click("main button[type=submit]")
+        anonymous.page.wait_for_load_state()
+    assert "Too many failed logins" in anonymous.page.locator("main").inner_text()
+    anonymous.assert_clean("lockout")
+    anonymous.shot("lockout")
+
 
 PLOTLY_JS = REPO_DIR / "static/vendor/plotly-basic-4.1.1.min.js"
 PLOTLY_CSS = REPO_DIR / "static/vendor/plotly-basic-4.1.1.css"
