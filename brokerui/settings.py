@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 from brokerui.config import (
     REPO_DIR,
@@ -54,10 +55,12 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "brokerui.api",
+    "brokerui.metrics",  # /metrics for Prometheus; installs the engine's instruments
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # the Content-Security-Policy header (CONTENT_SECURITY_POLICY)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -174,6 +177,27 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+}
+
+# Content-Security-Policy (django-csp): scripts and styles from this origin only, no inline
+# script or style, no eval. Pages load their JS from /static/ (static/js/console.js attaches what
+# inline handlers did); htmx runs without eval (the htmx-config meta tag in base.html; no trigger
+# filters) and without its inline indicator <style>; Plotly's global rules come from a static
+# stylesheet (static/vendor/plotly-basic-*.css) and it styles its SVG through the CSSOM, which
+# style-src does not restrict. data: images are Pico's icons in its CSS.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],  # fetches and the live metrics WebSocket (same origin)
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
 }
 
 X_FRAME_OPTIONS = "DENY"

@@ -5,6 +5,7 @@ from django.urls import include, path
 urlpatterns = [
     path("accounts/", include("brokerui.accounts.urls")),
     path("api/v1/", include("brokerui.api.urls")),
+    path("metrics", include("brokerui.metrics.urls")),  # Prometheus, token-protected
     path("", include("brokerui.console.urls")),
 ]
 

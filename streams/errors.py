@@ -105,9 +105,21 @@ class LogDamaged(CorruptRecord):
 
     code = "log_damaged"
 
-    def __init__(self, message: str, *, topic: str, partition: int, offset: int):
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        first_offset: int | None = None,
+        end_offset: int | None = None,
+    ):
         super().__init__(message)
         self.topic, self.partition, self.offset = topic, partition, offset
+        # the damaged range, [first_offset, end_offset): a reader may step over it
+        self.first_offset = offset if first_offset is None else first_offset
+        self.end_offset = offset + 1 if end_offset is None else end_offset
 
 
 class InvalidRecord(TidelogError):

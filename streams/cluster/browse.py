@@ -25,7 +25,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 
-from streams.errors import InvalidRecord, OffsetOutOfRange, UnknownPartition
+from streams.errors import InvalidRecord, LogDamaged, OffsetOutOfRange, UnknownPartition
 from streams.log import LogStore, Record
 
 FIELDS = ("key", "value", "header_key", "header_value")
@@ -111,6 +111,8 @@ class BrowseResult:
     next_cursor: str | None
     prev_cursor: str | None
     direction: str  # "forward" (oldest first) or "backward" (newest first)
+    # damaged ranges of the log the scan stepped over: (partition, first offset, end offset)
+    damaged: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -189,6 +191,7 @@ def _result(req, records, scan, stopped, direction, before, after, bounds, clock
         next_cursor=next_cursor,
         prev_cursor=prev_cursor,
         direction=direction,
+        damaged=tuple(sorted(scan.damaged)),
     )
 
 
@@ -217,6 +220,7 @@ class _Scan:
         self.started, self.clock = started, clock
         self.records = 0
         self.bytes = 0
+        self.damaged: set[tuple[int, int, int]] = set()  # (partition, first, end) stepped over
 
     def _budget_left(self) -> str | None:
         req = self.req
@@ -233,10 +237,28 @@ class _Scan:
         self.bytes += sum(len(r.value or b"") + len(r.key or b"") for r in recs)
 
     def _read(self, p: int, offset: int, n: int) -> list[Record]:
-        try:
-            return self.store.read(self.req.topic, p, offset, max_records=n)
-        except OffsetOutOfRange:
-            return []
+        """Records from `offset`; a damaged range of the log is stepped over (and noted)."""
+        while offset < self.bounds[p][1]:
+            try:
+                return self.store.read(self.req.topic, p, offset, max_records=n)
+            except OffsetOutOfRange:
+                return []
+            except LogDamaged as exc:
+                self.damaged.add((p, exc.first_offset, exc.end_offset))
+                offset = max(exc.end_offset, offset + 1)
+        return []
+
+    def _read_range(self, p: int, lo: int, upper: int) -> list[Record]:
+        """Every record in [lo, upper): a read stops early before damage (or at its size
+        limit), so read on from where it stopped."""
+        out: list[Record] = []
+        while lo < upper:
+            recs = [r for r in self._read(p, lo, upper - lo) if r.offset < upper]
+            if not recs:
+                break
+            out += recs
+            lo = recs[-1].offset + 1
+        return out
 
     def _forward_iter(self, p: int, offset: int, pos: dict[int, int]) -> Iterator[Record]:
         end = self.bounds[p][1]
@@ -253,7 +275,7 @@ class _Scan:
         start = self.bounds[p][0]
         while upper > start:
             lo = max(start, upper - CHUNK)
-            recs = [r for r in self._read(p, lo, upper - lo) if r.offset < upper]
+            recs = self._read_range(p, lo, upper)
             self._count(recs)
             yield from reversed(recs)
             upper = lo

@@ -58,16 +58,23 @@ def write_atomic(path: str, data: bytes) -> None:
         os.close(dfd)
 
 
-def write(path: str, offsets: dict[tuple[str, int], int]) -> None:
+def write(path: str, offsets: dict[tuple[str, int], int | tuple[int, ...]]) -> None:
+    """One line per partition: its offset, or several numbers (``read(path, width)``)."""
     lines = [str(VERSION), str(len(offsets))]
     lines += [
-        f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())
+        f"{topic} {partition} {_values(value)}"
+        for (topic, partition), value in sorted(offsets.items())
     ]
     write_atomic(path, ("\n".join(lines) + "\n").encode())
 
 
-def read(path: str) -> dict[tuple[str, int], int]:
-    """Offsets from a checkpoint file; an unreadable file counts as absent (and is logged)."""
+def _values(value: int | tuple[int, ...]) -> str:
+    return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def read(path: str, width: int = 1) -> dict:
+    """Offsets from a checkpoint file (tuples of `width` numbers when `width` > 1); an
+    unreadable file counts as absent (and is logged)."""
     try:
         with open(path, encoding="ascii") as f:
             lines = f.read().splitlines()
@@ -79,8 +86,11 @@ def read(path: str) -> dict[tuple[str, int], int]:
         count = int(lines[1])
         entries = {}
         for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split(" ")
-            entries[(topic, int(partition))] = int(offset)
+            topic, partition, *values = line.split(" ")
+            if len(values) != width:
+                raise ValueError(f"expected {width} numbers in {line!r}")
+            numbers = tuple(int(v) for v in values)
+            entries[(topic, int(partition))] = numbers if width > 1 else numbers[0]
         if len(entries) != count:
             raise ValueError(f"expected {count} entries, found {len(entries)}")
         return entries

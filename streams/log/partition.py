@@ -33,8 +33,10 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Sequence
 
+from streams import telemetry
 from streams.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -44,7 +46,7 @@ from streams.errors import (
     StorageError,
     StoreClosed,
 )
-from streams.log import compression, damage
+from streams.log import checkpoint, compression, damage
 from streams.log import records as rb
 from streams.log.config import TopicConfig
 from streams.log.records import ProducerRecord, Record
@@ -97,6 +99,7 @@ class PartitionLog:
         self._ranges: tuple[damage.DamagedRange, ...] = ()  # damaged and repaired ranges
         self._damaged: tuple[damage.DamagedRange, ...] = ()
         self._offline: StorageError | None = None  # set by a failed fsync, until a restart
+        self._verified_at_close: tuple[int, int, int] | None = None
         self.on_log_start_change: Callable[[PartitionLog], None] | None = None
         # called (from the appending or syncing thread) each time the high watermark advances;
         # must be cheap and must not block: the Kafka listener wakes its long-polling fetches
@@ -118,18 +121,21 @@ class PartitionLog:
         log_start_offset: int = 0,
         recovery_point: int | None = None,
         clean: bool | None = None,
+        verified: tuple[int, int, int] | None = None,
         contiguous: bool = True,
     ) -> PartitionLog:
         """Open (creating if needed) a partition directory.
 
-        `recovery_point`: the offset below which everything was on disk (the last verified
-        point; after a clean shutdown, the log end then). `clean`: the store was shut down
-        cleanly (default: when no recovery point is given). The active segment is checked
-        whole either way (see ``LogSegment.load_active``); after an unclean stop every segment
-        from the recovery point on is re-validated too. Damage is kept in place and recorded,
-        never cut, except a torn tail past the recovery point; an active segment holding damage
-        is closed and a new one started after it, so nothing is ever appended behind damage.
-        `contiguous` False (a topic that was ever compacted) allows gaps between batches.
+        `recovery_point`: the offset below which everything was on disk (after a clean
+        shutdown, the log end then). `clean`: the store was shut down cleanly (default: when no
+        recovery point is given). `verified`: the last verified point, (segment base, position,
+        CRC-32C of the bytes before it) of the active segment, from the checkpoint
+        (``verified_point``). The active segment is checked whole either way (see
+        ``LogSegment.load_active``); after an unclean stop every segment from the recovery
+        point on is re-validated too. Damage is kept in place and recorded, never cut, except a
+        torn tail past the recovery point; an active segment holding damage is closed and a
+        new one started after it, so nothing is ever appended behind damage. `contiguous`
+        False (a topic that was ever compacted) allows gaps between batches.
         """
         if clean is None:
             clean = recovery_point is None
@@ -151,13 +157,14 @@ class PartitionLog:
         segments = [LogSegment(directory, b, interval, contiguous) for b in bases]
         recorded = damage.load(directory)
         jumps = _jumps_by_segment(recorded)
+        prefix = verified[1:] if verified is not None and verified[0] == bases[-1] else None
         if clean:
             found = {}
             for seg, nxt in zip(segments, segments[1:], strict=False):
                 found[seg] = seg.load_closed(nxt.base_offset, jumps.get(seg.base_offset, ()))
-            found[segments[-1]] = segments[-1].load_active(rp, jumps.get(bases[-1], ()))
+            found[segments[-1]] = segments[-1].load_active(rp, jumps.get(bases[-1], ()), prefix)
         else:
-            found = _recover(segments, rp, jumps)
+            found = _recover(segments, rp, jumps, prefix)
         ranges = collect_damage(segments, recorded, found, rp, clock())
         _check_contiguous(segments, directory)
         for seg in segments[:-1]:
@@ -165,6 +172,14 @@ class PartitionLog:
         plog = cls(directory, topic, partition, config, clock, segments, log_start_offset)
         plog.contiguous = contiguous
         plog._set_ranges(ranges, recorded)
+        known = [d for d in plog.damaged if d in recorded]
+        if known:  # found before: one reminder per start (new ones were logged in full)
+            log.warning(
+                "%s-%d: %d damaged range%s recorded (%s); reads there answer CORRUPT_MESSAGE "
+                "until `manage.py verify_log --topic %s --repair` cuts them out",
+                topic, partition, len(known), "s" * (len(known) != 1),
+                ", ".join(d.offsets_text() for d in known), topic,
+            )  # fmt: skip
         if plog.log_start_offset > plog._next_offset:
             log.warning(
                 "%s: log start offset %d is past the log end %d; starting an empty segment there",
@@ -394,6 +409,7 @@ class PartitionLog:
         good sync can be acknowledged. As Kafka takes a failed log directory offline, the
         partition refuses appends and syncs (KAFKA_STORAGE_ERROR) until the broker restarts;
         the next open re-validates the log past the last good sync (the recovery point)."""
+        started = time.perf_counter()
         try:
             flush()
         except OSError as exc:
@@ -407,6 +423,7 @@ class PartitionLog:
             )
             log.error("%s", self._offline)
             raise self._offline from None
+        telemetry.current().fsync(time.perf_counter() - started)
 
     def roll(self) -> None:
         """Force a new active segment (if the current one holds data)."""
@@ -455,6 +472,15 @@ class PartitionLog:
             with self._write_lock:
                 self._unflushed_records = 0
             self.flush()
+
+    def verified_point(self) -> tuple[int, int, int] | None:
+        """(active segment base, position, CRC-32C of its bytes before it): the last verified
+        point the next open starts from (see ``LogSegment.load_active``). Reads what was
+        appended since the last call (the maintenance thread, with each checkpoint)."""
+        if self._closed:
+            return self._verified_at_close
+        seg = self._segments[-1]
+        return (seg.base_offset, *seg.advance_checksum())
 
     def checkpoint_recovery_point(self) -> int:
         """Flush the active segment's indexes; return the offset below which all is durable."""
@@ -578,8 +604,10 @@ class PartitionLog:
 
     @property
     def damaged(self) -> tuple[damage.DamagedRange, ...]:
-        """The damaged ranges not repaired yet, by offset."""
-        return self._damaged
+        """The damaged ranges not repaired yet, by offset (not those below the log start:
+        retention or delete-records took those offsets anyway)."""
+        start = self.log_start_offset
+        return tuple(d for d in self._damaged if d.end_offset > start or d.end_offset == 0)
 
     @property
     def damage_ranges(self) -> tuple[damage.DamagedRange, ...]:
@@ -621,6 +649,8 @@ class PartitionLog:
             topic=self.topic,
             partition=self.partition,
             offset=offset,
+            first_offset=d.first_offset if d is not None else None,
+            end_offset=d.end_offset if d is not None else None,
         )
 
     def note_damage(self, exc: SegmentDamage) -> damage.DamagedRange:
@@ -869,6 +899,10 @@ class PartitionLog:
             except StorageError:
                 pass  # logged; the recovery point says what is known to be on disk
             finally:
+                try:
+                    self._verified_at_close = self.verified_point()
+                except OSError as exc:
+                    log.warning("%s: no verified point recorded: %s", self.directory, exc)
                 self._closed = True
                 for seg in self._segments:
                     seg.close()
@@ -894,6 +928,7 @@ def _finish_interrupted_operations(directory: str) -> None:
     ``.cleaned`` (a cleaner copy not yet committed) and ``.deleted`` files are removed;
     ``.swap`` files (a committed cleaner copy) replace the segment files they shadow."""
     shutil.rmtree(os.path.join(directory, "cleaner-tmp"), ignore_errors=True)
+    checkpoint.remove_leftover_tmp(directory)  # of damaged-ranges.json
     names = os.listdir(directory)
     for name in names:
         path = os.path.join(directory, name)
@@ -915,7 +950,7 @@ def _finish_interrupted_operations(directory: str) -> None:
     fsync_dir(directory)
 
 
-def _recover(segments: list[LogSegment], recovery_point: int, jumps) -> dict:
+def _recover(segments: list[LogSegment], recovery_point: int, jumps, prefix) -> dict:
     """Re-validate everything at or after the recovery point (the active segment whole).
     Damage is returned per segment, kept in place: only a torn tail of the active segment past
     the recovery point is cut. The segments after damage stay: their records were written (and
@@ -929,7 +964,7 @@ def _recover(segments: list[LogSegment], recovery_point: int, jumps) -> dict:
         seg = segments[i]
         seg_jumps = jumps.get(seg.base_offset, ())
         if i == len(segments) - 1:
-            found[seg] = seg.load_active(recovery_point, seg_jumps)
+            found[seg] = seg.load_active(recovery_point, seg_jumps, prefix)
             break
         position = seg.index.lookup(recovery_point)[1] if i == first else 0
         found[seg] = seg.rebuild_from(position, None, seg_jumps)

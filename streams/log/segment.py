@@ -23,6 +23,8 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
+import crc32c as _crc32c
+
 from streams.errors import CorruptRecord
 from streams.log import damage
 from streams.log import records as rb
@@ -91,6 +93,9 @@ class LogSegment:
         self._warned_index = False
         self.closed = False
         self.set_damage(())
+        # (position, CRC-32C of the file's first `position` bytes): how far the active segment
+        # is known good, for the verified-position checkpoint (see ``load_active``)
+        self.checksum = (0, 0)
 
     # ---------------------------------------------------------------- loading
 
@@ -122,13 +127,82 @@ class LogSegment:
         self.add_closing_entry()  # so the next open reads it instead of scanning again
         return rebuilt
 
-    def load_active(self, cut_tail_from: int, jumps=frozenset()) -> Rebuilt:
-        """Check every batch of the active segment (framing, CRC-32C, offsets) and its index;
-        when anything is off, rebuild the indexes and report the damage (a damaged tail that
+    def load_active(
+        self, cut_tail_from: int, jumps=frozenset(), verified: tuple[int, int] | None = None
+    ) -> Rebuilt:
+        """Check the active segment. `verified`: (position, CRC-32C of the bytes before it), the
+        last verified point a checkpoint recorded (at a clean shutdown: the whole file).
+
+        The whole file's CRC-32C is computed (at C speed); when the verified prefix still has
+        its checksum, only what lies after it is validated batch by batch (after a clean
+        shutdown, usually nothing); when it does not (damage) or none was recorded, every batch
+        is. Anything off rebuilds the indexes, and damage is reported (a damaged tail that
         starts at or after `cut_tail_from`, the recovery point, is a torn write and is cut)."""
-        if self._verify_all(jumps):
+        trusted, crc = self._file_checksum(verified)
+        if trusted == self.size and self._restore_tail():
+            self.checksum = (self.size, crc)
             return Rebuilt(0, [])
-        return self.rebuild_from(0, cut_tail_from, jumps)
+        if trusted == 0 and self._verify_all(jumps):
+            self.checksum = (self.size, crc)
+            return Rebuilt(0, [])
+        rebuilt = self.rebuild_from(trusted, cut_tail_from, jumps)
+        self.checksum = (self.size, self._file_checksum(None)[1])
+        return rebuilt
+
+    def _file_checksum(self, verified: tuple[int, int] | None) -> tuple[int, int]:
+        """(how many leading bytes match the recorded checksum, CRC-32C of the whole file)."""
+        position, expected = verified if verified is not None else (0, 0)
+        if not 0 <= position <= self.size:
+            position = 0
+        crc, at, trusted = 0, 0, 0
+        while at < self.size:
+            if at == position:
+                trusted = position if crc == expected else 0
+            stop = position if at < position else self.size
+            chunk = os.pread(self.fd, min(CHUNK * 16, stop - at), at)
+            if not chunk:
+                break
+            crc = _crc32c.crc32c(chunk, crc)
+            at += len(chunk)
+        if at == position:
+            trusted = position if crc == expected else 0
+        return trusted, crc
+
+    def advance_checksum(self) -> tuple[int, int]:
+        """Extend the checksum of the verified prefix over what was appended since (the
+        maintenance thread, with each checkpoint): returns (position, CRC-32C)."""
+        position, crc = self.checksum
+        end = self.size
+        while position < end:
+            chunk = os.pread(self.fd, min(CHUNK * 16, end - position), position)
+            if not chunk:
+                break
+            crc = _crc32c.crc32c(chunk, crc)
+            position += len(chunk)
+        self.checksum = (position, crc)
+        return self.checksum
+
+    def _restore_tail(self) -> bool:
+        """Restore the tail state from the indexes and the batch headers after the last index
+        entry (the bytes are known good); False when the indexes do not fit the log."""
+        if not (self.index.is_sane(self.size) and self.time_index.is_sane()):
+            return False
+        offset, position = self.index.lookup(2**62)
+        if position and not self._entry_is_valid(offset, position):
+            return False
+        last = self.time_index.last
+        next_offset = max(self.base_offset, offset)
+        max_ts = last[0] if last else NO_TIMESTAMP
+        end = position
+        for pos, h in self._headers_from(position, self.size):
+            next_offset, max_ts, end = h.next_offset, max(max_ts, h.max_timestamp), pos + h.size
+        if end != self.size or (last is not None and last[1] >= max(next_offset, 1)):
+            return False
+        self.next_offset, self.max_timestamp = next_offset, max_ts
+        self._bytes_since_index = self.size - position
+        if self.size:
+            self.first_append_ms = self._first_timestamp()
+        return True
 
     def _verify_all(self, jumps) -> bool:
         """One pass over the whole file: every batch valid, every index entry at a batch start
@@ -404,10 +478,12 @@ class LogSegment:
         position = self.position_of(offset, strict=True)
         expected = None
         for pos, batch in self.iter_batches(position, end, True, not skip_damage):
-            try:
-                h = rb.validate_batch(batch, 0, len(batch))
-            except CorruptRecord as exc:
-                raise SegmentDamage(self, pos, str(exc)) from None
+            h = rb.parse_header(batch)
+            if h.magic != rb.MAGIC or _crc32c.crc32c(batch[rb.CRC_START :]) != h.crc:
+                try:  # the reason, in words
+                    rb.validate_batch(batch, 0, len(batch))
+                except CorruptRecord as exc:
+                    raise SegmentDamage(self, pos, str(exc)) from None
             if expected is not None and not self._follows(expected, h.base_offset):
                 raise SegmentDamage(self, pos, f"base offset {h.base_offset}, expected {expected}")
             expected = h.next_offset

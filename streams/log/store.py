@@ -10,6 +10,8 @@ Layout of a data directory::
     recovery-point-offset-checkpoint    per partition: everything below is on disk, indexes too
     log-start-offset-checkpoint         per partition: first readable offset
     cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
+    verified-position-checkpoint        per partition: the last verified point, (active segment,
+                                        byte position, CRC-32C of the bytes before it)
 
 A topic's id (KIP-516: a random UUID, as hex) is chosen when it is created and kept in its
 metadata file, so it stays the same across restarts and differs for a topic deleted and created
@@ -67,6 +69,7 @@ log = logging.getLogger(__name__)
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
+VERIFIED_FILE = "verified-position-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOCK_FILE = ".lock"
 MAX_PARTITIONS = 10_000
@@ -281,6 +284,7 @@ class LogStore:
         recovery = checkpoint.read(os.path.join(self.path, RECOVERY_POINT_FILE))
         starts = checkpoint.read(os.path.join(self.path, LOG_START_FILE))
         self.cleaner_offsets = checkpoint.read(os.path.join(self.path, CLEANER_FILE))
+        verified = checkpoint.read(os.path.join(self.path, VERIFIED_FILE), width=3)
         if not clean and metas:
             log.warning("%s was not shut down cleanly; recovering from recovery points", self.path)
         self._remove_orphans(metas)
@@ -301,6 +305,7 @@ class LogStore:
                     log_start_offset=starts.get(key, 0),
                     recovery_point=recovery.get(key, 0),
                     clean=clean,
+                    verified=verified.get(key),
                     contiguous=topic.contiguous,
                 )
                 plog.on_log_start_change = self._on_log_start_change
@@ -389,14 +394,18 @@ class LogStore:
     def write_checkpoints(self) -> None:
         """Persist recovery points, log start offsets and cleaner offsets (StorageError when
         the disk refuses: the previous checkpoints stay, logged once per streak)."""
-        recovery, starts = {}, {}
+        recovery, starts, verified = {}, {}, {}
         try:
             for topic in list(self._topics.values()):
                 for plog in topic.partitions:
                     key = (topic.name, plog.partition)
                     recovery[key] = plog.checkpoint_recovery_point()
                     starts[key] = plog.log_start_offset
+                    point = plog.verified_point()
+                    if point is not None:
+                        verified[key] = point
             checkpoint.write(os.path.join(self.path, RECOVERY_POINT_FILE), recovery)
+            checkpoint.write(os.path.join(self.path, VERIFIED_FILE), verified)
             checkpoint.write(os.path.join(self.path, LOG_START_FILE), starts)
             live = {k: v for k, v in self.cleaner_offsets.items() if k in recovery}
             checkpoint.write(os.path.join(self.path, CLEANER_FILE), live)

@@ -113,7 +113,9 @@ def repair_partition(plog: PartitionLog) -> list[damage.DamagedRange]:
     now = plog.clock()
     repaired = []
     for seg in list(plog.segments):
-        ranges = [d for d in plog.damaged if d.segment == seg.base_offset]
+        ranges = [  # every unrepaired one in the segment: the rewrite drops all of them
+            d for d in plog.damage_ranges if d.segment == seg.base_offset and d.repaired_ms is None
+        ]
         if not ranges:
             continue
         done = [dataclasses.replace(d, repaired_ms=now) for d in ranges]

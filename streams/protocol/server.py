@@ -42,7 +42,9 @@ import logging
 import ssl
 import struct
 import threading
+import time
 
+from streams import telemetry
 from streams.errors import ProtocolError
 from streams.log.refusals import RefusalLog
 from streams.protocol import audit, authz, codec
@@ -63,6 +65,7 @@ from streams.protocol.security import (
 )
 
 log = logging.getLogger("streams.protocol")
+_API_NAMES = {key: telemetry.api_name(api.handler.__name__) for key, api in APIS.items()}
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 SNAPSHOT_INTERVAL_S = 30.0
@@ -243,12 +246,14 @@ class KafkaListener:
             return
         conn = _Connection(self._ctx, reader, writer, peer)
         self._connections.add(conn)
+        telemetry.current().connection(1)
         try:
             await conn.run()
         except asyncio.CancelledError:
             pass  # the loop is shutting down: this task is the top of its connection, end it
         finally:
             self._connections.discard(conn)
+            telemetry.current().connection(-1)
 
 
 class _Connection:
@@ -338,6 +343,7 @@ class _Connection:
                 await self._start(frame)
 
     async def _start(self, frame: bytes) -> None:
+        started = time.perf_counter()
         try:
             req = codec.decode_request(frame, SUPPORTED_VERSIONS)
         except codec.UnsupportedRequest as exc:
@@ -359,7 +365,7 @@ class _Connection:
             task = asyncio.ensure_future(api.handler(self.ctx, req))
         if not api.pipelined:
             await asyncio.wait((task,))
-        await self.pending.put((req, task))
+        await self.pending.put((req, task, started))
 
     # ------------------------------------------------------------------ SASL
 
@@ -533,11 +539,13 @@ class _Connection:
             item = await self.pending.get()
             if item is None:
                 return
-            req, outcome = item
+            req, outcome = item[0], item[1]
             data = outcome if req is None else await self._outcome(req, outcome)
             if data is not None:  # None: acks=0, no response
                 self.writer.write(data)
                 await self.writer.drain()
+            if req is not None:  # from decoded to written, as the client waits for it
+                telemetry.current().request(_API_NAMES[req.api_key], time.perf_counter() - item[2])
             self.slots.release()
 
     async def _outcome(self, req: codec.Request, task: asyncio.Future) -> bytes | None:

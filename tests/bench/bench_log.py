@@ -123,9 +123,11 @@ def tidelog_batched_append(store: LogStore, topic: str, total: int, values: list
     return done / (time.perf_counter() - started)
 
 
-def tidelog_sequential_read(store: LogStore, topic: str) -> float:
+def tidelog_sequential_read(store: LogStore, topic: str, cpu: list[float] | None = None) -> float:
+    """Records/s; appends the CPU seconds per record (this process) to `cpu` when given."""
     offset, end = store.offsets(topic, 0)
     n = 0
+    cpu_started = time.process_time()
     started = time.perf_counter()
     while offset < end:
         records = store.read(topic, 0, offset, max_records=BATCH)
@@ -134,6 +136,8 @@ def tidelog_sequential_read(store: LogStore, topic: str) -> float:
     elapsed = time.perf_counter() - started
     if n != end:
         raise AssertionError(f"sequential read returned {n} records, expected {end}")
+    if cpu is not None:
+        cpu.append((time.process_time() - cpu_started) / n)
     return n / elapsed
 
 
@@ -278,10 +282,20 @@ def redis_batched_append(r, key: str, total: int, values: list[bytes], first: in
     return done / (time.perf_counter() - started)
 
 
-def redis_sequential_read(r, key: str) -> float:
+def redis_server_cpu(r) -> float:
+    """CPU seconds redis-server's main process has used (user + system)."""
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def redis_sequential_read(r, key: str, cpu: list[float] | None = None) -> float:
+    """Entries/s; appends the CPU seconds per entry (this client process plus redis-server) to
+    `cpu` when given."""
     expected = r.xlen(key)
     n = 0
     low = "-"
+    server_started = redis_server_cpu(r)
+    cpu_started = time.process_time()
     started = time.perf_counter()
     while True:
         entries = r.xrange(key, min=low, max="+", count=BATCH)
@@ -292,6 +306,9 @@ def redis_sequential_read(r, key: str) -> float:
     elapsed = time.perf_counter() - started
     if n != expected:
         raise AssertionError(f"XRANGE returned {n} entries, expected {expected}")
+    if cpu is not None:
+        client = time.process_time() - cpu_started
+        cpu.append((client + redis_server_cpu(r) - server_started) / n)
     return n / elapsed
 
 
@@ -343,7 +360,7 @@ def redis_restart(server: RedisServer, key: str, expected: int) -> float:
 
 def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[Row]:
     keys = ("t_batch", "h_batch", "p_batch", "t_read", "h_read", "p_read")
-    keys += ("t_sync", "t_nosync", "h_single")
+    keys += ("t_sync", "t_nosync", "h_single", "t_read_cpu", "h_read_cpu", "p_read_cpu")
     results: dict[str, list[float]] = {k: [] for k in keys}
     with RedisServer(os.path.join(work, "redis-throughput")) as server:
         rh = server.client(parser="hiredis")
@@ -367,9 +384,11 @@ def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[
                 rp.delete(f"{topic}-plain")
                 server.wait_persistence_idle()
                 # both Redis clients read the stream the hiredis run wrote
-                results["t_read"].append(tidelog_sequential_read(store, topic))
-                results["h_read"].append(redis_sequential_read(rh, topic))
-                results["p_read"].append(redis_sequential_read(rp, topic))
+                results["t_read"].append(
+                    tidelog_sequential_read(store, topic, results["t_read_cpu"])
+                )
+                results["h_read"].append(redis_sequential_read(rh, topic, results["h_read_cpu"]))
+                results["p_read"].append(redis_sequential_read(rp, topic, results["p_read_cpu"]))
                 store.delete_topic(topic)
                 rh.delete(topic)
                 log(
@@ -411,6 +430,16 @@ def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[
     m = {k: median(v) for k, v in results.items()}
     spread = {k: f"{min(v):,.0f}..{max(v):,.0f}" for k, v in results.items()}
     runs = f"median of {REPEATS} x {n['throughput']:,} records, interleaved"
+    paired = {
+        k: median([t / p for t, p in zip(results[f"t_{k}"], results[f"h_{k}"], strict=True)])
+        for k in ("batch", "read")
+    }
+    us = 1e6
+    cpu = (
+        f"CPU per record (a loaded machine stretches wall time, less so CPU time): Tidelog "
+        f"{m['t_read_cpu'] * us:.2f} us, Redis+hiredis {m['h_read_cpu'] * us:.2f} us "
+        f"(client + redis-server), {m['h_read_cpu'] / m['t_read_cpu']:.2f}x"
+    )
     return [
         Row(
             "batched append (1000/batch)",
@@ -421,7 +450,8 @@ def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[
             ">= 6x redis+hiredis",
             at_least_ratio(6),
             note=(
-                f"{runs} (Tidelog {spread['t_batch']}, Redis {spread['h_batch']}); Tidelog "
+                f"{runs} (Tidelog {spread['t_batch']}, Redis {spread['h_batch']}; median of "
+                f"the runs' own ratios {paired['batch']:.2f}x); Tidelog "
                 f"fdatasyncs each batch, Redis {version} AOF everysec, XADD pipelined through "
                 f"redis-py {redis.__version__} with hiredis {hiredis_version()} (parsers {parsers})"
             ),
@@ -463,7 +493,8 @@ def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[
             at_least_ratio(4),
             note=(
                 f"whole partition, {runs} (Tidelog {spread['t_read']}, Redis "
-                f"{spread['h_read']}); Tidelog's decoder: {rb.decoder()}, encoder: {rb.encoder()}"
+                f"{spread['h_read']}; median of the runs' own ratios {paired['read']:.2f}x); "
+                f"{cpu}; Tidelog's decoder: {rb.decoder()}, encoder: {rb.encoder()}"
             ),
         ),
         Row(
@@ -472,7 +503,10 @@ def phase_throughput(work: str, n: dict[str, int], values: list[bytes]) -> list[
             m["t_read"],
             PEER_PLAIN,
             m["p_read"],
-            note=f"same Tidelog runs; Redis {spread['p_read']} (redis-py's own parser)",
+            note=(
+                f"same Tidelog runs; Redis {spread['p_read']} (redis-py's own parser); CPU per "
+                f"record, client + redis-server: {m['p_read_cpu'] * us:.2f} us"
+            ),
         ),
     ]
 

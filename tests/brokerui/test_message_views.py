@@ -781,3 +781,32 @@ def test_resend_of_a_missing_record(operator_client, events):
     assert response.status_code == 404
     assert "out of range" in response.content.decode()
     assert 'name="value"' in response.content.decode()  # the form is still there
+
+
+# ================================================================================ damaged log
+
+
+def _damage(store, topic: str, partition: int, offset: int) -> None:
+    """Flip a byte inside the batch holding `offset` (one record per batch here)."""
+    seg = store.partition_log(topic, partition).segments[-1]
+    position = seg.position_of(offset)
+    with open(seg.path, "r+b") as f:
+        f.seek(position + 30)
+        byte = f.read(1)[0]
+        f.seek(position + 30)
+        f.write(bytes([byte ^ 0x08]))
+
+
+@pytest.mark.parametrize("seek", ["newest", "oldest"])
+def test_browsing_steps_over_damaged_data_and_says_so(viewer_client, events, store, seek):
+    """Issue 10, item 5: a damaged batch is never shown (its bytes fail their CRC), the rest of
+    every partition is, and the page says what it skipped, instead of failing the whole page
+    or showing garbled records."""
+    _damage(store, "events", 1, 3)  # record 10 (partition 1 holds records 1, 4, 7, 10, ...)
+    response = _get(viewer_client, seek=seek, size=50)
+    assert response.status_code == 200
+    shown = _positions(response)
+    assert (1, 3) not in shown and len(shown) == 29
+    assert (1, 2) in shown and (1, 4) in shown
+    page = response.content.decode()
+    assert "Skipped damaged data in partition 1, offset 3" in page

@@ -49,7 +49,7 @@ def test_topic_pages(operator_login, browser):
     assert page.locator("tr[data-topic]").count() >= 2
     _shot(page, "list")
     page.fill("input[name=q]", "order")
-    page.wait_for_function("document.querySelectorAll('tr[data-topic]').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('tr[data-topic]').length === 1")
     assert "q=order" in page.url
     assert page.locator("tr[data-topic]").first.get_attribute("data-topic") == "orders"
 

@@ -246,7 +246,13 @@ def test_sigkill_torture_keeps_every_acknowledged_record(tmp_path, mode, iterati
     print(f"{total_acks} acknowledged records, ends {ends}")
     assert total_acks > 0
     if mode == "roll-heavy":
-        assert ends["segments"] > 50, "the roll-heavy writer hardly rolled"
+        # Values of up to 1.5 KiB in 2 KiB segments hold a few records a segment; one segment per
+        # 40 acknowledged records is far below that, and holds however fast the writer ran
+        # before its kill on a loaded machine (a fixed count did not).
+        assert ends["segments"] > max(5, total_acks // 40), (
+            f"the roll-heavy writer hardly rolled: {ends['segments']} segments "
+            f"for {total_acks} acknowledged records"
+        )
     if mode == "fast-checkpoints":
         assert checkpoints_moved > 0, "no writer ever checkpointed a recovery point"
 

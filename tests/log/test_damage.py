@@ -225,3 +225,41 @@ def test_a_topic_recreated_after_a_delete_does_not_inherit_its_recovery_point(tm
     with LogStore.open(path, background=False) as again:
         assert again.partition_log(TOPIC, 0).damaged == ()
         assert again.offsets(TOPIC, 0) == (0, 1)
+
+
+def test_the_last_verified_point_spares_a_clean_start_the_batch_walk(data, monkeypatch):
+    """A clean shutdown records the active segment's verified position and its CRC-32C; the
+    next start checks the whole file against it at C speed and walks batch by batch only
+    past that point (here: bytes appended while the broker was down, which are cut)."""
+    path, values = data
+    with open(os.path.join(path, "verified-position-checkpoint")) as f:
+        lines = f.read().splitlines()
+    assert lines[:2] == ["0", "1"] and lines[2].startswith(f"{TOPIC} 0 0 ")
+    walked = []
+    real = damage_file.walk
+    monkeypatch.setattr(damage_file, "walk", lambda *a, **k: walked.append(a[1:3]) or real(*a, **k))
+    with LogStore.open(path, background=False) as store:
+        assert walked == [] and store.offsets(TOPIC, 0) == (0, 100)
+    active = _segment_files(path)[-1]
+    size = os.path.getsize(active)
+    with open(active, "ab") as f:
+        f.write(b"\x00" * 40 + b"not a batch")
+    with LogStore.open(path, background=False) as store:
+        # only from the index entry before the verified point on
+        assert len(walked) == 1 and size - 1024 < walked[0][0] <= size < walked[0][1]
+        assert store.partition_log(TOPIC, 0).damaged == ()
+        assert _readable(store) == dict(enumerate(values))
+    assert os.path.getsize(active) == size  # cut: nothing there was ever acknowledged
+
+
+def test_damage_below_the_log_start_is_no_longer_reported(data):
+    path, _ = data
+    active = _segment_files(path)[-1]
+    pos, size, _, _ = _batches(active)[2]  # offsets 10..14
+    _flip(active, pos + size - 2)
+    with LogStore.open(path, background=False) as store:
+        plog = store.partition_log(TOPIC, 0)
+        assert [(d.first_offset, d.end_offset) for d in plog.damaged] == [(10, 15)]
+        store.delete_records(TOPIC, {0: 15})
+        assert plog.damaged == ()
+        assert store.describe_topic(TOPIC).partitions[0].damaged == ()

@@ -270,6 +270,7 @@ def _page_context(params, q, result: BrowseResult, more: bool) -> dict:
         "view": q["view"],
         "view_links": [(m, _query(params, keep_cursor=True, view=m)) for m in display.MODES],
         "more": more,
+        "damaged": result.damaged,
     }
     if not result.complete and result.next_cursor:
         auto = params.get("auto") == "1" or "seek" not in params

@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streams.errors import OffsetOutOfRange, TidelogError
+from streams import telemetry
+from streams.errors import LogDamaged, OffsetOutOfRange, TidelogError
+from streams.log import records as rb
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import (
@@ -122,11 +124,27 @@ def _read_partition(ctx: BrokerContext, topic: str, partition: int, offset: int,
         if not plog.log_start_offset <= offset <= hw:
             raise OffsetOutOfRange(topic, partition, offset, plog.log_start_offset, hw)
         data = plog.read_batches(offset, limit) if offset < hw and limit > 0 else b""
+        if data:
+            telemetry.current().records_out(topic, _records_in(data, offset), len(data))
         return data, _fields(0, hw, plog.log_start_offset)
     except OffsetOutOfRange as exc:
         return b"", _fields(1, exc.end_offset, exc.log_start_offset)
+    except LogDamaged as exc:  # CORRUPT_MESSAGE, with the partition's offsets as Kafka sends
+        return b"", _fields(domain_error_code(exc), plog.high_watermark, plog.log_start_offset)
     except TidelogError as exc:
         return b"", _fields(domain_error_code(exc), -1, -1)
+
+
+def _records_in(data: bytes, offset: int) -> int:
+    """Records a fetch answer holds from `offset` on, from its batch headers (the last batch
+    may be cut short by the size limit: only whole ones count)."""
+    pos, last = 0, offset - 1
+    while pos + rb.HEADER_SIZE <= len(data):
+        h = rb.parse_header(data, pos)
+        if pos + h.size > len(data):
+            break
+        last, pos = h.last_offset, pos + h.size
+    return max(0, last - offset + 1)
 
 
 def _fields(error: int, hw: int, start: int) -> dict:

@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
+from streams import telemetry
 from streams.errors import InvalidRecord, StorageError, TidelogError, UnknownTopic
 from streams.log import records as rb
 from streams.log.partition import PartitionLog
@@ -152,6 +153,7 @@ def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, dup, s
         return PartitionResult(partition, 0, dup.base_offset, dup.timestamp, plog.log_start_offset)
     base, last, ts, needs_sync = plog.write_raw(batch, checked=h)
     ctx.producers.record(topic, partition, h, base, ts)
+    telemetry.current().records_in(topic, h.count, len(batch))
     if needs_sync:
         syncs.append((plog, last + 1))
     return PartitionResult(partition, 0, base, ts, plog.log_start_offset)
