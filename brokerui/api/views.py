@@ -460,10 +460,7 @@ class GroupViewSet(ApiViewSet):
             "group_id": group_id, "strategy": plan.strategy.describe(),
             "group_state": plan.group_state, "dry_run": v["dry_run"], "executed": executed,
             "executable": executable,
-            "blocked_reason": None if executable else (
-                f"the group is {plan.group_state}, not Empty: stop its consumers (or wait for "
-                "their sessions to expire) before executing a reset"
-            ),
+            "blocked_reason": None if executable else group_services.busy_reason(plan.group_state),
             "total_replay": plan.total_replay, "total_skip": plan.total_skip, "rows": plan.rows,
         }
         return Response(s.ResetResultSerializer(body).data)

@@ -47,6 +47,26 @@ def offsets_json(offsets: dict[tuple[str, int], int | None]) -> dict[str, dict[s
     return out
 
 
+def _member_label(m) -> str:
+    who = m.client_id or "(no client id)"
+    where = f" on {m.host}" if m.host else ""
+    return f"{who}{where} (member id {m.member_id})"
+
+
+def busy_reason(state: str, members=()) -> str | None:
+    """Why the group's offsets cannot be changed now (None while it is Empty): the one wording
+    of the console's reset and delete pages and the API's ``blocked_reason``."""
+    if state in ("Empty", "Dead"):
+        return None
+    n = len(members)
+    who = "; ".join(_member_label(m) for m in members)
+    listed = f", with {n} active member{'s' if n != 1 else ''}: {who}" if n else ""
+    return (
+        f"The group is {state}, not Empty{listed}. Offsets can only be changed while it is "
+        "Empty: stop its consumers (or wait for their sessions to expire)."
+    )
+
+
 def not_empty_error(cluster, group_id: str) -> GroupNotEmpty | None:
     """GroupNotEmpty naming the group's state and members, None while it is Empty (or gone)."""
     try:

@@ -58,26 +58,9 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _member_label(m) -> str:
-    who = m.client_id or "(no client id)"
-    where = f" on {m.host}" if m.host else ""
-    return f"{who}{where} (member id {m.member_id})"
-
-
 def _busy_reason(desc) -> str | None:
     """Why offsets cannot be changed now (None while the group is Empty)."""
-    if desc.state == "Empty":
-        return None
-    n = len(desc.members)
-    if n:
-        who = "; ".join(_member_label(m) for m in desc.members)
-        members = f" with {n} active member{'s' if n != 1 else ''}: {who}"
-    else:
-        members = ""
-    return (
-        f"The group is {desc.state}{members}. Offsets can only be changed while it is Empty: "
-        "stop its consumers (or wait for their sessions to expire)."
-    )
+    return services.busy_reason(desc.state, desc.members)
 
 
 def _unknown_group(request, group_id: str):
