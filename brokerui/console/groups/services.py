@@ -21,14 +21,17 @@ from __future__ import annotations
 
 from brokerui.audit.services import Actor, AuditSink
 from brokerui.console.groups import plans
-from streams.errors import GroupNotEmpty, TidelogError, UnknownGroup
+from streams.errors import GroupError, GroupNotEmpty, TidelogError, UnknownGroup
 from streams.groups import ResetPlan, ResetScope, ResetStrategy
 from streams.groups.reset import plan_across_scopes
 
 
-class StalePlan(TidelogError):
+class StalePlan(GroupError):
     """The previewed plan no longer describes the group and its logs; nothing was applied.
-    `busy`: the group's members, when they are why (their commits moved the offsets)."""
+    `busy`: the group's members, when they are why (their commits moved the offsets).
+    A conflict with the group's state (409 in the API), as a group that is not Empty is."""
+
+    code = "stale_plan"
 
     def __init__(self, group_id: str, reasons: list[str], busy: GroupNotEmpty | None):
         self.group_id, self.reasons, self.busy = group_id, reasons, busy
