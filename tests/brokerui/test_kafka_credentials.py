@@ -14,9 +14,16 @@ from django.urls import reverse
 
 from brokerui.kafkaport.adapters import ConsoleAuthenticator
 from brokerui.kafkaport.models import ScramCredential
-from streams.protocol.security import SCRAM_SHA_256, SCRAM_SHA_512, Role, scram_credential
+from streams.protocol.security import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    Peer,
+    Role,
+    scram_credential,
+)
 
 pytestmark = pytest.mark.django_db
+PEER = Peer("192.0.2.5", "credentials-test")
 
 
 def _matches(user: User, mechanism: str, password: str) -> bool:
@@ -77,11 +84,11 @@ def test_the_authenticator_answers_with_the_console_s_users_and_roles():
         "root": Role.OPERATOR,
         "ghost": Role.NONE,
     }
-    assert not auth.check_plain("olivia", "wrong")
-    assert not auth.check_plain("ghost", "whatever")
-    assert auth.scram_credential("olivia", SCRAM_SHA_256) is None  # not derived yet
-    assert auth.check_plain("olivia", "operator-pass-123")  # ...and derived by that sign-in
-    cred = auth.scram_credential("olivia", SCRAM_SHA_256)
+    assert not auth.check_plain("olivia", "wrong", PEER)
+    assert not auth.check_plain("ghost", "whatever", PEER)
+    assert auth.scram_credential("olivia", SCRAM_SHA_256, PEER) is None  # not derived yet
+    assert auth.check_plain("olivia", "operator-pass-123", PEER)  # ...and derived by that sign-in
+    cred = auth.scram_credential("olivia", SCRAM_SHA_256, PEER)
     assert cred == scram_credential(
         SCRAM_SHA_256, "operator-pass-123", iterations=cred.iterations, salt=cred.salt
     )
@@ -89,11 +96,11 @@ def test_the_authenticator_answers_with_the_console_s_users_and_roles():
     olivia.is_active = False
     olivia.save()
     assert auth.role("olivia") == Role.NONE
-    assert auth.scram_credential("olivia", SCRAM_SHA_256) is None
-    assert not auth.check_plain("olivia", "operator-pass-123")
+    assert auth.scram_credential("olivia", SCRAM_SHA_256, PEER) is None
+    assert not auth.check_plain("olivia", "operator-pass-123", PEER)
     victor.set_password("viewer-pass-456")
     victor.save()
-    assert auth.scram_credential("victor", SCRAM_SHA_512) is not None
+    assert auth.scram_credential("victor", SCRAM_SHA_512, PEER) is not None
     victor.set_unusable_password()
     victor.save()
-    assert auth.scram_credential("victor", SCRAM_SHA_512) is None
+    assert auth.scram_credential("victor", SCRAM_SHA_512, PEER) is None
