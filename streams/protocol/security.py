@@ -170,7 +170,9 @@ class SaslExchange:
                 self._scram = scramp.ScramMechanism(self.mechanism).make_server(self._lookup)
                 self._scram.set_client_first(message)
                 return self._scram.get_server_first().encode("utf-8")
-            except scramp.ScramException:
+            except scramp.ScramException as exc:
+                if isinstance(exc.__cause__, AuthenticationFailed):  # scramp wraps _lookup's
+                    raise exc.__cause__ from None  # the authenticator refused (locked out)
                 raise AuthenticationFailed(FAILED) from None
         try:
             final = self._legacy_final(message)
