@@ -33,12 +33,15 @@ from brokerui.api import docs
 from brokerui.api import serializers as s
 from brokerui.api.errors import InternalTopic, error_body
 from brokerui.api.permissions import OPERATOR_CODE, OPERATOR_MESSAGE, IsOperatorOrReadOnly
-from brokerui.audit.services import record as audit_record
+from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
+from brokerui.console.groups import services as group_services
+from brokerui.console.messages import services as message_services
 from brokerui.console.roles import is_operator
+from brokerui.console.topics import services as topic_services
 from streams.cluster import ProduceRequest
 from streams.cluster.browse import BrowsedRecord
-from streams.errors import InvalidConfig, TidelogError, UnknownPartition
+from streams.errors import InvalidConfig, UnknownPartition
 from streams.groups import ResetScope, ResetStrategy
 from streams.groups.reset import parse_offsets_csv
 from streams.log.config import SCHEMA as TOPIC_CONFIG_SCHEMA
@@ -83,10 +86,8 @@ class ApiViewSet(viewsets.ViewSet):
     def as_view(cls, *args, **kwargs):
         return login_not_required(super().as_view(*args, **kwargs))
 
-    def audit(self, action_: str, target: str, *, before=None, after=None):
-        audit_record(
-            self.request.user, action_, target, before=before, after=after, source="api"
-        )
+    def actor(self) -> Actor:
+        return Actor(self.request.user, "api")
 
 
 def _valid(serializer_class, data):
@@ -156,9 +157,10 @@ class TopicViewSet(ApiViewSet):
                 "topic names starting with '__' are reserved for the broker's internal topics",
                 topic=v["name"],
             )
-        d = cluster.create_topic(name=v["name"], partitions=v["partitions"], config=v["config"])
-        self.audit("topic.create", f"topic {d.name}",
-                   after={"partitions": len(d.partitions), "config": d.overrides})
+        d = topic_services.topic_create(
+            cluster=cluster, sink=process_sink(), actor=self.actor(), name=v["name"],
+            partitions=v["partitions"], config=v["config"],
+        )
         body = s.TopicDetailSerializer(_topic_detail(cluster, d.name)).data
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -179,12 +181,11 @@ class TopicViewSet(ApiViewSet):
     )
     def destroy(self, request, name: str):
         cluster = get_cluster()
-        d = cluster.describe_topic(name)
+        cluster.describe_topic(name)  # UnknownTopic: 404
         _refuse_internal(cluster, name)
-        cluster.delete_topic(name=name)
-        self.audit("topic.delete", f"topic {name}", before={
-            "partitions": len(d.partitions), "records": d.record_count, "config": d.overrides,
-        })
+        topic_services.topic_delete(
+            cluster=cluster, sink=process_sink(), actor=self.actor(), name=name
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -212,11 +213,12 @@ class TopicViewSet(ApiViewSet):
             if key not in TOPIC_CONFIG_SCHEMA:
                 raise InvalidConfig(key, None, "unknown topic config, nothing to delete")
         cluster = get_cluster()
-        before = cluster.describe_topic(name)
+        cluster.describe_topic(name)  # UnknownTopic: 404
         _refuse_internal(cluster, name)
-        d = cluster.alter_topic_config(name=name, set_=v["set"], delete=v["delete"])
-        self.audit("topic.config", f"topic {name}",
-                   before=before.overrides, after=d.overrides)
+        d = topic_services.topic_config_update(
+            cluster=cluster, sink=process_sink(), actor=self.actor(), name=name,
+            set_=v["set"], delete=v["delete"],
+        )
         return Response(s.TopicConfigSerializer(_config_view(d)).data)
 
     @extend_schema(
@@ -230,12 +232,12 @@ class TopicViewSet(ApiViewSet):
     def partitions(self, request, name: str):
         v = _valid(s.AddPartitions, request.data)
         cluster = get_cluster()
-        before = cluster.describe_topic(name)
+        cluster.describe_topic(name)  # UnknownTopic: 404
         _refuse_internal(cluster, name)
-        d = cluster.add_partitions(name=name, total=v["total"])
-        self.audit("topic.partitions", f"topic {name}",
-                   before={"partitions": len(before.partitions)},
-                   after={"partitions": len(d.partitions)})
+        topic_services.topic_partitions_add(
+            cluster=cluster, sink=process_sink(), actor=self.actor(), name=name,
+            total=v["total"],
+        )
         return Response(s.TopicDetailSerializer(_topic_detail(cluster, name)).data)
 
     @extend_schema(
@@ -251,8 +253,8 @@ class TopicViewSet(ApiViewSet):
         cluster = get_cluster()
         cluster.describe_topic(name)
         _refuse_internal(cluster, name)
-        result = cluster.purge(
-            topic=name,
+        result = topic_services.topic_purge(
+            cluster=cluster, sink=process_sink(), actor=self.actor(), name=name,
             partitions=v.get("partitions"),
             before_offset=v.get("before_offset"),
             before_timestamp_ms=v.get("before_timestamp"),
@@ -262,11 +264,6 @@ class TopicViewSet(ApiViewSet):
              "log_start_offset_after": after, "records_deleted": after - result.before[p]}
             for p, after in sorted(result.after.items())
         ]
-        bound = {k: v[k] for k in ("before_offset", "before_timestamp") if k in v} or {"all": True}
-        self.audit("topic.purge", f"topic {name}",
-                   before={"log_start_offsets": {str(p): o for p, o in result.before.items()}},
-                   after={"log_start_offsets": {str(p): o for p, o in result.after.items()},
-                          "records_deleted": result.records_deleted, **bound})
         body = {"topic": name, "records_deleted": result.records_deleted, "partitions": rows}
         return Response(s.PurgeResultSerializer(body).data)
 
@@ -348,36 +345,29 @@ class TopicViewSet(ApiViewSet):
                 exc = UnknownPartition(name, r["partition"], count)
                 exc.record_index = i
                 raise exc
-        produced = []
-        try:
-            for i, r in enumerate(v["records"]):
-                req = ProduceRequest(
-                    value=r["value"], key=r["key"],
-                    headers=tuple((h["key"], h["value"]) for h in r["headers"]),
-                    partition=r["partition"], timestamp_ms=r["timestamp_ms"],
-                )
-                try:
-                    produced += cluster.produce(topic=name, records=[req])
-                except TidelogError as exc:
-                    exc.record_index = i
-                    exc.produced = [
-                        {"partition": a.partition, "offset": a.offset,
-                         "timestamp_ms": a.timestamp_ms} for a in produced
-                    ]
-                    raise
-        finally:
-            if produced:
-                self._audit_produce(cluster, name, produced)
+        requests = [
+            ProduceRequest(
+                value=r["value"], key=r["key"],
+                headers=tuple((h["key"], h["value"]) for h in r["headers"]),
+                partition=r["partition"], timestamp_ms=r["timestamp_ms"],
+            )
+            for r in v["records"]
+        ]
+        done = message_services.records_produce(
+            cluster=cluster, sink=process_sink(), actor=self.actor(), topic=name,
+            records=requests,
+        )
+        produced = done.results
+        if done.error is not None:
+            exc = done.error
+            exc.record_index = done.refused_index
+            exc.produced = [
+                {"partition": a.partition, "offset": a.offset, "timestamp_ms": a.timestamp_ms}
+                for a in produced
+            ]
+            raise exc
         body = {"topic": name, "records": produced}
         return Response(s.ProduceResultSerializer(body).data, status=status.HTTP_201_CREATED)
-
-    def _audit_produce(self, cluster, name, produced) -> None:
-        ranges: dict[str, list[int]] = {}
-        for a in produced:
-            lo, hi = ranges.get(str(a.partition), [a.offset, a.offset])
-            ranges[str(a.partition)] = [min(lo, a.offset), max(hi, a.offset)]
-        self.audit("records.produce", f"topic {name}",
-                   after={"records": len(produced), "offsets": ranges})
 
 
 # ===================================================================================== groups
@@ -389,10 +379,6 @@ GROUP_PARAM = OpenApiParameter(
         "only with each dot as `~2E`, the empty id as `~`; then percent-encoded as usual"
     ),
 )
-
-
-def _plan_key(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
 
 
 @extend_schema(tags=["groups"])
@@ -435,14 +421,9 @@ class GroupViewSet(ApiViewSet):
         responses={204: None, **_errors(403, 404, 409)},
     )
     def destroy(self, request, group_id: str):
-        cluster = get_cluster()
-        detail = cluster.describe_group(group_id)
-        cluster.delete_group(group_id=group_id)
-        self.audit("group.delete", f"group {group_id}", before={
-            "state": detail.description.state,
-            "offsets": {_plan_key(p.topic, p.partition): p.committed
-                        for p in detail.lag.partitions if p.committed is not None},
-        })
+        group_services.group_delete(
+            cluster=get_cluster(), sink=process_sink(), actor=self.actor(), group_id=group_id
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -464,26 +445,22 @@ class GroupViewSet(ApiViewSet):
         if not v["dry_run"] and not is_operator(request.user):
             raise PermissionDenied(OPERATOR_MESSAGE, code=OPERATOR_CODE)
         cluster = get_cluster()
-        plan = cluster.plan_reset(group_id=group_id, strategy=_strategy(v), scope=_scope(v))
+        strategy = _strategy(v)
+        plan = group_services.group_reset_plan(
+            cluster=cluster, group_id=group_id, strategy=strategy, scopes=[_scope(v)]
+        )
         executed = False
         if not v["dry_run"]:
-            cluster.execute_reset(plan=plan)
+            group_services.group_reset_apply(
+                cluster=cluster, sink=process_sink(), actor=self.actor(), plan=plan
+            )
             executed = True
-            self.audit("group.reset", f"group {group_id}",
-                       before={"offsets": {_plan_key(r.topic, r.partition): r.current
-                                           for r in plan.rows}},
-                       after={"strategy": plan.strategy.describe(),
-                              "offsets": {_plan_key(r.topic, r.partition): r.target
-                                          for r in plan.rows}})
         executable = plan.group_state in EMPTY_STATES
         body = {
             "group_id": group_id, "strategy": plan.strategy.describe(),
             "group_state": plan.group_state, "dry_run": v["dry_run"], "executed": executed,
             "executable": executable,
-            "blocked_reason": None if executable else (
-                f"the group is {plan.group_state}, not Empty: stop its consumers (or wait for "
-                "their sessions to expire) before executing a reset"
-            ),
+            "blocked_reason": None if executable else group_services.busy_reason(plan.group_state),
             "total_replay": plan.total_replay, "total_skip": plan.total_skip, "rows": plan.rows,
         }
         return Response(s.ResetResultSerializer(body).data)
@@ -497,12 +474,11 @@ class GroupViewSet(ApiViewSet):
     @action(detail=True, methods=["delete"], url_path="offsets/<str:topic>")
     def delete_offsets(self, request, group_id: str, topic: str):
         cluster = get_cluster()
-        detail = cluster.describe_group(group_id)
-        deleted = cluster.delete_group_offsets(group_id=group_id, topic=topic)
-        before = {_plan_key(p.topic, p.partition): p.committed
-                  for p in detail.lag.partitions if p.topic == topic and p.committed is not None}
-        self.audit("group.offsets.delete", f"group {group_id}",
-                   before={"topic": topic, "offsets": before}, after={"topic": topic})
+        cluster.describe_group(group_id)  # UnknownGroup: 404
+        deleted = group_services.group_offsets_delete(
+            cluster=cluster, sink=process_sink(), actor=self.actor(), group_id=group_id,
+            topic=topic,
+        )
         body = {"group_id": group_id, "topic": topic,
                 "deleted": [{"topic": t, "partition": p} for t, p in deleted]}
         return Response(s.DeleteOffsetsResultSerializer(body).data)

@@ -15,6 +15,8 @@ process's).
 
 from __future__ import annotations
 
+import dataclasses
+import getpass
 import json
 import logging
 from typing import Any, Protocol
@@ -25,6 +27,27 @@ log = logging.getLogger(__name__)
 
 AUDIT_TOPIC = "__audit"
 AUDIT_TOPIC_CONFIG = {"retention.ms": "-1", "cleanup.policy": "delete"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Actor:
+    """Who makes a change, as the audit log names it: the Django user (None from the command
+    line), the source (console, api, cli, kafka) and, when it is more than the user's name,
+    the author as shown."""
+
+    user: Any = None
+    source: str = "console"
+    who: str | None = None
+
+    @classmethod
+    def cli(cls) -> Actor:
+        """The operating-system user running a management command."""
+        return cls(None, "cli", f"cli:{getpass.getuser()}")
+
+    def record(self, sink: AuditSink, action: str, target: str, *, before=None, after=None):
+        return sink.record(
+            self.user, action, target, before=before, after=after, source=self.source, who=self.who
+        )
 
 
 class AuditTopicStore(Protocol):
@@ -41,8 +64,15 @@ class AuditSink(Protocol):
     """Where services write their audit records. `record` is blocking; it returns the entry."""
 
     def record(
-        self, user, action: str, target: str, *, before=None, after=None,
-        source: str = "console", who: str | None = None,
+        self,
+        user,
+        action: str,
+        target: str,
+        *,
+        before=None,
+        after=None,
+        source: str = "console",
+        who: str | None = None,
     ) -> AuditEntry: ...
 
 
@@ -54,8 +84,15 @@ class AuditLog:
         self.store = store
 
     def record(
-        self, user, action: str, target: str, *, before=None, after=None,
-        source: str = "console", who: str | None = None,
+        self,
+        user,
+        action: str,
+        target: str,
+        *,
+        before=None,
+        after=None,
+        source: str = "console",
+        who: str | None = None,
     ) -> AuditEntry:
         """Persist one audit entry; returns it. `who`: the author as shown, when it is more
         than the user's name (a Kafka client's id and address)."""
@@ -63,7 +100,11 @@ class AuditLog:
         entry = AuditEntry.objects.create(
             user=user if getattr(user, "is_authenticated", False) else None,
             username=username[: AuditEntry._meta.get_field("username").max_length],
-            action=action, target=target, before=before, after=after, source=source,
+            action=action,
+            target=target,
+            before=before,
+            after=after,
+            source=source,
         )
         if self.store is not None:
             self._append_to_topic(entry)
@@ -77,12 +118,18 @@ class AuditLog:
             except Exception:  # noqa: BLE001 - created meanwhile by another request
                 pass
         payload = {
-            "id": entry.pk, "at": entry.at.isoformat(), "user": entry.username,
-            "action": entry.action, "target": entry.target, "before": entry.before,
-            "after": entry.after, "source": entry.source,
+            "id": entry.pk,
+            "at": entry.at.isoformat(),
+            "user": entry.username,
+            "action": entry.action,
+            "target": entry.target,
+            "before": entry.before,
+            "after": entry.after,
+            "source": entry.source,
         }
-        store.append(AUDIT_TOPIC, json.dumps(payload, default=str).encode(),
-                     key=entry.target.encode())
+        store.append(
+            AUDIT_TOPIC, json.dumps(payload, default=str).encode(), key=entry.target.encode()
+        )
 
 
 def process_sink() -> AuditSink:
@@ -98,8 +145,15 @@ def process_sink() -> AuditSink:
 
 
 def record(
-    user, action: str, target: str, *, before=None, after=None, source: str = "console",
-    who: str | None = None, sink: AuditSink | None = None,
+    user,
+    action: str,
+    target: str,
+    *,
+    before=None,
+    after=None,
+    source: str = "console",
+    who: str | None = None,
+    sink: AuditSink | None = None,
 ) -> AuditEntry:
     """Persist one audit entry through `sink` (None: `process_sink()`); returns it."""
     sink = sink if sink is not None else process_sink()

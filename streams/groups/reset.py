@@ -28,7 +28,7 @@ import dataclasses
 import datetime as dt
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from streams.errors import InvalidResetSpec, UnknownPartition, UnknownTopic
 from streams.groups.coordinator import GroupCoordinator
@@ -255,6 +255,46 @@ def plan_reset(
         target, clamp = _clamp(requested, start, end)
         rows.append(PlanRow(topic, partition, current, requested, target, start, end, clamp))
     return ResetPlan(group_id, strategy, tuple(rows), state, now)
+
+
+def merge_plans(plans: Sequence[ResetPlan]) -> ResetPlan:
+    """One plan over several scopes' plans (so it is committed in one atomic write): each
+    partition once (its row from the first plan naming it), rows ordered by topic and partition;
+    strategy, group state and time of the last plan."""
+    if not plans:
+        raise InvalidResetSpec("choose a scope: --all-topics or --topic T[:P,P...]")
+    rows: dict[tuple[str, int], PlanRow] = {}
+    for plan in plans:
+        for r in plan.rows:
+            rows.setdefault((r.topic, r.partition), r)
+    last = plans[-1]
+    return dataclasses.replace(last, rows=tuple(rows[tp] for tp in sorted(rows)))
+
+
+def plan_across_scopes(
+    plan_one: Callable[[ResetScope], ResetPlan],
+    strategy: ResetStrategy,
+    scopes: Sequence[ResetScope],
+) -> ResetPlan:
+    """The plan of `strategy` over every scope, `plan_one(scope)` planning one (a Cluster's
+    ``plan_reset`` or `plan_reset` bound to a store). from-file plans the partitions the file
+    names, kept to those in the scopes unless one of them is all topics (or there is none)."""
+    if strategy.kind == "from-file":
+        plan = plan_one(ResetScope(all_topics=True))
+        named = [s for s in scopes if not s.all_topics and s.topic]
+        if not named or len(named) < len(scopes):
+            return plan
+        rows = [r for r in plan.rows if any(in_scope(r.topic, r.partition, s) for s in named)]
+        if not rows:
+            raise InvalidResetSpec("the offsets file names no partition of the chosen topic(s)")
+        return dataclasses.replace(plan, rows=tuple(rows))
+    return merge_plans([plan_one(s) for s in scopes])
+
+
+def in_scope(topic: str, partition: int, scope: ResetScope) -> bool:
+    if scope.all_topics:
+        return True
+    return topic == scope.topic and (not scope.partitions or partition in scope.partitions)
 
 
 def execute_plan(coordinator: GroupCoordinator, plan: ResetPlan) -> None:

@@ -96,9 +96,9 @@ def test_reset_executes_and_audits(op, billing, broker):
     assert committed(broker) == {("orders", 0): 8, ("orders", 1): 8, ("orders", 2): 8}
     entry = AuditEntry.objects.get(action="group.reset")
     assert entry.source == "api" and entry.target == "group billing"
-    assert entry.before == {"offsets": {"orders-0": 5, "orders-1": 20, "orders-2": None}}
+    assert entry.before == {"offsets": {"orders": {"0": 5, "1": 20, "2": None}}}
     assert entry.after == {"strategy": "to-offset 8",
-                           "offsets": {"orders-0": 8, "orders-1": 8, "orders-2": 8}}
+                           "offsets": {"orders": {"0": 8, "1": 8, "2": 8}}}
 
 
 def test_reset_clamps_and_says_why(op, billing):
@@ -245,7 +245,7 @@ def test_delete_a_group(op, billing, broker):
     assert "billing" not in dict(broker.coordinator.list_groups())
     entry = AuditEntry.objects.get(action="group.delete")
     assert entry.source == "api" and entry.target == "group billing"
-    assert entry.before == {"state": "Empty", "offsets": {"orders-0": 5, "orders-1": 20}}
+    assert entry.before == {"offsets": {"orders": {"0": 5, "1": 20}}}
     assert error(op.get(f"{API}/groups/billing"), 404)["code"] == "unknown_group"
 
 
@@ -265,7 +265,7 @@ def test_delete_offsets_for_a_topic(op, billing, broker):
     ]}
     assert committed(broker) == {("audit", 0): 0}
     entry = AuditEntry.objects.get(action="group.offsets.delete")
-    assert entry.before == {"topic": "orders", "offsets": {"orders-0": 5, "orders-1": 20}}
+    assert entry.before == {"topic": "orders", "offsets": {"orders": {"0": 5, "1": 20}}}
 
 
 def test_delete_offsets_of_an_unknown_topic(op, billing):

@@ -125,7 +125,9 @@ def test_produce_one_record_as_text(op, orders, broker):
 
     entry = AuditEntry.objects.get(action="records.produce")
     assert entry.source == "api" and entry.target == "topic orders"
-    assert entry.after == {"records": 1, "offsets": {"0": [10, 10]}}
+    assert entry.after == {
+        "records": 1, "tombstones": 0, "partitions": {"0": {"first": 10, "last": 10, "count": 1}}
+    }
 
 
 def test_produce_many_with_base64_headers_timestamps_and_a_tombstone(op, orders, broker):
@@ -150,7 +152,9 @@ def test_produce_many_with_base64_headers_timestamps_and_a_tombstone(op, orders,
     assert first.headers == (("trace", b"abc"), ("bin", b"\x80"), ("none", None))
     assert (tomb.key, tomb.value) == (b"gone", None)
     entry = AuditEntry.objects.get(action="records.produce")
-    assert entry.after == {"records": 3, "offsets": {"2": [30, 31], "1": [20, 20]}}
+    assert entry.after == {"records": 3, "tombstones": 1, "partitions": {
+        "1": {"first": 20, "last": 20, "count": 1}, "2": {"first": 30, "last": 31, "count": 2},
+    }}
 
 
 def test_produce_a_bare_list(op, orders):
@@ -238,4 +242,5 @@ def test_a_refusal_mid_batch_reports_what_was_produced(op, orders, broker):
     assert err["record_index"] == 1
     assert [(p["partition"], p["offset"]) for p in err["produced"]] == [(0, 10)]
     entry = AuditEntry.objects.get(action="records.produce")  # what was written is audited
-    assert entry.after == {"records": 1, "offsets": {"0": [10, 10]}}
+    assert entry.after["partitions"] == {"0": {"first": 10, "last": 10, "count": 1}}
+    assert entry.after["records"] == 1 and entry.after["error"].startswith("record 2 was refused")

@@ -221,7 +221,7 @@ def test_add_partitions(op, orders, broker):
     r = op.post(f"{API}/topics/orders/partitions", {"total": 5}, format="json")
     assert r.status_code == 200 and len(r.json()["partitions"]) == 5
     assert broker.store.partition_count("orders") == 5
-    entry = audit("topic.partitions")
+    entry = audit("topic.add_partitions")
     assert entry.before == {"partitions": 3} and entry.after == {"partitions": 5}
 
 
@@ -244,7 +244,9 @@ def test_delete_topic(op, orders, broker):
     assert r.status_code == 204 and not r.content
     assert "orders" not in broker.store.list_topics()
     entry = audit("topic.delete")
-    assert entry.before == {"partitions": 3, "records": 60, "config": {}} and entry.after is None
+    assert entry.before["partitions"] == 3 and entry.before["records"] == 60
+    assert entry.before["config"] == {} and entry.after is None
+    assert entry.before["end_offsets"] == {"0": 10, "1": 20, "2": 30}
     assert error(op.get(f"{API}/topics/orders"), 404)["code"] == "unknown_topic"
 
 
@@ -280,7 +282,8 @@ def test_purge_below_an_offset_in_every_partition(op, orders, broker):
     entry = audit("topic.purge")
     assert entry.before == {"log_start_offsets": {"0": 0, "1": 0, "2": 0}}
     assert entry.after["log_start_offsets"] == {"0": 10, "1": 15, "2": 15}
-    assert entry.after["before_offset"] == 15 and entry.after["records_deleted"] == 40
+    assert entry.after["records_deleted"] == 40
+    assert entry.after["request"] == {"partition": "all", "mode": "offset", "before_offset": 15}
 
 
 def test_purge_one_partition_before_a_timestamp(op, orders, broker):

@@ -733,7 +733,7 @@ def test_changes_from_the_command_line_are_audited(data_dir):
         "--execute")
     entry = AuditEntry.objects.get(action="group.reset")
     assert entry.source == "cli" and entry.username.startswith("cli:")
-    assert entry.target == "group billing" and entry.after["orders-0"] == 0
+    assert entry.target == "group billing" and entry.after["offsets"]["orders"]["0"] == 0
     with engine(data_dir) as (store, _):
         audit = store.read("__audit", 0, 0)
     assert b'"group.reset"' in audit[-1].value

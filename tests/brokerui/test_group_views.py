@@ -539,7 +539,7 @@ def test_apply_when_empty_commits_exactly_the_preview_and_audits(operator_client
     assert entry.target == "group billing" and entry.username == "olivia"
     assert entry.before == {"offsets": {"orders": {"0": 5, "1": 20}, "payments": {"0": 2}}}
     assert entry.after == {
-        "strategy": "shift by -3",
+        "strategy": "shift-by -3",
         "offsets": {"orders": {"0": 2, "1": 17}, "payments": {"0": 0}},
     }
 

@@ -585,7 +585,7 @@ def test_produce_one_message(operator_client, store, events):
     rec = store.read("events", p, o, max_records=1)[0]
     assert (rec.key, rec.value) == (b"k-new", b'{"hello": "world"}')
     entry = AuditEntry.objects.get(action="records.produce")
-    assert entry.target == "events" and entry.username == "olivia"
+    assert entry.target == "topic events" and entry.username == "olivia"
     assert entry.after == {
         "records": 1,
         "tombstones": 0,

@@ -192,3 +192,32 @@ def test_execute_refused_while_members_are_active_even_after_an_empty_preview(se
     co.leave_group("g", member.member_id)
     execute_plan(co, p)
     assert co.committed("g")[("t", 0)].offset == 2
+
+
+# ---------------------------------------------- several scopes: one plan (streams.groups.reset)
+
+
+def _across(setup, strategy, scopes):
+    from streams.groups.reset import plan_across_scopes
+
+    store, co, clock = setup
+    return plan_across_scopes(
+        lambda scope: plan_reset(co, store, "g", strategy, scope, clock=clock), strategy, scopes
+    )
+
+
+def test_scopes_merge_into_one_plan_in_partition_order(setup):
+    """Each partition once, ordered by topic and partition, whatever the scopes' order (the
+    console kept first-seen order, the command line sorted)."""
+    scopes = [ResetScope(topic="u"), ResetScope(topic="t", partitions=(1,)), ResetScope(topic="t")]
+    p = _across(setup, ResetStrategy.parse("to-earliest"), scopes)
+    assert [(r.topic, r.partition) for r in p.rows] == [("t", 0), ("t", 1), ("u", 0)]
+
+
+def test_from_file_across_scopes_keeps_the_scopes_partitions(setup):
+    strategy = ResetStrategy("from-file", {("t", 0): 3, ("t", 1): 2, ("u", 0): 1})
+    p = _across(setup, strategy, [ResetScope(topic="t", partitions=(1,))])
+    assert [(r.topic, r.partition, r.target) for r in p.rows] == [("t", 1, 2)]
+    assert len(_across(setup, strategy, [ResetScope(all_topics=True)]).rows) == 3
+    with pytest.raises(InvalidResetSpec):
+        _across(setup, ResetStrategy("from-file", {("u", 0): 1}), [ResetScope(topic="t")])

@@ -20,9 +20,9 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from brokerui.audit import services as audit
+from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
-from brokerui.console.groups import plans
+from brokerui.console.groups import plans, services
 from brokerui.console.groups.forms import DURATION_PRESETS, SCOPES, STRATEGIES, ResetForm
 from brokerui.console.roles import is_operator, operator_required
 from streams.errors import GroupNotEmpty, TidelogError, UnknownGroup, UnknownTopic
@@ -58,26 +58,9 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _member_label(m) -> str:
-    who = m.client_id or "(no client id)"
-    where = f" on {m.host}" if m.host else ""
-    return f"{who}{where} (member id {m.member_id})"
-
-
 def _busy_reason(desc) -> str | None:
     """Why offsets cannot be changed now (None while the group is Empty)."""
-    if desc.state == "Empty":
-        return None
-    n = len(desc.members)
-    if n:
-        who = "; ".join(_member_label(m) for m in desc.members)
-        members = f" with {n} active member{'s' if n != 1 else ''}: {who}"
-    else:
-        members = ""
-    return (
-        f"The group is {desc.state}{members}. Offsets can only be changed while it is Empty: "
-        "stop its consumers (or wait for their sessions to expire)."
-    )
+    return services.busy_reason(desc.state, desc.members)
 
 
 def _unknown_group(request, group_id: str):
@@ -208,27 +191,23 @@ def group_detail(request, group_id: str):
 # ============================================================================ delete
 
 
+def _actor(request) -> Actor:
+    return Actor(request.user)
+
+
 @operator_required
 @require_POST
 def group_delete(request, group_id: str):
-    cluster = get_cluster()
-    before = {"offsets": _offsets_json(plans.current_offsets(cluster, group_id))}
     try:
-        cluster.delete_group(group_id=group_id)
+        services.group_delete(
+            cluster=get_cluster(), sink=process_sink(), actor=_actor(request), group_id=group_id
+        )
     except UnknownGroup as exc:
         messages.error(request, str(exc))
         return _redirect(request, reverse("console:groups"))
     except GroupNotEmpty as exc:
-        audit.record(
-            request.user,
-            "group.delete.refused",
-            _target(group_id),
-            before=before,
-            after={"reason": str(exc)},
-        )
         messages.error(request, f"Not deleted: {exc}")
         return _redirect(request, reverse("console:group", args=[group_id]))
-    audit.record(request.user, "group.delete", _target(group_id), before=before, after=None)
     messages.success(request, f"Deleted consumer group {group_id} and its committed offsets.")
     return _redirect(request, reverse("console:groups"))
 
@@ -237,17 +216,15 @@ def group_delete(request, group_id: str):
 @require_POST
 def group_delete_offsets(request, group_id: str):
     topic = request.POST.get("topic", "").strip()
-    cluster = get_cluster()
     back = reverse("console:group", args=[group_id])
     if not topic:
         messages.error(request, "Choose the topic whose offsets to delete.")
         return _redirect(request, back)
-    offsets = {
-        tp: o for tp, o in plans.current_offsets(cluster, group_id).items() if tp[0] == topic
-    }
-    before = {"topic": topic, "offsets": _offsets_json(offsets)}
     try:
-        deleted = cluster.delete_group_offsets(group_id=group_id, topic=topic)
+        deleted = services.group_offsets_delete(
+            cluster=get_cluster(), sink=process_sink(), actor=_actor(request),
+            group_id=group_id, topic=topic,
+        )
     except UnknownGroup as exc:
         messages.error(request, str(exc))
         return _redirect(request, reverse("console:groups"))
@@ -255,13 +232,6 @@ def group_delete_offsets(request, group_id: str):
         messages.error(request, f"Not deleted: {exc}")
         return _redirect(request, back)
     except GroupNotEmpty as exc:
-        audit.record(
-            request.user,
-            "group.offsets.delete.refused",
-            _target(group_id),
-            before=before,
-            after={"reason": str(exc)},
-        )
         messages.error(
             request,
             f"Not deleted: active members of the group read {topic}. {exc}",
@@ -270,13 +240,6 @@ def group_delete_offsets(request, group_id: str):
     if not deleted:
         messages.info(request, f"Group {group_id} had no committed offsets on {topic}.")
         return _redirect(request, back)
-    audit.record(
-        request.user,
-        "group.offsets.delete",
-        _target(group_id),
-        before=before,
-        after={"topic": topic, "offsets": None},
-    )
     n = len(deleted)
     messages.success(
         request,
@@ -284,13 +247,6 @@ def group_delete_offsets(request, group_id: str):
         f"({n} partition{'s' if n != 1 else ''}).",
     )
     return _redirect(request, back)
-
-
-def _offsets_json(offsets: dict[tuple[str, int], int | None]) -> dict[str, dict[str, int | None]]:
-    out: dict[str, dict[str, int | None]] = {}
-    for (topic, partition), offset in sorted(offsets.items()):
-        out.setdefault(topic, {})[str(partition)] = offset
-    return out
 
 
 # ============================================================================ reset
@@ -346,17 +302,10 @@ def _reset_form(cluster, detail, data=None, files=None, initial=None) -> tuple[R
 
 
 def _plan(cluster, group_id: str, data) -> ResetPlan:
-    """One plan over every scope (the engine plans one topic at a time for chosen partitions)."""
-    strategy = data["reset_strategy"]
-    rows, seen, state, created = [], set(), "Empty", _now_ms()
-    for scope in data["reset_scopes"]:
-        plan = cluster.plan_reset(group_id=group_id, strategy=strategy, scope=scope)
-        for r in plan.rows:
-            if (r.topic, r.partition) not in seen:
-                seen.add((r.topic, r.partition))
-                rows.append(r)
-        state, created = plan.group_state, plan.created_ms
-    return ResetPlan(group_id, strategy, tuple(rows), state, created)
+    return services.group_reset_plan(
+        cluster=cluster, group_id=group_id, strategy=data["reset_strategy"],
+        scopes=data["reset_scopes"],
+    )
 
 
 def _gate(desc, changes: int) -> dict:
@@ -499,16 +448,6 @@ def _form_errors(form: ResetForm) -> list[tuple[str, str]]:
     return out
 
 
-def _not_empty_error(cluster, group_id: str) -> GroupNotEmpty | None:
-    try:
-        desc = cluster.describe_group(group_id).description
-    except UnknownGroup:
-        return None
-    if desc.state in ("Empty", "Dead"):
-        return None
-    return GroupNotEmpty(group_id, desc.state, sorted(m.member_id for m in desc.members))
-
-
 def _apply(request, cluster, group_id: str, context: dict):
     partial = _partial(request)
     result_template = "console/groups/partials/reset_result.html"
@@ -521,55 +460,27 @@ def _apply(request, cluster, group_id: str, context: dict):
         context.update(outcome="invalid", message=str(exc))
         return _render(request, page_template, context, status=200 if partial else 400)
 
-    before = {"offsets": plans.offsets_by_topic(plan.rows, "current")}
-    after = {"strategy": label, "offsets": plans.offsets_by_topic(plan.rows, "target")}
     context.update(plan=plan, strategy_label=label, summary=_plan_summary(plan))
-
-    stale = plans.stale_reasons(cluster, plan)
-    if stale:
+    try:
+        entry = services.group_reset_apply(
+            cluster=cluster, sink=process_sink(), actor=_actor(request), plan=plan
+        )
+    except services.StalePlan as exc:
         # Not applied. If the group has members now, that is the real obstacle (their commits
         # are what made the preview stale): say so first, as the coordinator would.
-        busy = _not_empty_error(cluster, group_id)
-        reason = "the preview is out of date: " + "; ".join(stale)
-        audit.record(
-            request.user,
-            "group.reset.refused",
-            _target(group_id),
-            before=before,
-            after={**after, "reason": f"{busy}; {reason}" if busy else reason},
-        )
-        if busy:
-            context.update(outcome="refused", message=str(busy), reasons=stale)
+        if exc.busy:
+            context.update(outcome="refused", message=str(exc.busy), reasons=exc.reasons)
         else:
-            context.update(outcome="stale", reasons=stale)
+            context.update(outcome="stale", reasons=exc.reasons)
         return _render(request, page_template, context, status=200 if partial else 409)
-
-    try:
-        cluster.execute_reset(plan=plan)
     except GroupNotEmpty as exc:
         # The coordinator re-checks Empty under its lock at commit time: a consumer that
         # joined after the preview (or while the page was open) lands here, not in a 500.
-        audit.record(
-            request.user,
-            "group.reset.refused",
-            _target(group_id),
-            before=before,
-            after={**after, "reason": str(exc)},
-        )
         context.update(outcome="refused", message=str(exc), members=exc.members, state=exc.state)
         return _render(request, page_template, context, status=200 if partial else 409)
     except TidelogError as exc:
-        audit.record(
-            request.user,
-            "group.reset.refused",
-            _target(group_id),
-            before=before,
-            after={**after, "reason": str(exc)},
-        )
         context.update(outcome="error", message=str(exc))
         return _render(request, page_template, context, status=200 if partial else 400)
-
-    entry = audit.record(request.user, "group.reset", _target(group_id), before=before, after=after)
     context.update(outcome="applied", entry=entry, applied_ms=_now_ms())
     return _render(request, page_template, context)
 

@@ -3,8 +3,9 @@
 A panel is a `MetricPanel` row (the user's, with its `PanelSpec` as JSON) plus a job under
 `MetricPanel.panel_id` in `feeds.panel_jobs()`: the built-in broker's, or on an external cluster
 the process-wide jobs reading it. Jobs live in memory, so they are re-ensured when a
-panel's page is opened and for every saved panel at start-up (`ensure_saved_panels`). Creating
-and deleting a panel is audited; it changes nothing else in the cluster.
+panel's page is opened and for every saved panel at start-up (`ensure_saved_panels`). Creating,
+changing and deleting a panel is audited (through `sink`; None: the process's); it changes
+nothing else in the cluster.
 
 Thread-safety: as Django's ORM (one call per request or worker thread).
 """
@@ -37,16 +38,20 @@ def _target(panel: MetricPanel) -> str:
     return f"panel {panel.pk} {panel.name}"
 
 
-def panel_create(*, user, name: str, spec) -> MetricPanel:
+def panel_create(*, user, name: str, spec, sink: audit.AuditSink | None = None) -> MetricPanel:
     """Save a validated `PanelSpec` as `user`'s panel, start its job, audit it."""
     spec.validate()
     panel = MetricPanel.objects.create(user=user, name=name, spec=spec.to_dict())
     ensure_panel(panel)
-    audit.record(user, "panel.create", _target(panel), after={"name": name, **panel.spec})
+    audit.record(
+        user, "panel.create", _target(panel), after={"name": name, **panel.spec}, sink=sink
+    )
     return panel
 
 
-def panel_update(*, panel: MetricPanel, user, name: str, spec) -> MetricPanel:
+def panel_update(
+    *, panel: MetricPanel, user, name: str, spec, sink: audit.AuditSink | None = None
+) -> MetricPanel:
     """Change a panel's name and spec; its job restarts with the new spec."""
     spec.validate()
     before = {"name": panel.name, **panel.spec}
@@ -57,18 +62,18 @@ def panel_update(*, panel: MetricPanel, user, name: str, spec) -> MetricPanel:
         jobs.remove(panel.panel_id)
     ensure_panel(panel)
     audit.record(user, "panel.update", _target(panel), before=before,
-                 after={"name": name, **panel.spec})
+                 after={"name": name, **panel.spec}, sink=sink)
     return panel
 
 
-def panel_delete(*, panel: MetricPanel, user) -> None:
+def panel_delete(*, panel: MetricPanel, user, sink: audit.AuditSink | None = None) -> None:
     jobs = feeds.panel_jobs()
     if jobs is not None:
         jobs.remove(panel.panel_id)
     before = {"name": panel.name, **panel.spec}
     target = _target(panel)
     panel.delete()
-    audit.record(user, "panel.delete", target, before=before)
+    audit.record(user, "panel.delete", target, before=before, sink=sink)
 
 
 def ensure_panel(panel: MetricPanel) -> bool:

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from brokerui.audit.services import process_sink
 from brokerui.cluster import get_cluster
 from brokerui.console.live import services
 from brokerui.console.live.forms import PanelForm, initial_from_spec
@@ -46,8 +47,9 @@ def panel_list(request):
     if not form.is_valid():
         return _form_page(request, form, panels, status=422)
     try:
-        panel = services.panel_create(user=request.user, name=form.cleaned_data["name"],
-                                      spec=form.spec)
+        panel = services.panel_create(
+            user=request.user, name=form.cleaned_data["name"], spec=form.spec, sink=process_sink()
+        )
     except TidelogError as exc:  # e.g. the topic went away meanwhile
         form.add_error(None, str(exc))
         return _form_page(request, form, panels, status=422)
@@ -77,8 +79,10 @@ def panel_edit(request, pk: int):
     form = PanelForm(request.POST, topics=_topics())
     if not form.is_valid():
         return _form_page(request, form, panels, panel=panel, status=422)
-    services.panel_update(panel=panel, user=request.user, name=form.cleaned_data["name"],
-                          spec=form.spec)
+    services.panel_update(
+        panel=panel, user=request.user, name=form.cleaned_data["name"], spec=form.spec,
+        sink=process_sink(),
+    )
     messages.success(request, f"Panel “{panel.name}” saved.")
     return _go(request, reverse("console:panel", args=[panel.pk]))
 
@@ -87,6 +91,6 @@ def panel_edit(request, pk: int):
 def panel_delete(request, pk: int):
     panel = get_object_or_404(MetricPanel, pk=pk, user=request.user)
     name = panel.name
-    services.panel_delete(panel=panel, user=request.user)
+    services.panel_delete(panel=panel, user=request.user, sink=process_sink())
     messages.success(request, f"Panel “{name}” deleted.")
     return _go(request, reverse("console:panels"))

@@ -16,9 +16,9 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from brokerui.audit.services import record as audit
+from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
-from brokerui.console.messages import display
+from brokerui.console.messages import display, services
 from brokerui.console.messages.forms import (
     FILTER_FIELDS,
     FILTER_OPS,
@@ -381,15 +381,6 @@ def _too_large(form: ProduceForm, limit: int) -> str | None:
     return None
 
 
-def _partition_summary(results) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for r in results:
-        s = out.setdefault(str(r.partition), {"first": r.offset, "last": r.offset, "count": 0})
-        s["first"], s["last"] = min(s["first"], r.offset), max(s["last"], r.offset)
-        s["count"] += 1
-    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
-
-
 @require_http_methods(["GET", "POST"])
 @operator_required
 def produce(request: HttpRequest, topic: str) -> HttpResponse:
@@ -429,21 +420,13 @@ def produce(request: HttpRequest, topic: str) -> HttpResponse:
     if problem:
         form.add_error("value", problem)
         return render(request, "console/messages/produce.html", context, status=400)
-    results, error = [], None
-    try:
-        for r in form.records:  # one at a time, so a refusal says how many went out
-            results += cluster.produce(topic=target, records=[r])
-    except TidelogError as e:  # RecordTooLarge near the limit, a topic deleted meanwhile
-        error = f"Message {len(results) + 1} was refused: {e}."
-    if results:
-        after = {
-            "records": len(results),
-            "partitions": _partition_summary(results),
-            "tombstones": sum(1 for r in form.records[: len(results)] if r.value is None),
-        }
-        if error:
-            after["error"] = error
-        audit(request.user, "records.produce", target, after=after)
+    produced = services.records_produce(
+        cluster=cluster, sink=process_sink(), actor=Actor(request.user), topic=target,
+        records=list(form.records),
+    )
+    results, error = produced.results, None
+    if produced.error is not None:  # RecordTooLarge near the limit, a topic deleted meanwhile
+        error = f"Message {len(results) + 1} was refused: {produced.error}."
     if error:
         sent = f"{len(results):,} message(s) were written before that. " if results else ""
         form.add_error(None, error + " " + sent)
@@ -452,7 +435,7 @@ def produce(request: HttpRequest, topic: str) -> HttpResponse:
         results=results[:100],
         result_count=len(results),
         target=target,
-        summary=_partition_summary(results),
+        summary=services.partition_summary(results),
         target_browse_url=reverse("console:messages", args=[target]),
     )
     return render(request, "console/messages/produce.html", context, status=status)

@@ -15,10 +15,11 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from brokerui.audit.services import record
+from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
 from brokerui.console.roles import operator_required
 from brokerui.console.topics import forms as topic_forms
+from brokerui.console.topics import services
 from brokerui.console.topics.stats import (
     RATE_WINDOW_MS,
     TopicRow,
@@ -165,7 +166,10 @@ def topic_create(request):
         name = form.cleaned_data["name"]
         partitions = form.cleaned_data["partitions"]
         try:
-            d = cluster.create_topic(name=name, partitions=partitions, config=form.config)
+            d = services.topic_create(
+                cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
+                partitions=partitions, config=form.config,
+            )
         except (InvalidTopicName, TopicAlreadyExists) as e:
             form.add_error("name", str(e))
         except InvalidPartitions as e:
@@ -176,9 +180,6 @@ def topic_create(request):
         except TidelogError as e:
             form.add_error(None, str(e))
         else:
-            record(request.user, "topic.create", _target(name), after={
-                "partitions": len(d.partitions), "config": dict(d.overrides),
-            })
             messages.success(request, f"Created topic {name} with {len(d.partitions)} "
                              f"partition{'s' if len(d.partitions) != 1 else ''}.")
             return redirect("console:topic", name)
@@ -237,13 +238,14 @@ def topic_config(request, name):
         messages.info(request, "Nothing changed.")
         return redirect("console:topic", name)
     try:
-        after = cluster.alter_topic_config(name=name, set_=edit.set_, delete=edit.delete)
+        services.topic_config_update(
+            cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
+            set_=edit.set_, delete=edit.delete,
+        )
     except InvalidConfig as e:
         errors = {e.key: str(e)} if e.key in d.config else {"__all__": str(e)}
         return render(request, "console/topics/config.html",
                       _config_context(d, edit.values, errors))
-    record(request.user, "topic.config", _target(name),
-           before=dict(d.overrides), after=dict(after.overrides))
     changes = [f"{k}={v}" for k, v in edit.set_.items()] + [f"{k} reset" for k in edit.delete]
     messages.success(request, f"Updated the config of {name}: {', '.join(changes)}.")
     return redirect("console:topic", name)
@@ -292,12 +294,13 @@ def topic_partitions(request, name):
     if form.is_valid():
         total = form.cleaned_data["total"]
         try:
-            after = cluster.add_partitions(name=name, total=total)
+            after = services.topic_partitions_add(
+                cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
+                total=total,
+            )
         except InvalidPartitions as e:
             form.add_error("total", str(e))
         else:
-            record(request.user, "topic.add_partitions", _target(name),
-                   before={"partitions": current}, after={"partitions": len(after.partitions)})
             messages.success(request, f"{name} now has {len(after.partitions)} partitions "
                              f"(was {current}).")
             return redirect("console:topic", name)
@@ -323,12 +326,9 @@ def topic_delete(request, name):
     data = request.POST if request.method == "POST" else None
     form = topic_forms.DeleteTopicForm(data, topic=name)
     if request.method == "POST" and form.is_valid():
-        cluster.delete_topic(name=name)
-        record(request.user, "topic.delete", _target(name), before={
-            "partitions": len(d.partitions), "records": d.record_count,
-            "size_bytes": d.size_bytes, "config": dict(d.overrides),
-            "end_offsets": {str(p.partition): p.end_offset for p in d.partitions},
-        })
+        services.topic_delete(
+            cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name
+        )
         messages.success(request, f"Deleted topic {name} ({d.record_count:,} records).")
         return redirect("console:topics")
     return render(request, "console/topics/delete.html",
@@ -360,32 +360,20 @@ def topic_purge(request, name):
     if valid:
         args = form.purge_arguments()
         try:
-            result = cluster.purge(topic=name, **args)
+            result = services.topic_purge(
+                cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
+                **args,
+            )
         except (InvalidRecord, UnknownPartition) as e:
             form.add_error(None, str(e))
         else:
             deleted = result.records_deleted
-            record(request.user, "topic.purge", _target(name),
-                   before={"log_start_offsets": {str(p): o for p, o in result.before.items()}},
-                   after={"log_start_offsets": {str(p): o for p, o in result.after.items()},
-                          "records_deleted": deleted, "request": _purge_request(form)})
             scope = "all partitions" if args["partitions"] is None else (
                 f"partition {args['partitions'][0]}")
             messages.success(request, f"Purged {deleted:,} record{'s' if deleted != 1 else ''} "
                              f"from {name} ({scope}).")
             return redirect("console:topic", name)
     return render(request, "console/topics/purge.html", _purge_context(d, form))
-
-
-def _purge_request(form) -> dict:
-    data = form.cleaned_data
-    out = {"partition": "all" if data["partition"] is None else data["partition"],
-           "mode": data["mode"]}
-    if data["mode"] == "offset":
-        out["before_offset"] = data["offset"]
-    elif data["mode"] == "timestamp":
-        out["before_timestamp_ms"] = data["timestamp_ms"]
-    return out
 
 
 def _purge_preview(cluster, d, form) -> dict:

@@ -18,24 +18,24 @@ its pid. Errors end with a one-line message and exit status 1.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Iterator
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from brokerui.audit.services import Actor, AuditLog
 from brokerui.console import cli_format as fmt
+from brokerui.console.groups import services
+from streams.cluster import LocalCluster
 from streams.errors import (
     DataDirLocked,
-    InvalidResetSpec,
     TidelogError,
     UnknownGroup,
     UnknownTopic,
 )
 from streams.groups import GroupCoordinator, GroupState, ResetScope, ResetStrategy
 from streams.groups.lag import group_lag
-from streams.groups.reset import execute_plan, plan_reset
 from streams.log import LogStore
 
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
@@ -267,11 +267,11 @@ class Command(BaseCommand):
                 f"exists: remove them with --delete-offsets --group {group} --topic {exc.topic}, "
                 "or name the topics with --topic"
             ) from None
-        if options["execute"]:
-            execute_plan(coordinator, plan)  # GroupNotEmpty unless Empty, checked at commit
-            _audit(store, coordinator, "group.reset", f"group {group}",
-                   before={f"{r.topic}-{r.partition}": r.current for r in plan.rows},
-                   after={f"{r.topic}-{r.partition}": r.target for r in plan.rows})
+        if options["execute"]:  # GroupNotEmpty unless Empty, checked at commit
+            services.group_reset_apply(
+                cluster=LocalCluster(store, coordinator), sink=AuditLog(store),
+                actor=Actor.cli(), plan=plan,
+            )
         notes = []
         if not exists:
             verb = "was created" if options["execute"] else "will be created by --execute"
@@ -317,25 +317,20 @@ class Command(BaseCommand):
     def _plan(store, coordinator, group, strategy, scopes):
         """One plan over every scope (several --topic flags), so --execute commits it in one
         atomic write. With --from-file, the scopes filter the file's partitions."""
-        if strategy.kind == "from-file":
-            plan = plan_reset(coordinator, store, group, strategy, ResetScope(all_topics=True))
-            if scopes[0].all_topics:
-                return plan
-            rows = [r for r in plan.rows if any(_in_scope(r, s) for s in scopes)]
-            if not rows:
-                raise InvalidResetSpec("the offsets file names no partition of the --topic(s)")
-            return dataclasses.replace(plan, rows=tuple(rows))
-        plans = [plan_reset(coordinator, store, group, strategy, s) for s in scopes]
-        rows = {(r.topic, r.partition): r for p in plans for r in p.rows}
-        return dataclasses.replace(plans[0], rows=tuple(rows[tp] for tp in sorted(rows)))
+        return services.group_reset_plan(
+            cluster=LocalCluster(store, coordinator), group_id=group, strategy=strategy,
+            scopes=scopes,
+        )
 
     def _delete(self, store, coordinator, options) -> None:
         deleted, failed = [], []
         for group in options["group"]:
             try:
-                coordinator.delete_group(group)
+                services.group_delete(
+                    cluster=LocalCluster(store, coordinator), sink=AuditLog(store),
+                    actor=Actor.cli(), group_id=group,
+                )
                 deleted.append(group)
-                _audit(store, coordinator, "group.delete", f"group {group}")
             except UnknownGroup:
                 failed.append(f"Group '{group}' could not be deleted: it does not exist")
             except TidelogError as exc:
@@ -367,25 +362,11 @@ class Command(BaseCommand):
                 )
             topics.append(topic)
         for i, topic in enumerate(dict.fromkeys(topics)):
-            doomed = coordinator.delete_offsets(group, topic)
-            _audit(store, coordinator, "group.offsets.delete", f"group {group}",
-                   before={"topic": topic, "partitions": [p for _, p in doomed]})
+            doomed = services.group_offsets_delete(
+                cluster=LocalCluster(store, coordinator), sink=AuditLog(store),
+                actor=Actor.cli(), group_id=group, topic=topic,
+            )
             if i:
                 self.stdout.write("")
             self.stdout.write(fmt.deleted_offsets(group, topic, doomed))
 
-
-def _audit(store, coordinator, action: str, target: str, *, before=None, after=None) -> None:
-    """Changes made from the command line are audited like the console's (source "cli"),
-    under the operating-system user who ran the command."""
-    import getpass
-
-    from brokerui.audit.services import AuditLog, record
-
-    who = type("CliUser", (), {"username": f"cli:{getpass.getuser()}", "is_authenticated": False})
-    record(who, action, target, before=before, after=after, source="cli",
-           sink=AuditLog(store))
-
-
-def _in_scope(row, scope: ResetScope) -> bool:
-    return row.topic == scope.topic and (not scope.partitions or row.partition in scope.partitions)

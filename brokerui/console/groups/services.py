@@ -1,0 +1,167 @@
+"""Changes to consumer groups: offset reset (plan, apply), group delete, offsets delete.
+
+One function per change, called alike by the console's views, the JSON API and
+``manage.py consumer_groups``; each writes one audit record through the `AuditSink` it is given,
+with one payload per action (the Kafka port, ``streams.protocol.audit``, writes the same):
+
+=========================  ======================================================================
+action                     before / after
+=========================  ======================================================================
+group.reset                offsets {topic: {partition: current}} /
+                           strategy (``ResetStrategy.describe()``), offsets {topic: {p: target}}
+group.delete               offsets {topic: {partition: committed}} / None
+group.offsets.delete       topic, offsets {topic: {partition: committed}} / topic, offsets None
+=========================  ======================================================================
+
+A refusal (the group has members, the plan went stale) is recorded as ``<action>.refused``
+with the same before and the reason in after, then raised.
+"""
+
+from __future__ import annotations
+
+from brokerui.audit.services import Actor, AuditSink
+from brokerui.console.groups import plans
+from streams.errors import GroupNotEmpty, TidelogError, UnknownGroup
+from streams.groups import ResetPlan, ResetScope, ResetStrategy
+from streams.groups.reset import plan_across_scopes
+
+
+class StalePlan(TidelogError):
+    """The previewed plan no longer describes the group and its logs; nothing was applied.
+    `busy`: the group's members, when they are why (their commits moved the offsets)."""
+
+    def __init__(self, group_id: str, reasons: list[str], busy: GroupNotEmpty | None):
+        self.group_id, self.reasons, self.busy = group_id, reasons, busy
+        super().__init__("the preview is out of date: " + "; ".join(reasons))
+
+
+def _target(group_id: str) -> str:
+    return f"group {group_id}"
+
+
+def offsets_json(offsets: dict[tuple[str, int], int | None]) -> dict[str, dict[str, int | None]]:
+    """{topic: {"partition": offset}}: the audit's shape for a group's offsets."""
+    out: dict[str, dict[str, int | None]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
+
+
+def _member_label(m) -> str:
+    who = m.client_id or "(no client id)"
+    where = f" on {m.host}" if m.host else ""
+    return f"{who}{where} (member id {m.member_id})"
+
+
+def busy_reason(state: str, members=()) -> str | None:
+    """Why the group's offsets cannot be changed now (None while it is Empty): the one wording
+    of the console's reset and delete pages and the API's ``blocked_reason``."""
+    if state in ("Empty", "Dead"):
+        return None
+    n = len(members)
+    who = "; ".join(_member_label(m) for m in members)
+    listed = f", with {n} active member{'s' if n != 1 else ''}: {who}" if n else ""
+    return (
+        f"The group is {state}, not Empty{listed}. Offsets can only be changed while it is "
+        "Empty: stop its consumers (or wait for their sessions to expire)."
+    )
+
+
+def not_empty_error(cluster, group_id: str) -> GroupNotEmpty | None:
+    """GroupNotEmpty naming the group's state and members, None while it is Empty (or gone)."""
+    try:
+        desc = cluster.describe_group(group_id).description
+    except UnknownGroup:
+        return None
+    if desc.state in ("Empty", "Dead"):
+        return None
+    return GroupNotEmpty(group_id, desc.state, sorted(m.member_id for m in desc.members))
+
+
+def group_reset_plan(
+    *, cluster, group_id: str, strategy: ResetStrategy, scopes: list[ResetScope]
+) -> ResetPlan:
+    """One plan over every scope (committed in one write); nothing is changed or audited."""
+
+    def plan_one(scope: ResetScope) -> ResetPlan:
+        return cluster.plan_reset(group_id=group_id, strategy=strategy, scope=scope)
+
+    return plan_across_scopes(plan_one, strategy, scopes)
+
+
+def reset_audit_payload(plan: ResetPlan) -> tuple[dict, dict]:
+    """The (before, after) of a ``group.reset`` record of `plan`."""
+    before = {"offsets": plans.offsets_by_topic(plan.rows, "current")}
+    after = {
+        "strategy": plan.strategy.describe(),
+        "offsets": plans.offsets_by_topic(plan.rows, "target"),
+    }
+    return before, after
+
+
+def group_reset_apply(*, cluster, sink: AuditSink, actor: Actor, plan: ResetPlan):
+    """Commit exactly `plan`'s targets, if it still describes the group (committed offsets as
+    planned, targets within the logs) and the group is Empty; returns the audit entry. Raises
+    StalePlan, GroupNotEmpty or another TidelogError, each recorded ``group.reset.refused``."""
+    target = _target(plan.group_id)
+    before, after = reset_audit_payload(plan)
+    stale = plans.stale_reasons(cluster, plan)
+    try:
+        if stale:
+            raise StalePlan(plan.group_id, stale, not_empty_error(cluster, plan.group_id))
+        cluster.execute_reset(plan=plan)
+    except TidelogError as exc:
+        busy = getattr(exc, "busy", None)
+        reason = f"{busy}; {exc}" if busy else str(exc)
+        actor.record(
+            sink, "group.reset.refused", target, before=before, after={**after, "reason": reason}
+        )
+        raise
+    return actor.record(sink, "group.reset", target, before=before, after=after)
+
+
+def group_delete(*, cluster, sink: AuditSink, actor: Actor, group_id: str) -> None:
+    """Delete an Empty group and its committed offsets. Raises UnknownGroup (not audited) or
+    GroupNotEmpty (recorded ``group.delete.refused``)."""
+    before = {"offsets": offsets_json(plans.current_offsets(cluster, group_id))}
+    try:
+        cluster.delete_group(group_id=group_id)
+    except GroupNotEmpty as exc:
+        actor.record(
+            sink,
+            "group.delete.refused",
+            _target(group_id),
+            before=before,
+            after={"reason": str(exc)},
+        )
+        raise
+    actor.record(sink, "group.delete", _target(group_id), before=before, after=None)
+
+
+def group_offsets_delete(
+    *, cluster, sink: AuditSink, actor: Actor, group_id: str, topic: str
+) -> list[tuple[str, int]]:
+    """Delete the group's committed offsets on `topic`; the partitions deleted ([] when it had
+    none: nothing is audited then). Raises UnknownGroup, UnknownTopic (not audited) or
+    GroupNotEmpty when active members read the topic (recorded ``.refused``)."""
+    offsets = {
+        tp: o for tp, o in plans.current_offsets(cluster, group_id).items() if tp[0] == topic
+    }
+    before = {"topic": topic, "offsets": offsets_json(offsets)}
+    target = _target(group_id)
+    try:
+        deleted = cluster.delete_group_offsets(group_id=group_id, topic=topic)
+    except GroupNotEmpty as exc:
+        actor.record(
+            sink, "group.offsets.delete.refused", target, before=before, after={"reason": str(exc)}
+        )
+        raise
+    if deleted:
+        actor.record(
+            sink,
+            "group.offsets.delete",
+            target,
+            before=before,
+            after={"topic": topic, "offsets": None},
+        )
+    return deleted
