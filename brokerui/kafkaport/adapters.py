@@ -46,7 +46,8 @@ def _throttle_request(peer: Peer) -> HttpRequest:
     request.method = "POST"
     request.path = request.path_info = KAFKA_PATH
     request.META["REMOTE_ADDR"] = peer.address
-    request.META["HTTP_USER_AGENT"] = f"Kafka client {peer.client_id or '(no client id)'}"
+    request.login_via = f"Kafka client {peer.client_id or '(no client id)'}"
+    request.META["HTTP_USER_AGENT"] = request.login_via
     return request
 
 

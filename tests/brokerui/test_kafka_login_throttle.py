@@ -77,6 +77,10 @@ def test_wrong_passwords_on_the_kafka_port_lock_the_user_out_there_and_on_the_co
     assert len(failed) == LIMIT  # tries refused while locked out are not counted
     assert all(e["target"] == "user victor" for e in failed)
     assert all(e["after"]["address"] == "127.0.0.1" for e in failed)
+    assert all(e["after"]["via"] == "Kafka client rdkafka" for e in failed)
+    assert "login failed: user 'victor' from 127.0.0.1 (Kafka client rdkafka), 1 of 10" in (
+        server.log()
+    )
     assert [e["after"]["failures"] for e in failed] == list(range(1, LIMIT + 1))
     locked = [e for e in entries if e["action"] == "user.locked_out"]
     assert len(locked) == 1 and locked[0]["after"]["address"] == "127.0.0.1"
