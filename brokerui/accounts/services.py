@@ -67,11 +67,20 @@ def _target(user) -> str:
 
 
 def login_failure_record(
-    *, username: str, address: str | None, failures: int, limit: int, locked_out: bool
+    *,
+    username: str,
+    address: str | None,
+    failures: int,
+    limit: int,
+    locked_out: bool,
+    via: str | None = None,
 ) -> None:
     """Audit a failed login (the throttle counted it): `failures` of `limit` for that user
-    name or address; `locked_out` when this failure started the lockout."""
+    name or address; `locked_out` when this failure started the lockout; `via` names a sign-in
+    other than the login page (a Kafka client)."""
     details = {"address": address, "failures": failures, "limit": limit}
+    if via:
+        details["via"] = via
     target = f"user {username[:150]}"
     who = f"anonymous from {address or 'unknown address'}"
     record(None, "user.login_failed", target, after=details, who=who)

@@ -3,12 +3,22 @@
 
 Both are called on the listener's worker threads, outside any request: each call first drops
 database connections Django would have closed at the end of a request.
+
+Sign-ins on the Kafka port share the console's login throttle (django-axes, settings.AXES_*):
+a user name or address locked out by failed console logins is refused here too, and each
+failed PLAIN password or SCRAM proof counts, logged and audited by brokerui.accounts as a
+failed console login is (Django's ``user_login_failed`` signal, with a stand-in request
+carrying the client's address).
 """
 
 from __future__ import annotations
 
+from axes.handlers.proxy import AxesProxyHandler
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_login_failed
 from django.db import close_old_connections
+from django.http import HttpRequest
 
 from brokerui.audit import services as audit
 from brokerui.console.roles import VIEWER, is_operator
@@ -16,7 +26,9 @@ from brokerui.kafkaport.models import ScramCredential
 from brokerui.kafkaport.services import scram_credentials_set
 from streams.protocol import security
 from streams.protocol.audit import AuditEvent
-from streams.protocol.security import Role
+from streams.protocol.security import AuthenticationFailed, Peer, Role
+
+KAFKA_PATH = "/kafka/sasl"  # the throttle's "path" of a Kafka-port sign-in
 
 
 def _active_user(username: str):
@@ -28,24 +40,71 @@ def _active_user(username: str):
     return user if user.is_active else None
 
 
+def _throttle_request(peer: Peer) -> HttpRequest:
+    """A stand-in request for django-axes, which keys on REMOTE_ADDR and the user name."""
+    request = HttpRequest()
+    request.method = "POST"
+    request.path = request.path_info = KAFKA_PATH
+    request.META["REMOTE_ADDR"] = peer.address
+    request.login_via = f"Kafka client {peer.client_id or '(no client id)'}"
+    request.META["HTTP_USER_AGENT"] = request.login_via
+    return request
+
+
+def _admit(user: str, peer: Peer) -> None:
+    """Raise AuthenticationFailed when the throttle has locked out `user` or `peer`'s address
+    (logged as a refused console login is; not counted, as the console does not)."""
+    request = _throttle_request(peer)
+    credentials = {"username": user}
+    if AxesProxyHandler.is_allowed(request, credentials):
+        return
+    request.axes_locked_out = True
+    user_login_failed.send(sender=ConsoleAuthenticator, credentials=credentials, request=request)
+    minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+    raise AuthenticationFailed(
+        f"Authentication failed: user {user!r} or address {peer.address} is locked out after "
+        f"{settings.AXES_FAILURE_LIMIT} failed sign-ins; try again in {minutes} min or ask an "
+        "operator to unlock it"
+    )
+
+
+def _result(user: str, peer: Peer, found) -> None:
+    """Count a failed sign-in (`found` None) with the throttle, which logs and audits it, or
+    tell it of a successful one (it resets the failures when AXES_RESET_ON_SUCCESS is set)."""
+    request = _throttle_request(peer)
+    if found is None:
+        user_login_failed.send(
+            sender=ConsoleAuthenticator, credentials={"username": user}, request=request
+        )
+    else:
+        AxesProxyHandler.user_logged_in(ConsoleAuthenticator, request, found)
+
+
 class ConsoleAuthenticator:
     """Console users sign in on the Kafka port with their console password: PLAIN checks it
-    with Django's password hasher, SCRAM uses the credentials derived when it was set."""
+    with Django's password hasher, SCRAM uses the credentials derived when it was set. Both go
+    through the console's login throttle (see the module's docstring)."""
 
-    def check_plain(self, user: str, password: str) -> bool:
+    def check_plain(self, user: str, password: str, peer: Peer) -> bool:
         close_old_connections()
+        _admit(user, peer)
         found = _active_user(user)
         if found is None:
             get_user_model()().set_password(password)  # as long as a real check (Django's way)
-            return False
-        if not found.check_password(password):
+        elif not found.check_password(password):
+            found = None
+        _result(user, peer, found)
+        if found is None:
             return False
         if not found.scram_credentials.exists():  # a password set before SCRAM was offered
             scram_credentials_set(user=found, password=password)
         return True
 
-    def scram_credential(self, user: str, mechanism: str) -> security.ScramCredential | None:
+    def scram_credential(
+        self, user: str, mechanism: str, peer: Peer
+    ) -> security.ScramCredential | None:
         close_old_connections()
+        _admit(user, peer)
         found = _active_user(user)
         if found is None or not found.has_usable_password():
             return None
@@ -55,6 +114,10 @@ class ConsoleAuthenticator:
         return security.ScramCredential(
             bytes(row.salt), bytes(row.stored_key), bytes(row.server_key), row.iterations
         )
+
+    def scram_result(self, user: str, mechanism: str, peer: Peer, ok: bool) -> None:
+        close_old_connections()
+        _result(user, peer, _active_user(user) if ok else None)
 
     def role(self, user: str) -> Role:
         close_old_connections()

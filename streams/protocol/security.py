@@ -12,6 +12,9 @@ seam the web console implements over its own users and roles
   set; the listener never sees a password. The server side of the exchange is ``scramp``'s.
   The password is used as its UTF-8 bytes, as Kafka's own ScramFormatter does (no SASLprep), so
   every Kafka client computes the same keys;
+- both take the `Peer` signing in (address, client id), so the implementation can throttle
+  guesses: it refuses a locked-out user or address by raising `AuthenticationFailed`, and is
+  told each SCRAM proof's outcome with ``scram_result`` (PLAIN's it knows itself);
 - ``role(user)``: what the user may do (`Role`), asked at authentication and again every
   `ROLE_REFRESH_S` seconds on a long-lived connection.
 
@@ -83,14 +86,27 @@ def scram_credential(
     return ScramCredential(salt, hashlib.new(name, client_key).digest(), server_key, iterations)
 
 
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """Who is signing in: the connection's address and the client id its requests carry."""
+
+    address: str
+    client_id: str | None = None
+
+
 class Authenticator(Protocol):
     """The users the listener authenticates. Every method is blocking (called on the
     listener's thread pool) and answers False / None / Role.NONE for unknown or inactive
-    users."""
+    users. `check_plain` and `scram_credential` may raise `AuthenticationFailed` to refuse
+    `peer` before any password is checked (too many failed sign-ins)."""
 
-    def check_plain(self, user: str, password: str) -> bool: ...
+    def check_plain(self, user: str, password: str, peer: Peer) -> bool: ...
 
-    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
+    def scram_credential(self, user: str, mechanism: str, peer: Peer) -> ScramCredential | None: ...
+
+    def scram_result(self, user: str, mechanism: str, peer: Peer, ok: bool) -> None:
+        """Told whether `user`'s SCRAM proof from `peer` matched (unknown users: False)."""
+        ...
 
     def role(self, user: str) -> Role: ...
 
@@ -106,14 +122,16 @@ class SaslExchange:
     AuthenticationFailed. Once `done`, `user` is the authenticated user.
     """
 
-    def __init__(self, mechanism: str, authenticator: Authenticator):
+    def __init__(self, mechanism: str, authenticator: Authenticator, peer: Peer):
         if mechanism not in MECHANISMS:
             raise ValueError(f"unsupported SASL mechanism {mechanism!r}")
         self.mechanism = mechanism
         self.authenticator = authenticator
+        self.peer = peer
         self.done = False
         self.user: str | None = None
         self._scram = None
+        self._scram_user: str | None = None  # the user the client-first message names
 
     def step(self, token: bytes) -> bytes:
         if self.done:
@@ -135,7 +153,7 @@ class SaslExchange:
                 "Authentication failed: Client requested an authorization id that is "
                 "different from username"
             )
-        if not user or not self.authenticator.check_plain(user, password):
+        if not user or not self.authenticator.check_plain(user, password, self.peer):
             raise AuthenticationFailed(FAILED)
         self.user, self.done = user, True
         return b""
@@ -147,18 +165,25 @@ class SaslExchange:
             message = token.decode("utf-8")
         except UnicodeDecodeError:
             raise AuthenticationFailed("Authentication failed: invalid SCRAM message") from None
-        try:
-            if self._scram is None:
+        if self._scram is None:
+            try:
                 self._scram = scramp.ScramMechanism(self.mechanism).make_server(self._lookup)
                 self._scram.set_client_first(message)
                 return self._scram.get_server_first().encode("utf-8")
+            except scramp.ScramException as exc:
+                if isinstance(exc.__cause__, AuthenticationFailed):  # scramp wraps _lookup's
+                    raise exc.__cause__ from None  # the authenticator refused (locked out)
+                raise AuthenticationFailed(FAILED) from None
+        try:
             final = self._legacy_final(message)
             if final is None:
                 self._scram.set_client_final(message)
                 final = self._scram.get_server_final()
-        except scramp.ScramException:
-            raise AuthenticationFailed(FAILED) from None
-        if self.user is None:  # a decoy credential (unknown user) cannot have matched
+            ok = self.user is not None  # a decoy credential (unknown user) cannot have matched
+        except (scramp.ScramException, AuthenticationFailed):
+            ok = False
+        self.authenticator.scram_result(self._scram_user, self.mechanism, self.peer, ok)
+        if not ok:
             raise AuthenticationFailed(FAILED)
         self.done = True
         return final.encode("utf-8")
@@ -197,7 +222,10 @@ class SaslExchange:
         unknown user gets a decoy, so the exchange fails at the proof as a wrong password
         does, without telling which users exist (RFC 5802, section 5.1)."""
         user = saslname.replace("=2C", ",").replace("=3D", "=")
-        cred = self.authenticator.scram_credential(user, self.mechanism) if user else None
+        self._scram_user = user
+        cred = (
+            self.authenticator.scram_credential(user, self.mechanism, self.peer) if user else None
+        )
         if cred is None:
             cred = _decoy(user, self.mechanism)
         else:

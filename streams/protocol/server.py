@@ -60,6 +60,7 @@ from streams.protocol.security import (
     ROLE_REFRESH_S,
     AuthenticationFailed,
     Authenticator,
+    Peer,
     Principal,
     SaslExchange,
 )
@@ -433,7 +434,8 @@ class _Connection:
             req, codec.make_response(req, error_code=code, mechanisms=list(MECHANISMS))
         )
         if known:
-            self.exchange = SaslExchange(mechanism, self.ctx.config.authenticator)
+            peer = Peer(self.host, req.client_id)
+            self.exchange = SaslExchange(mechanism, self.ctx.config.authenticator, peer)
             self.raw_sasl = req.api_version == 0
         else:
             self.closing = True

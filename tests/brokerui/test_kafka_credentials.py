@@ -12,11 +12,22 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.urls import reverse
 
+from brokerui.audit.models import AuditEntry
 from brokerui.kafkaport.adapters import ConsoleAuthenticator
 from brokerui.kafkaport.models import ScramCredential
-from streams.protocol.security import SCRAM_SHA_256, SCRAM_SHA_512, Role, scram_credential
+from streams.protocol.security import (
+    PLAIN,
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    AuthenticationFailed,
+    Peer,
+    Role,
+    SaslExchange,
+    scram_credential,
+)
 
 pytestmark = pytest.mark.django_db
+PEER = Peer("192.0.2.5", "credentials-test")
 
 
 def _matches(user: User, mechanism: str, password: str) -> bool:
@@ -77,11 +88,11 @@ def test_the_authenticator_answers_with_the_console_s_users_and_roles():
         "root": Role.OPERATOR,
         "ghost": Role.NONE,
     }
-    assert not auth.check_plain("olivia", "wrong")
-    assert not auth.check_plain("ghost", "whatever")
-    assert auth.scram_credential("olivia", SCRAM_SHA_256) is None  # not derived yet
-    assert auth.check_plain("olivia", "operator-pass-123")  # ...and derived by that sign-in
-    cred = auth.scram_credential("olivia", SCRAM_SHA_256)
+    assert not auth.check_plain("olivia", "wrong", PEER)
+    assert not auth.check_plain("ghost", "whatever", PEER)
+    assert auth.scram_credential("olivia", SCRAM_SHA_256, PEER) is None  # not derived yet
+    assert auth.check_plain("olivia", "operator-pass-123", PEER)  # ...and derived by that sign-in
+    cred = auth.scram_credential("olivia", SCRAM_SHA_256, PEER)
     assert cred == scram_credential(
         SCRAM_SHA_256, "operator-pass-123", iterations=cred.iterations, salt=cred.salt
     )
@@ -89,11 +100,34 @@ def test_the_authenticator_answers_with_the_console_s_users_and_roles():
     olivia.is_active = False
     olivia.save()
     assert auth.role("olivia") == Role.NONE
-    assert auth.scram_credential("olivia", SCRAM_SHA_256) is None
-    assert not auth.check_plain("olivia", "operator-pass-123")
+    assert auth.scram_credential("olivia", SCRAM_SHA_256, PEER) is None
+    assert not auth.check_plain("olivia", "operator-pass-123", PEER)
     victor.set_password("viewer-pass-456")
     victor.save()
-    assert auth.scram_credential("victor", SCRAM_SHA_512) is not None
+    assert auth.scram_credential("victor", SCRAM_SHA_512, PEER) is not None
     victor.set_unusable_password()
     victor.save()
-    assert auth.scram_credential("victor", SCRAM_SHA_512) is None
+    assert auth.scram_credential("victor", SCRAM_SHA_512, PEER) is None
+
+
+def test_failed_kafka_sign_ins_count_in_the_login_throttle(settings):
+    settings.AXES_FAILURE_LIMIT = 3
+    User.objects.create_user("olivia", password="operator-pass-123")
+    auth, other = ConsoleAuthenticator(), Peer("192.0.2.77", "elsewhere")
+    for _ in range(3):
+        exchange = SaslExchange(PLAIN, auth, PEER)
+        with pytest.raises(AuthenticationFailed, match="Invalid username or password"):
+            exchange.step(b"\0olivia\0guess")
+
+    for peer in (PEER, other):  # the user name is locked, from any address
+        with pytest.raises(AuthenticationFailed, match="is locked out after 3 failed sign-ins"):
+            SaslExchange(PLAIN, auth, peer).step(b"\0olivia\0operator-pass-123")
+        scram = SaslExchange(SCRAM_SHA_256, auth, peer)
+        with pytest.raises(AuthenticationFailed, match="is locked out"):
+            scram.step(b"n,,n=olivia,r=abcdefgh")
+    # and so is the address, for any user name
+    with pytest.raises(AuthenticationFailed, match="is locked out"):
+        SaslExchange(PLAIN, auth, PEER).step(b"\0someone\0whatever")
+    failed = AuditEntry.objects.filter(action="user.login_failed").order_by("id")
+    assert [e.after["address"] for e in failed] == ["192.0.2.5"] * 3
+    assert [e.after["via"] for e in failed] == ["Kafka client credentials-test"] * 3

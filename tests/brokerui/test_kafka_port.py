@@ -196,7 +196,9 @@ def _produce(config: dict, topic: str, values: list[bytes]) -> list:
 def _first_error(config: dict) -> KafkaError | None:
     """The first error librdkafka reports while fetching metadata (None: it signed in)."""
     seen: list[KafkaError] = []
-    admin = AdminClient({**config, "error_cb": seen.append})
+    # one connection attempt per call: each failed sign-in counts in the login throttle
+    once = {"reconnect.backoff.ms": 60000, "reconnect.backoff.max.ms": 60000}
+    admin = AdminClient({**config, **once, "error_cb": seen.append})
     deadline = time.monotonic() + DEADLINE_S
     while not seen and time.monotonic() < deadline:
         try:

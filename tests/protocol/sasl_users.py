@@ -18,11 +18,14 @@ class Users:
             for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
         }
 
-    def check_plain(self, user, password):
+    def check_plain(self, user, password, peer):
         return PASSWORDS.get(user) == password
 
-    def scram_credential(self, user, mechanism):
+    def scram_credential(self, user, mechanism, peer):
         return self.creds.get((user, mechanism))
+
+    def scram_result(self, user, mechanism, peer, ok):
+        pass
 
     def role(self, user):
         return self.roles.get(user, Role.NONE)
