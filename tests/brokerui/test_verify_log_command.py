@@ -18,21 +18,10 @@ from django.core.management import CommandError, call_command
 from brokerui.audit.models import AuditEntry
 from streams.errors import LogDamaged
 from streams.log import LogStore, ProducerRecord
+from tests.log.segment_bytes import batches as _batches
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = {"segment.bytes": "4096", "index.interval.bytes": "512"}
-
-
-def _batches(path: str) -> list[tuple[int, int, int, int]]:
-    data = open(path, "rb").read()
-    out, pos = [], 0
-    while pos < len(data):
-        base = int.from_bytes(data[pos : pos + 8], "big")
-        size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
-        last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big")
-        out.append((pos, size, base, base + last_delta + 1))
-        pos += size
-    return out
 
 
 @pytest.fixture

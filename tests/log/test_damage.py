@@ -19,6 +19,7 @@ from streams.errors import LogDamaged
 from streams.log import LogStore, ProducerRecord
 from streams.log import damage as damage_file
 from streams.log.verify import verify_store
+from tests.log.segment_bytes import batches as _batches
 
 TOPIC = "d"
 CONFIG = {"segment.bytes": str(64 * 1024), "index.interval.bytes": "512"}
@@ -37,19 +38,6 @@ def _fill(store, batches: int, first: int = 0) -> list[bytes]:
         store.append_batch(TOPIC, recs, partition=0)
         values += [r.value for r in recs]
     return values
-
-
-def _batches(path: str) -> list[tuple[int, int, int, int]]:
-    """(position, size, base offset, next offset) of each batch, from the bytes."""
-    data = open(path, "rb").read()
-    out, pos = [], 0
-    while pos < len(data):
-        base = int.from_bytes(data[pos : pos + 8], "big")
-        size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
-        last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big")
-        out.append((pos, size, base, base + last_delta + 1))
-        pos += size
-    return out
 
 
 def _flip(path: str, position: int) -> None:

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kafka_servers import TidelogListener
+from tests.log.segment_bytes import batches as _batches
 from tests.system_programs import require_program
 
 TOPIC = "damaged"
@@ -78,18 +79,6 @@ def _first_error(bootstrap: str, offset: int) -> KafkaError:
         return msg.error()
     finally:
         consumer.close()
-
-
-def _batches(path: str) -> list[tuple[int, int, int, int]]:
-    data = open(path, "rb").read()
-    out, pos = [], 0
-    while pos < len(data):
-        base = int.from_bytes(data[pos : pos + 8], "big")
-        size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
-        last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big")
-        out.append((pos, size, base, base + last_delta + 1))
-        pos += size
-    return out
 
 
 @pytest.fixture(autouse=True)
