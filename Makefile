@@ -72,3 +72,4 @@ $(BENCH_STAMP): requirements-bench.txt $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .

@@ -65,8 +65,11 @@ class Config:
                 env, "TIDELOG_KAFKA_DEFAULT_PARTITIONS", default=1, lo=1, hi=10_000
             ),
             kafka_max_request_bytes=_int(
-                env, "TIDELOG_KAFKA_MAX_REQUEST_BYTES", default=100 * 1024 * 1024,
-                lo=1024, hi=2**31 - 1,
+                env,
+                "TIDELOG_KAFKA_MAX_REQUEST_BYTES",
+                default=100 * 1024 * 1024,
+                lo=1024,
+                hi=2**31 - 1,
             ),
             kafka_sasl=_flag(env, "TIDELOG_KAFKA_SASL", default=False),
             **_tls_files(env),

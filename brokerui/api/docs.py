@@ -103,9 +103,11 @@ def type_html(schema: dict | None) -> SafeString:
         value = type_html(extra) if isinstance(extra, dict) and extra else mark_safe("any")
         out = format_html("object: name → {}", value)
     elif kind == "object" and "properties" in schema:
-        fields = format_html_join(", ", "<code>{}</code>: {}", (
-            (name, type_html(sub)) for name, sub in schema["properties"].items()
-        ))
+        fields = format_html_join(
+            ", ",
+            "<code>{}</code>: {}",
+            ((name, type_html(sub)) for name, sub in schema["properties"].items()),
+        )
         out = format_html("object {{ {} }}", fields)
     else:
         out = format_html("<code>{}</code>", kind)
@@ -123,8 +125,13 @@ def _nullable(out: SafeString, schema: dict) -> SafeString:
 
 def _notes(schema: dict) -> str:
     notes = []
-    for key, label in (("default", "default"), ("minimum", "min"), ("maximum", "max"),
-                       ("maxItems", "at most"), ("minItems", "at least")):
+    for key, label in (
+        ("default", "default"),
+        ("minimum", "min"),
+        ("maximum", "max"),
+        ("maxItems", "at most"),
+        ("minItems", "at least"),
+    ):
         if key in schema:
             notes.append(f"{label} {json.dumps(schema[key])}")
     if schema.get("readOnly"):
@@ -145,21 +152,31 @@ def _operation(path: str, method: str, op: dict, path_params: list) -> dict:
     params = []
     for p in [*path_params, *op.get("parameters", [])]:
         sch = p.get("schema", {})
-        params.append({
-            "name": p["name"], "in": p["in"], "required": p.get("required", False),
-            "type": type_html(sch), "description": text_html(p.get("description", "")),
-            "notes": _notes(sch),
-        })
+        params.append(
+            {
+                "name": p["name"],
+                "in": p["in"],
+                "required": p.get("required", False),
+                "type": type_html(sch),
+                "description": text_html(p.get("description", "")),
+                "notes": _notes(sch),
+            }
+        )
     params.sort(key=lambda p: (p["in"] != "path", not p["required"], p["name"]))
     request = op.get("requestBody")
     responses = [
-        {"status": code, "description": text_html(r.get("description", "")),
-         "body": _body(r.get("content"))}
+        {
+            "status": code,
+            "description": text_html(r.get("description", "")),
+            "body": _body(r.get("content")),
+        }
         for code, r in sorted(op.get("responses", {}).items())
     ]
     return {
         "id": op.get("operationId", f"{method}-{path}"),
-        "path": path, "method": method.upper(), "summary": text_html(op.get("summary", "")),
+        "path": path,
+        "method": method.upper(),
+        "summary": text_html(op.get("summary", "")),
         "description": text_html(op.get("description", "")),
         "tag": (op.get("tags") or ["other"])[0],
         "parameters": params,
@@ -174,14 +191,20 @@ def _component(name: str, schema: dict) -> dict:
     required = set(schema.get("required", []))
     fields = [
         {
-            "name": field, "type": type_html(sub), "required": field in required,
-            "description": text_html(sub.get("description", "")), "notes": _notes(sub),
+            "name": field,
+            "type": type_html(sub),
+            "required": field in required,
+            "description": text_html(sub.get("description", "")),
+            "notes": _notes(sub),
         }
         for field, sub in schema.get("properties", {}).items()
     ]
-    return {"name": name, "description": text_html(schema.get("description", "")),
-            "fields": fields,
-            "type": None if fields else type_html(schema)}
+    return {
+        "name": name,
+        "description": text_html(schema.get("description", "")),
+        "fields": fields,
+        "type": None if fields else type_html(schema),
+    }
 
 
 def _error_codes() -> list[dict]:
@@ -200,8 +223,9 @@ def build(schema: dict) -> dict:
     for path, item in schema.get("paths", {}).items():
         for method in METHODS:
             if method in item:
-                operations.append(_operation(path, method, item[method],
-                                             item.get("parameters", [])))
+                operations.append(
+                    _operation(path, method, item[method], item.get("parameters", []))
+                )
     tags: dict[str, list] = {}
     for op in operations:
         tags.setdefault(op["tag"], []).append(op)
@@ -211,8 +235,9 @@ def build(schema: dict) -> dict:
         "openapi": schema.get("openapi", ""),
         "tags": sorted(tags.items()),
         "operations": operations,
-        "components": [_component(n, sch) for n, sch in
-                       sorted(components.get("schemas", {}).items())],
+        "components": [
+            _component(n, sch) for n, sch in sorted(components.get("schemas", {}).items())
+        ],
         "security_schemes": sorted(components.get("securitySchemes", {}).items()),
         "error_codes": _error_codes(),
     }

@@ -328,7 +328,9 @@ class Purge(StrictSerializer):
     """Which records to delete: exactly one of before_offset, before_timestamp, all."""
 
     partitions = serializers.ListField(
-        child=serializers.IntegerField(), required=False, allow_empty=False,
+        child=serializers.IntegerField(),
+        required=False,
+        allow_empty=False,
         help_text="default: every partition",
     )
     before_offset = serializers.IntegerField(
@@ -426,7 +428,9 @@ class ProduceRecord(StrictSerializer):
     value = BytesField(allow_null=True, help_text="required; null is a tombstone")
     headers = ProduceHeader(many=True, required=False, default=list)
     partition = serializers.IntegerField(
-        required=False, allow_null=True, default=None,
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="default: by the key's hash, or sticky for records without a key",
     )
     timestamp = TimestampField(required=False, allow_null=True, default=None)
@@ -532,17 +536,23 @@ class Reset(StrictSerializer):
         "by-duration or from-file"
     )
     value = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, default=None,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
         help_text="to-offset/shift-by: a number; to-datetime: ISO-8601 or epoch ms; "
         "by-duration: ISO-8601 duration (PT1H); from-file: CSV text of topic,partition,offset",
     )
     scope = serializers.ChoiceField(
-        choices=["all_topics", "topic", "partitions"], required=False,
+        choices=["all_topics", "topic", "partitions"],
+        required=False,
         help_text="required except for from-file (the CSV names the partitions)",
     )
     topic = TextField(required=False, help_text="scope topic or partitions")
     partitions = serializers.ListField(
-        child=serializers.IntegerField(), required=False, allow_empty=False,
+        child=serializers.IntegerField(),
+        required=False,
+        allow_empty=False,
         help_text="scope partitions",
     )
     dry_run = serializers.BooleanField(
@@ -558,11 +568,13 @@ class Reset(StrictSerializer):
                 code="invalid",
             )
         if scope is None and not from_file:
-            raise serializers.ValidationError({"scope": ["This field is required."]},
-                                              code="required")
+            raise serializers.ValidationError(
+                {"scope": ["This field is required."]}, code="required"
+            )
         if scope in ("topic", "partitions") and not attrs.get("topic"):
-            raise serializers.ValidationError({"topic": [f"Scope {scope} needs a topic."]},
-                                              code="required")
+            raise serializers.ValidationError(
+                {"topic": [f"Scope {scope} needs a topic."]}, code="required"
+            )
         if scope == "partitions" and not attrs.get("partitions"):
             raise serializers.ValidationError(
                 {"partitions": ["Scope partitions needs a list of partitions."]}, code="required"
@@ -619,4 +631,3 @@ class DeleteOffsetsResultSerializer(serializers.Serializer):
     group_id = serializers.CharField()
     topic = serializers.CharField()
     deleted = TopicPartitionSerializer(many=True)
-

@@ -112,9 +112,15 @@ def _topic_detail(cluster, name: str) -> dict:
     d = cluster.describe_topic(name)
     groups = [{"group_id": g, "state": st, "lag": lag} for g, st, lag in cluster.topic_groups(name)]
     return {
-        "name": d.name, "topic_id": d.topic_id, "internal": d.internal,
-        "created_ms": d.created_ms, "record_count": d.record_count, "size_bytes": d.size_bytes,
-        "partitions": d.partitions, "config": d.config, "overrides": d.overrides,
+        "name": d.name,
+        "topic_id": d.topic_id,
+        "internal": d.internal,
+        "created_ms": d.created_ms,
+        "record_count": d.record_count,
+        "size_bytes": d.size_bytes,
+        "partitions": d.partitions,
+        "config": d.config,
+        "overrides": d.overrides,
         "groups": groups,
     }
 
@@ -158,8 +164,12 @@ class TopicViewSet(ApiViewSet):
                 topic=v["name"],
             )
         d = topic_services.topic_create(
-            cluster=cluster, sink=process_sink(), actor=self.actor(), name=v["name"],
-            partitions=v["partitions"], config=v["config"],
+            cluster=cluster,
+            sink=process_sink(),
+            actor=self.actor(),
+            name=v["name"],
+            partitions=v["partitions"],
+            config=v["config"],
         )
         body = s.TopicDetailSerializer(_topic_detail(cluster, d.name)).data
         return Response(body, status=status.HTTP_201_CREATED)
@@ -216,8 +226,12 @@ class TopicViewSet(ApiViewSet):
         cluster.describe_topic(name)  # UnknownTopic: 404
         _refuse_internal(cluster, name)
         d = topic_services.topic_config_update(
-            cluster=cluster, sink=process_sink(), actor=self.actor(), name=name,
-            set_=v["set"], delete=v["delete"],
+            cluster=cluster,
+            sink=process_sink(),
+            actor=self.actor(),
+            name=name,
+            set_=v["set"],
+            delete=v["delete"],
         )
         return Response(s.TopicConfigSerializer(_config_view(d)).data)
 
@@ -235,7 +249,10 @@ class TopicViewSet(ApiViewSet):
         cluster.describe_topic(name)  # UnknownTopic: 404
         _refuse_internal(cluster, name)
         topic_services.topic_partitions_add(
-            cluster=cluster, sink=process_sink(), actor=self.actor(), name=name,
+            cluster=cluster,
+            sink=process_sink(),
+            actor=self.actor(),
+            name=name,
             total=v["total"],
         )
         return Response(s.TopicDetailSerializer(_topic_detail(cluster, name)).data)
@@ -254,14 +271,21 @@ class TopicViewSet(ApiViewSet):
         cluster.describe_topic(name)
         _refuse_internal(cluster, name)
         result = topic_services.topic_purge(
-            cluster=cluster, sink=process_sink(), actor=self.actor(), name=name,
+            cluster=cluster,
+            sink=process_sink(),
+            actor=self.actor(),
+            name=name,
             partitions=v.get("partitions"),
             before_offset=v.get("before_offset"),
             before_timestamp_ms=v.get("before_timestamp"),
         )
         rows = [
-            {"partition": p, "log_start_offset_before": result.before[p],
-             "log_start_offset_after": after, "records_deleted": after - result.before[p]}
+            {
+                "partition": p,
+                "log_start_offset_before": result.before[p],
+                "log_start_offset_after": after,
+                "records_deleted": after - result.before[p],
+            }
             for p, after in sorted(result.after.items())
         ]
         body = {"topic": name, "records_deleted": result.records_deleted, "partitions": rows}
@@ -292,8 +316,9 @@ class TopicViewSet(ApiViewSet):
             raise UnknownPartition(name, p, len(d.partitions))
         part = d.partitions[p]
         if "timestamp" in q:
-            found = cluster.offset_for_timestamp(topic=name, partition=p,
-                                                 timestamp_ms=q["timestamp"])
+            found = cluster.offset_for_timestamp(
+                topic=name, partition=p, timestamp_ms=q["timestamp"]
+            )
             offset = part.end_offset if found is None else found
         else:
             offset = q.get("offset", part.log_start_offset)
@@ -303,8 +328,11 @@ class TopicViewSet(ApiViewSet):
         else:  # nothing at or after `offset` below the end (compaction may leave gaps)
             next_offset = max(offset, part.end_offset)
         body = {
-            "topic": name, "partition": p, "log_start_offset": part.log_start_offset,
-            "end_offset": max(part.end_offset, next_offset), "next_offset": next_offset,
+            "topic": name,
+            "partition": p,
+            "log_start_offset": part.log_start_offset,
+            "end_offset": max(part.end_offset, next_offset),
+            "next_offset": next_offset,
             "records": [
                 BrowsedRecord(name, p, r.offset, r.timestamp_ms, r.key, r.value, r.headers)
                 for r in recs
@@ -318,9 +346,9 @@ class TopicViewSet(ApiViewSet):
         tags=["records"],
         summary="Produce one or more records",
         description=(
-            "The body is `{\"records\": [...]}`, a list of records, or one record. Each record "
+            'The body is `{"records": [...]}`, a list of records, or one record. Each record '
             "has `value` (required; null is a tombstone) and optionally `key`, `headers`, "
-            "`partition` and `timestamp`; bytes are a UTF-8 string, `{\"base64\": ...}` or "
+            '`partition` and `timestamp`; bytes are a UTF-8 string, `{"base64": ...}` or '
             "null. A fetched record can be posted back as it is (`offset` and `size` are "
             "ignored). Records are appended in order; if one is refused, the error carries "
             "`record_index` and the records already `produced`."
@@ -347,14 +375,19 @@ class TopicViewSet(ApiViewSet):
                 raise exc
         requests = [
             ProduceRequest(
-                value=r["value"], key=r["key"],
+                value=r["value"],
+                key=r["key"],
                 headers=tuple((h["key"], h["value"]) for h in r["headers"]),
-                partition=r["partition"], timestamp_ms=r["timestamp_ms"],
+                partition=r["partition"],
+                timestamp_ms=r["timestamp_ms"],
             )
             for r in v["records"]
         ]
         done = message_services.records_produce(
-            cluster=cluster, sink=process_sink(), actor=self.actor(), topic=name,
+            cluster=cluster,
+            sink=process_sink(),
+            actor=self.actor(),
+            topic=name,
             records=requests,
         )
         produced = done.results
@@ -373,7 +406,9 @@ class TopicViewSet(ApiViewSet):
 # ===================================================================================== groups
 
 GROUP_PARAM = OpenApiParameter(
-    "group_id", str, OpenApiParameter.PATH,
+    "group_id",
+    str,
+    OpenApiParameter.PATH,
     description=(
         "the group id as one path segment: `~` written `~7E`, `/` written `~2F`, an id of dots "
         "only with each dot as `~2E`, the empty id as `~`; then percent-encoded as usual"
@@ -457,11 +492,16 @@ class GroupViewSet(ApiViewSet):
             executed = True
         executable = plan.group_state in EMPTY_STATES
         body = {
-            "group_id": group_id, "strategy": plan.strategy.describe(),
-            "group_state": plan.group_state, "dry_run": v["dry_run"], "executed": executed,
+            "group_id": group_id,
+            "strategy": plan.strategy.describe(),
+            "group_state": plan.group_state,
+            "dry_run": v["dry_run"],
+            "executed": executed,
             "executable": executable,
             "blocked_reason": None if executable else group_services.busy_reason(plan.group_state),
-            "total_replay": plan.total_replay, "total_skip": plan.total_skip, "rows": plan.rows,
+            "total_replay": plan.total_replay,
+            "total_skip": plan.total_skip,
+            "rows": plan.rows,
         }
         return Response(s.ResetResultSerializer(body).data)
 
@@ -476,11 +516,17 @@ class GroupViewSet(ApiViewSet):
         cluster = get_cluster()
         cluster.describe_group(group_id)  # UnknownGroup: 404
         deleted = group_services.group_offsets_delete(
-            cluster=cluster, sink=process_sink(), actor=self.actor(), group_id=group_id,
+            cluster=cluster,
+            sink=process_sink(),
+            actor=self.actor(),
+            group_id=group_id,
             topic=topic,
         )
-        body = {"group_id": group_id, "topic": topic,
-                "deleted": [{"topic": t, "partition": p} for t, p in deleted]}
+        body = {
+            "group_id": group_id,
+            "topic": topic,
+            "deleted": [{"topic": t, "partition": p} for t, p in deleted],
+        }
         return Response(s.DeleteOffsetsResultSerializer(body).data)
 
 

@@ -224,10 +224,14 @@ def verify_report(report, repair: bool) -> str:
     repair cuts (or, with --repair, what it cut), then a summary."""
     lines = []
     for p in report.partitions:
-        state = "OK" if p.ok and not p.repaired else (
-            f"{len(p.repaired)} damaged range{'s' * (len(p.repaired) != 1)} repaired"
-            if p.repaired
-            else f"{len(p.damaged)} damaged range{'s' * (len(p.damaged) != 1)}"
+        state = (
+            "OK"
+            if p.ok and not p.repaired
+            else (
+                f"{len(p.repaired)} damaged range{'s' * (len(p.repaired) != 1)} repaired"
+                if p.repaired
+                else f"{len(p.damaged)} damaged range{'s' * (len(p.damaged) != 1)}"
+            )
         )
         lines.append(
             f"{p.topic}-{p.partition}: {p.segments} segment{'s' * (p.segments != 1)}, "

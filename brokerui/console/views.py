@@ -25,8 +25,9 @@ def home(request: HttpRequest) -> HttpResponse:
     topics = [t for t in everything if not t.internal]
     internal = [t for t in everything if t.internal]
     rows = [TopicRow(t, _rate(cluster, t, now)) for t in topics]
-    busiest = sorted(rows, key=lambda r: (r.rate, r.topic.last_append_ms or -1, r.topic.name),
-                     reverse=True)[:BUSIEST]
+    busiest = sorted(
+        rows, key=lambda r: (r.rate, r.topic.last_append_ms or -1, r.topic.name), reverse=True
+    )[:BUSIEST]
     groups = sorted(cluster.list_groups(), key=lambda g: (-g.total_lag, g.group_id))
     context = {
         "nav": "overview",

@@ -33,8 +33,18 @@ NEED_SUM, NEED_MINMAX, NEED_SKETCH = "sum", "minmax", "sketch"
 
 
 def new_acc(key: object, start: int, end: int, sketch: bool) -> list:
-    return [key, start, end, 0, True, 0, 0, math.inf, -math.inf,
-            QuantileSketch(SKETCH_ACCURACY) if sketch else None]
+    return [
+        key,
+        start,
+        end,
+        0,
+        True,
+        0,
+        0,
+        math.inf,
+        -math.inf,
+        QuantileSketch(SKETCH_ACCURACY) if sketch else None,
+    ]
 
 
 def merge_into(a: list, b: list) -> None:

@@ -270,8 +270,15 @@ class WindowOperator:
         for acc in accs:
             acc[ALIVE] = False
             self._emit(acc, False, True, out)
-        for state in (self._fixed, self._sessions, self._sliding, self._slide_ends,
-                      self._slide_buf, self._fire_at, self._close_at):
+        for state in (
+            self._fixed,
+            self._sessions,
+            self._sliding,
+            self._slide_ends,
+            self._slide_buf,
+            self._fire_at,
+            self._close_at,
+        ):
             state.clear()
         self._fire_heap.clear()
         self._close_heap.clear()
@@ -528,8 +535,11 @@ class WindowOperator:
         if self._idle_timeout is None:
             return None
         now = self._clock()
-        newly = [p for p, seen in self._last_seen.items()
-                 if p not in self._idle and now - seen >= self._idle_timeout]
+        newly = [
+            p
+            for p, seen in self._last_seen.items()
+            if p not in self._idle and now - seen >= self._idle_timeout
+        ]
         if newly:
             self._idle.update(newly)
             active = self._min_active()
@@ -640,8 +650,9 @@ class WindowOperator:
                 old.append(acc[_EMITTED])
             replaces = tuple(sorted(set(old)))
             acc[_EMITTED], acc[_REPLACED] = bounds, []
-        out.append(WindowResult(acc[K], acc[S], acc[E], values, acc[REV], correction, final,
-                                replaces))
+        out.append(
+            WindowResult(acc[K], acc[S], acc[E], values, acc[REV], correction, final, replaces)
+        )
         acc[REV] += 1
         if correction:
             self._corrections += 1

@@ -66,8 +66,7 @@ class ClockSkewCorrector:
             dev = self._devices[device_id] = _DeviceOffsets(self.window)
         return dev.add(receive_time - send_time)
 
-    def correct(self, device_id: object, event_time: int, send_time: int,
-                receive_time: int) -> int:
+    def correct(self, device_id: object, event_time: int, send_time: int, receive_time: int) -> int:
         """The event time on the server's clock: ``event_time + offset(device)``, after adding
         this event's own sample to the estimate."""
         return event_time + self.observe(device_id, send_time, receive_time)

@@ -117,8 +117,10 @@ class TestingSink:
 
     def final_values(self, name: str | None = None) -> dict[tuple[object, int, int], object]:
         """``(key, start, end) -> values`` (or one aggregate's value) of the final emissions."""
-        return {(r.key, r.start, r.end): (r.values if name is None else r.values[name])
-                for r in self.finals()}
+        return {
+            (r.key, r.start, r.end): (r.values if name is None else r.values[name])
+            for r in self.finals()
+        }
 
 
 def run_operator(

@@ -73,7 +73,10 @@ def live_member(broker, billing):
     """A member joins `billing` (subscribed to orders): the group is no longer Empty."""
     co = broker.coordinator
     fut = co.join_group(
-        "billing", "", client_id="worker", host="10.0.0.7",
+        "billing",
+        "",
+        client_id="worker",
+        host="10.0.0.7",
         protocols=[("range", Subscription(("orders",)).encode())],
     )
     member = fut.result(5)

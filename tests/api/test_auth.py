@@ -19,8 +19,11 @@ MUTATIONS = [
     ("post", "/topics/orders/purge", {"all": True}),
     ("post", "/topics/orders/records", {"value": "x"}),
     ("delete", "/groups/billing", None),
-    ("post", "/groups/billing/reset", {"strategy": "to-earliest", "scope": "all_topics",
-                                       "dry_run": False}),
+    (
+        "post",
+        "/groups/billing/reset",
+        {"strategy": "to-earliest", "scope": "all_topics", "dry_run": False},
+    ),
     ("delete", "/groups/billing/offsets/orders", None),
 ]
 
@@ -85,20 +88,25 @@ def test_viewer_cannot_mutate(view, billing, broker, method, path, body):
 
     assert response.status_code == 403
     assert response.json()["error"] == {
-        "code": "operator_required", "message": "This needs the operator role."
+        "code": "operator_required",
+        "message": "This needs the operator role.",
     }
     d = broker.store.describe_topic("orders")
     assert {p.partition: p.end_offset for p in d.partitions} == ends
     assert d.overrides == {} and len(d.partitions) == 3
     assert {tp: c.offset for tp, c in broker.coordinator.committed("billing").items()} == {
-        ("orders", 0): 5, ("orders", 1): 20,
+        ("orders", 0): 5,
+        ("orders", 1): 20,
     }
     assert not AuditEntry.objects.exists()
 
 
 def test_viewer_may_preview_a_reset(view, billing):
-    response = view.post(f"{API}/groups/billing/reset",
-                         {"strategy": "to-earliest", "scope": "all_topics"}, format="json")
+    response = view.post(
+        f"{API}/groups/billing/reset",
+        {"strategy": "to-earliest", "scope": "all_topics"},
+        format="json",
+    )
     assert response.status_code == 200
     assert response.json()["dry_run"] is True and response.json()["executed"] is False
 

@@ -13,15 +13,25 @@ from tests.api.test_topics import error
 
 @pytest.mark.parametrize(
     "exc, status",
-    [(se.UnknownTopic("t"), 404), (se.UnknownPartition("t", 3, 1), 404),
-     (se.UnknownGroup("g"), 404), (se.TopicAlreadyExists("t"), 409),
-     (se.GroupNotEmpty("g", "Stable", ["m"]), 409), (se.RebalanceInProgress("r"), 409),
-     (se.InvalidConfig("k", "v", "bad"), 400), (se.InvalidTopicName("n"), 400),
-     (se.InvalidPartitions("p"), 400), (se.InvalidRecord("r"), 400),
-     (se.InvalidResetSpec("r"), 400), (se.OffsetOutOfRange("t", 0, 9, 1, 5), 416),
-     (se.RecordTooLarge("big"), 413), (se.InvalidSessionTimeout("s"), 400),
-     (se.CorruptRecord("c"), 500), (se.StoreClosed("s"), 503),
-     (se.DataDirLocked("/d", 1), 503)],
+    [
+        (se.UnknownTopic("t"), 404),
+        (se.UnknownPartition("t", 3, 1), 404),
+        (se.UnknownGroup("g"), 404),
+        (se.TopicAlreadyExists("t"), 409),
+        (se.GroupNotEmpty("g", "Stable", ["m"]), 409),
+        (se.RebalanceInProgress("r"), 409),
+        (se.InvalidConfig("k", "v", "bad"), 400),
+        (se.InvalidTopicName("n"), 400),
+        (se.InvalidPartitions("p"), 400),
+        (se.InvalidRecord("r"), 400),
+        (se.InvalidResetSpec("r"), 400),
+        (se.OffsetOutOfRange("t", 0, 9, 1, 5), 416),
+        (se.RecordTooLarge("big"), 413),
+        (se.InvalidSessionTimeout("s"), 400),
+        (se.CorruptRecord("c"), 500),
+        (se.StoreClosed("s"), 503),
+        (se.DataDirLocked("/d", 1), 503),
+    ],
 )
 def test_status_of_every_engine_error(exc, status):
     assert status_for(exc) == status
@@ -49,8 +59,10 @@ def test_a_bug_is_a_json_500_not_a_page(view, orders, monkeypatch):
 
 @pytest.mark.parametrize(
     "exc, status, code",
-    [(se.StoreClosed("the log store at /x is closed"), 503, "store_closed"),
-     (se.CorruptRecord("bad crc at 7"), 500, "corrupt_record")],
+    [
+        (se.StoreClosed("the log store at /x is closed"), 503, "store_closed"),
+        (se.CorruptRecord("bad crc at 7"), 500, "corrupt_record"),
+    ],
 )
 def test_server_side_engine_errors(view, orders, monkeypatch, exc, status, code):
     def fail(self, name):

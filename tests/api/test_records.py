@@ -27,9 +27,12 @@ def test_fetch_from_an_offset(view, orders):
     assert (body["log_start_offset"], body["end_offset"], body["next_offset"]) == (0, 20, 5)
     first = body["records"][0]
     assert first == {
-        "partition": 1, "offset": 3, "timestamp_ms": orders + 100_000 + 3000,
+        "partition": 1,
+        "offset": 3,
+        "timestamp_ms": orders + 100_000 + 3000,
         "timestamp": dt.datetime.fromtimestamp((orders + 103_000) / 1000, dt.UTC)
-        .isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
         "key": {"text": "k3", "base64": b64(b"k3"), "size": 2},
         "value": {"text": "v3", "base64": b64(b"v3"), "size": 2},
         "headers": [{"key": "h", "value": {"text": "x", "base64": b64(b"x"), "size": 1}}],
@@ -48,7 +51,7 @@ def test_fetch_defaults_to_the_log_start_and_100_records(view, orders, broker):
 @pytest.mark.parametrize("as_iso", [False, True])
 def test_fetch_from_a_timestamp(view, orders, as_iso):
     when = orders + 200_000 + 7_500  # between partition 2's records 7 and 8
-    param = (dt.datetime.fromtimestamp(when / 1000, dt.UTC).isoformat() if as_iso else when)
+    param = dt.datetime.fromtimestamp(when / 1000, dt.UTC).isoformat() if as_iso else when
     body = view.get(RECORDS, {"partition": 2, "timestamp": param, "limit": 1}).json()
     assert [r["offset"] for r in body["records"]] == [8]
 
@@ -86,7 +89,9 @@ def test_offset_below_the_log_start_is_416_with_both_bounds(view, orders, broker
     broker.store.delete_records("orders", {1: 12})
     err = error(view.get(RECORDS, {"partition": 1, "offset": 3}), 416)
     assert (err["code"], err["log_start_offset"], err["end_offset"]) == (
-        "offset_out_of_range", 12, 20
+        "offset_out_of_range",
+        12,
+        20,
     )
     assert error(view.get(RECORDS, {"partition": 1, "offset": -1}), 416)["log_start_offset"] == 12
 
@@ -100,10 +105,14 @@ def test_fetch_from_an_unknown_partition(view, orders, partition):
 
 @pytest.mark.parametrize(
     "params, field",
-    [({}, "partition"), ({"partition": "zero"}, "partition"),
-     ({"partition": 0, "limit": 0}, "limit"), ({"partition": 0, "limit": 1001}, "limit"),
-     ({"partition": 0, "offset": 1, "timestamp": 5}, "non_field_errors"),
-     ({"partition": 0, "timestamp": "last tuesday"}, "timestamp")],
+    [
+        ({}, "partition"),
+        ({"partition": "zero"}, "partition"),
+        ({"partition": 0, "limit": 0}, "limit"),
+        ({"partition": 0, "limit": 1001}, "limit"),
+        ({"partition": 0, "offset": 1, "timestamp": 5}, "non_field_errors"),
+        ({"partition": 0, "timestamp": "last tuesday"}, "timestamp"),
+    ],
 )
 def test_fetch_with_bad_parameters(view, orders, params, field):
     err = error(view.get(RECORDS, params), 400)
@@ -126,17 +135,26 @@ def test_produce_one_record_as_text(op, orders, broker):
     entry = AuditEntry.objects.get(action="records.produce")
     assert entry.source == "api" and entry.target == "topic orders"
     assert entry.after == {
-        "records": 1, "tombstones": 0, "partitions": {"0": {"first": 10, "last": 10, "count": 1}}
+        "records": 1,
+        "tombstones": 0,
+        "partitions": {"0": {"first": 10, "last": 10, "count": 1}},
     }
 
 
 def test_produce_many_with_base64_headers_timestamps_and_a_tombstone(op, orders, broker):
     t = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
     records = [
-        {"key": {"base64": b64(b"\x00\x01")}, "value": {"base64": b64(b"\xff\xfe")},
-         "headers": [{"key": "trace", "value": "abc"}, {"key": "bin", "value": {"base64": "gA=="}},
-                     {"key": "none", "value": None}],
-         "partition": 2, "timestamp": "2024-05-01T12:00:00Z"},
+        {
+            "key": {"base64": b64(b"\x00\x01")},
+            "value": {"base64": b64(b"\xff\xfe")},
+            "headers": [
+                {"key": "trace", "value": "abc"},
+                {"key": "bin", "value": {"base64": "gA=="}},
+                {"key": "none", "value": None},
+            ],
+            "partition": 2,
+            "timestamp": "2024-05-01T12:00:00Z",
+        },
         {"key": "gone", "value": None, "partition": 2, "timestamp": int(t.timestamp() * 1000) + 1},
         {"value": {"text": "plain"}, "partition": 1, "timestamp_ms": 42},
     ]
@@ -145,21 +163,29 @@ def test_produce_many_with_base64_headers_timestamps_and_a_tombstone(op, orders,
     out = r.json()["records"]
     assert [(o["partition"], o["offset"]) for o in out] == [(2, 30), (2, 31), (1, 20)]
     assert [o["timestamp_ms"] for o in out] == [
-        int(t.timestamp() * 1000), int(t.timestamp() * 1000) + 1, 42
+        int(t.timestamp() * 1000),
+        int(t.timestamp() * 1000) + 1,
+        42,
     ]
     first, tomb = broker.store.read("orders", 2, 30)
     assert (first.key, first.value) == (b"\x00\x01", b"\xff\xfe")
     assert first.headers == (("trace", b"abc"), ("bin", b"\x80"), ("none", None))
     assert (tomb.key, tomb.value) == (b"gone", None)
     entry = AuditEntry.objects.get(action="records.produce")
-    assert entry.after == {"records": 3, "tombstones": 1, "partitions": {
-        "1": {"first": 20, "last": 20, "count": 1}, "2": {"first": 30, "last": 31, "count": 2},
-    }}
+    assert entry.after == {
+        "records": 3,
+        "tombstones": 1,
+        "partitions": {
+            "1": {"first": 20, "last": 20, "count": 1},
+            "2": {"first": 30, "last": 31, "count": 2},
+        },
+    }
 
 
 def test_produce_a_bare_list(op, orders):
-    r = op.post(RECORDS, [{"value": "a", "partition": 0}, {"value": "b", "partition": 0}],
-                format="json")
+    r = op.post(
+        RECORDS, [{"value": "a", "partition": 0}, {"value": "b", "partition": 0}], format="json"
+    )
     assert [o["offset"] for o in r.json()["records"]] == [10, 11]
 
 
@@ -177,31 +203,45 @@ def test_a_fetched_record_can_be_posted_back(op, orders, broker):
     copy = broker.store.read("orders", 1, 20)[0]
     original = broker.store.read("orders", 1, 4, max_records=1)[0]
     assert (copy.key, copy.value, copy.headers, copy.timestamp_ms) == (
-        original.key, original.value, original.headers, original.timestamp_ms
+        original.key,
+        original.value,
+        original.headers,
+        original.timestamp_ms,
     )
 
 
 @pytest.mark.parametrize(
     "record, path, code",
-    [({"value": {"base64": "not base64!"}}, ("value",), "invalid_base64"),
-     ({"value": "x", "key": {"base64": "YQ"}}, ("key",), "invalid_base64"),
-     ({"value": "x", "key": {"base64": 12}}, ("key",), "invalid_base64"),
-     ({"value": 42}, ("value",), "invalid"),
-     ({"value": {"hex": "00"}}, ("value",), "unknown_keys"),
-     ({"value": "x", "headers": {"trace": "abc"}}, ("headers", "non_field_errors"),
-      "not_a_list"),
-     ({"value": "x", "headers": ["trace=abc"]}, ("headers", "0", "non_field_errors"), "invalid"),
-     ({"value": "x", "headers": [{"value": "abc"}]}, ("headers", "0", "key"), "required"),
-     ({"value": "x", "headers": [{"key": "k"}]}, ("headers", "0", "value"), "required"),
-     ({"value": "x", "headers": [{"key": 5, "value": "v"}]}, ("headers", "0", "key"), "invalid"),
-     ({"value": "x", "headers": [{"key": "k", "value": {"base64": "%%"}}]},
-      ("headers", "0", "value"), "invalid_base64"),
-     ({"value": "x", "headers": [{"key": "k", "value": "v", "extra": 1}]},
-      ("headers", "0", "extra"), "unknown_field"),
-     ({"key": "only a key"}, ("value",), "required"),
-     ({"value": "x", "timestamp": "noon"}, ("timestamp",), "invalid"),
-     ({"value": "x", "timestamp": 5, "timestamp_ms": 6}, ("timestamp",), "invalid"),
-     ({"value": "x", "partition": "first"}, ("partition",), "invalid")],
+    [
+        ({"value": {"base64": "not base64!"}}, ("value",), "invalid_base64"),
+        ({"value": "x", "key": {"base64": "YQ"}}, ("key",), "invalid_base64"),
+        ({"value": "x", "key": {"base64": 12}}, ("key",), "invalid_base64"),
+        ({"value": 42}, ("value",), "invalid"),
+        ({"value": {"hex": "00"}}, ("value",), "unknown_keys"),
+        (
+            {"value": "x", "headers": {"trace": "abc"}},
+            ("headers", "non_field_errors"),
+            "not_a_list",
+        ),
+        ({"value": "x", "headers": ["trace=abc"]}, ("headers", "0", "non_field_errors"), "invalid"),
+        ({"value": "x", "headers": [{"value": "abc"}]}, ("headers", "0", "key"), "required"),
+        ({"value": "x", "headers": [{"key": "k"}]}, ("headers", "0", "value"), "required"),
+        ({"value": "x", "headers": [{"key": 5, "value": "v"}]}, ("headers", "0", "key"), "invalid"),
+        (
+            {"value": "x", "headers": [{"key": "k", "value": {"base64": "%%"}}]},
+            ("headers", "0", "value"),
+            "invalid_base64",
+        ),
+        (
+            {"value": "x", "headers": [{"key": "k", "value": "v", "extra": 1}]},
+            ("headers", "0", "extra"),
+            "unknown_field",
+        ),
+        ({"key": "only a key"}, ("value",), "required"),
+        ({"value": "x", "timestamp": "noon"}, ("timestamp",), "invalid"),
+        ({"value": "x", "timestamp": 5, "timestamp_ms": 6}, ("timestamp",), "invalid"),
+        ({"value": "x", "partition": "first"}, ("partition",), "invalid"),
+    ],
 )
 def test_malformed_records_are_400_with_the_field(op, orders, broker, record, path, code):
     err = error(op.post(RECORDS, {"records": [{"value": "fine"}, record]}, format="json"), 400)

@@ -56,7 +56,11 @@ def test_schema_json(view):
     _check(schema)
     fetch = schema["paths"]["/api/v1/topics/{name}/records"]["get"]
     assert {p["name"] for p in fetch["parameters"]} == {
-        "name", "partition", "offset", "timestamp", "limit"
+        "name",
+        "partition",
+        "offset",
+        "timestamp",
+        "limit",
     }
     assert set(fetch["responses"]) == {"200", "400", "401", "404", "416"}
     reset = schema["paths"]["/api/v1/groups/{group_id}/reset"]["post"]
@@ -90,17 +94,24 @@ def test_docs_page_lists_every_operation(docs_html):
     for path, methods in OPERATIONS.items():
         for method in methods:
             assert f'data-path="{path}" data-method="{method.upper()}"' in docs_html, (path, method)
-    for text in ["Fetch records from one partition", "Reset committed offsets",
-                 "drf_create_token", "offset_out_of_range", "group_not_empty",
-                 'id="schema-ResetRequest"', 'href="#schema-FetchResult"', "partition",
-                 "before_timestamp"]:
+    for text in [
+        "Fetch records from one partition",
+        "Reset committed offsets",
+        "drf_create_token",
+        "offset_out_of_range",
+        "group_not_empty",
+        'id="schema-ResetRequest"',
+        'href="#schema-FetchResult"',
+        "partition",
+        "before_timestamp",
+    ]:
         assert text in docs_html, text
 
 
 def test_docs_page_loads_nothing_from_elsewhere(docs_html):
     external = re.findall(r'(?:src|href)="((?:https?:)?//[^"]*)"', docs_html)
     assert external == []
-    assert "<script src=\"/static/" in docs_html or "<script" not in docs_html.split("</head>")[1]
+    assert '<script src="/static/' in docs_html or "<script" not in docs_html.split("</head>")[1]
 
 
 def test_docs_page_needs_a_login(client, broker):

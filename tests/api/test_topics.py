@@ -51,8 +51,11 @@ def test_list_with_a_bad_boolean_is_400(view, broker):
 def test_create_returns_the_description_and_audits(op, broker):
     response = op.post(
         f"{API}/topics",
-        {"name": "clicks", "partitions": 4, "config": {"retention.ms": 3600000,
-                                                       "cleanup.policy": "compact"}},
+        {
+            "name": "clicks",
+            "partitions": 4,
+            "config": {"retention.ms": 3600000, "cleanup.policy": "compact"},
+        },
         format="json",
     )
     assert response.status_code == 201
@@ -82,8 +85,12 @@ def test_create_with_an_invalid_name(op, broker, name):
 
 @pytest.mark.parametrize(
     "config, key",
-    [({"retention.ms": "soon"}, "retention.ms"), ({"cleanup.policy": "never"}, "cleanup.policy"),
-     ({"no.such.key": "1"}, "no.such.key"), ({"segment.bytes": 10}, "segment.bytes")],
+    [
+        ({"retention.ms": "soon"}, "retention.ms"),
+        ({"cleanup.policy": "never"}, "cleanup.policy"),
+        ({"no.such.key": "1"}, "no.such.key"),
+        ({"segment.bytes": 10}, "segment.bytes"),
+    ],
 )
 def test_create_with_a_bad_config(op, broker, config, key):
     err = error(op.post(f"{API}/topics", {"name": "t", "config": config}, format="json"), 400)
@@ -109,10 +116,13 @@ def test_create_an_internal_name_is_refused(op, broker):
 
 @pytest.mark.parametrize(
     "body, field",
-    [({"partitions": 1}, "name"), ({"name": "t", "partitions": "many"}, "partitions"),
-     ({"name": "t", "config": {"retention.ms": None}}, "config"),
-     ({"name": "t", "config": ["retention.ms"]}, "config"),
-     ({"name": "t", "replication": 3}, "replication")],
+    [
+        ({"partitions": 1}, "name"),
+        ({"name": "t", "partitions": "many"}, "partitions"),
+        ({"name": "t", "config": {"retention.ms": None}}, "config"),
+        ({"name": "t", "config": ["retention.ms"]}, "config"),
+        ({"name": "t", "replication": 3}, "replication"),
+    ],
 )
 def test_create_with_a_malformed_body(op, broker, body, field):
     err = error(op.post(f"{API}/topics", body, format="json"), 400)
@@ -150,7 +160,9 @@ def test_describe_has_partitions_config_and_groups(view, billing):
     assert body["name"] == "orders" and body["record_count"] == 60
     parts = body["partitions"]
     assert [(p["partition"], p["log_start_offset"], p["end_offset"]) for p in parts] == [
-        (0, 0, 10), (1, 0, 20), (2, 0, 30)
+        (0, 0, 10),
+        (1, 0, 20),
+        (2, 0, 30),
     ]
     assert all(p["size_bytes"] > 0 and p["segment_count"] == 1 for p in parts)
     assert parts[0]["last_append"].endswith("Z")
@@ -160,13 +172,16 @@ def test_describe_has_partitions_config_and_groups(view, billing):
 
 @pytest.mark.parametrize(
     "method, path, body",
-    [("get", "/topics/nope", None), ("delete", "/topics/nope", None),
-     ("get", "/topics/nope/config", None),
-     ("patch", "/topics/nope/config", {"set": {"retention.ms": "1"}}),
-     ("post", "/topics/nope/partitions", {"total": 2}), ("post", "/topics/nope/purge",
-                                                         {"all": True}),
-     ("get", "/topics/nope/records?partition=0", None),
-     ("post", "/topics/nope/records", {"value": "x"})],
+    [
+        ("get", "/topics/nope", None),
+        ("delete", "/topics/nope", None),
+        ("get", "/topics/nope/config", None),
+        ("patch", "/topics/nope/config", {"set": {"retention.ms": "1"}}),
+        ("post", "/topics/nope/partitions", {"total": 2}),
+        ("post", "/topics/nope/purge", {"all": True}),
+        ("get", "/topics/nope/records?partition=0", None),
+        ("post", "/topics/nope/records", {"value": "x"}),
+    ],
 )
 def test_unknown_topic_is_404_everywhere(op, broker, method, path, body):
     err = error(getattr(op, method)(API + path, body, format="json"), 404)
@@ -178,8 +193,11 @@ def test_unknown_topic_is_404_everywhere(op, broker, method, path, body):
 
 def test_config_get_and_patch(op, orders, broker):
     assert op.get(f"{API}/topics/orders/config").json()["overrides"] == {}
-    r = op.patch(f"{API}/topics/orders/config",
-                 {"set": {"retention.ms": 60000, "max.message.bytes": "2000"}}, format="json")
+    r = op.patch(
+        f"{API}/topics/orders/config",
+        {"set": {"retention.ms": 60000, "max.message.bytes": "2000"}},
+        format="json",
+    )
     assert r.status_code == 200
     assert r.json()["overrides"] == {"retention.ms": "60000", "max.message.bytes": "2000"}
     r = op.patch(f"{API}/topics/orders/config", {"delete": ["retention.ms"]}, format="json")
@@ -188,8 +206,10 @@ def test_config_get_and_patch(op, orders, broker):
     assert broker.store.describe_topic("orders").overrides == {"max.message.bytes": "2000"}
 
     first, second = AuditEntry.objects.filter(action="topic.config").order_by("id")
-    assert first.before == {} and first.after == {"retention.ms": "60000",
-                                                  "max.message.bytes": "2000"}
+    assert first.before == {} and first.after == {
+        "retention.ms": "60000",
+        "max.message.bytes": "2000",
+    }
     assert second.before == first.after and second.after == {"max.message.bytes": "2000"}
     assert {first.source, second.source} == {"api"}
 
@@ -207,8 +227,10 @@ def test_config_delete_of_an_unknown_key(op, orders):
     assert err["code"] == "invalid_config" and err["key"] == "retention.mss"
 
 
-@pytest.mark.parametrize("body", [{}, {"set": {"retention.ms": "1"}, "delete": ["retention.ms"]},
-                                  {"set": "retention.ms=1"}])
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"set": {"retention.ms": "1"}, "delete": ["retention.ms"]}, {"set": "retention.ms=1"}],
+)
 def test_config_patch_malformed(op, orders, body):
     err = error(op.patch(f"{API}/topics/orders/config", body, format="json"), 400)
     assert err["code"] == "invalid_request"
@@ -252,11 +274,13 @@ def test_delete_topic(op, orders, broker):
 
 @pytest.mark.parametrize(
     "method, path, body",
-    [("delete", "/topics/__consumer_offsets", None),
-     ("post", "/topics/__consumer_offsets/purge", {"all": True}),
-     ("post", "/topics/__consumer_offsets/partitions", {"total": 60}),
-     ("patch", "/topics/__consumer_offsets/config", {"set": {"retention.ms": "1"}}),
-     ("post", "/topics/__consumer_offsets/records", {"value": "junk"})],
+    [
+        ("delete", "/topics/__consumer_offsets", None),
+        ("post", "/topics/__consumer_offsets/purge", {"all": True}),
+        ("post", "/topics/__consumer_offsets/partitions", {"total": 60}),
+        ("patch", "/topics/__consumer_offsets/config", {"set": {"retention.ms": "1"}}),
+        ("post", "/topics/__consumer_offsets/records", {"value": "junk"}),
+    ],
 )
 def test_internal_topics_are_read_only(op, broker, method, path, body):
     before = broker.store.describe_topic("__consumer_offsets")
@@ -274,10 +298,15 @@ def test_purge_below_an_offset_in_every_partition(op, orders, broker):
     assert r.status_code == 200
     body = r.json()
     assert body["records_deleted"] == 10 + 15 + 15
-    assert [(p["partition"], p["log_start_offset_before"], p["log_start_offset_after"],
-             p["records_deleted"]) for p in body["partitions"]] == [
-        (0, 0, 10, 10), (1, 0, 15, 15), (2, 0, 15, 15)
-    ]
+    assert [
+        (
+            p["partition"],
+            p["log_start_offset_before"],
+            p["log_start_offset_after"],
+            p["records_deleted"],
+        )
+        for p in body["partitions"]
+    ] == [(0, 0, 10, 10), (1, 0, 15, 15), (2, 0, 15, 15)]
     assert broker.store.offsets("orders", 1) == (15, 20)
     entry = audit("topic.purge")
     assert entry.before == {"log_start_offsets": {"0": 0, "1": 0, "2": 0}}
@@ -289,10 +318,17 @@ def test_purge_below_an_offset_in_every_partition(op, orders, broker):
 def test_purge_one_partition_before_a_timestamp(op, orders, broker):
     t0 = orders
     when = t0 + 100_000 + 5_000  # partition 1's sixth record
-    r = op.post(f"{API}/topics/orders/purge",
-                {"partitions": [1], "before_timestamp": when}, format="json")
-    assert r.json()["partitions"] == [{"partition": 1, "log_start_offset_before": 0,
-                                       "log_start_offset_after": 5, "records_deleted": 5}]
+    r = op.post(
+        f"{API}/topics/orders/purge", {"partitions": [1], "before_timestamp": when}, format="json"
+    )
+    assert r.json()["partitions"] == [
+        {
+            "partition": 1,
+            "log_start_offset_before": 0,
+            "log_start_offset_after": 5,
+            "records_deleted": 5,
+        }
+    ]
     assert broker.store.offsets("orders", 0) == (0, 10)
 
 
@@ -300,8 +336,9 @@ def test_purge_before_an_iso_timestamp(op, orders, broker):
     import datetime as dt
 
     iso = dt.datetime.fromtimestamp((orders + 3000) / 1000, dt.UTC).isoformat()
-    r = op.post(f"{API}/topics/orders/purge", {"partitions": [0], "before_timestamp": iso},
-                format="json")
+    r = op.post(
+        f"{API}/topics/orders/purge", {"partitions": [0], "before_timestamp": iso}, format="json"
+    )
     assert r.json()["records_deleted"] == 3
 
 
@@ -314,9 +351,14 @@ def test_purge_all(op, orders, broker):
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"all": False}, {"all": True, "before_offset": 3},
-     {"before_offset": 3, "before_timestamp": 5}, {"partitions": [], "all": True},
-     {"before_timestamp": "yesterday"}],
+    [
+        {},
+        {"all": False},
+        {"all": True, "before_offset": 3},
+        {"before_offset": 3, "before_timestamp": 5},
+        {"partitions": [], "all": True},
+        {"before_timestamp": "yesterday"},
+    ],
 )
 def test_purge_needs_exactly_one_bound(op, orders, broker, body):
     err = error(op.post(f"{API}/topics/orders/purge", body, format="json"), 400)

@@ -46,8 +46,14 @@ T0 = 1_767_225_600_000
 
 
 def _value(i: int) -> bytes:
-    return json.dumps({"order": i, "customer": f"c{i % 977}", "total": i % 500 + 0.5,
-                       "items": [{"sku": "SKU-1001", "qty": 1}]}).encode()
+    return json.dumps(
+        {
+            "order": i,
+            "customer": f"c{i % 977}",
+            "total": i % 500 + 0.5,
+            "items": [{"sku": "SKU-1001", "qty": 1}],
+        }
+    ).encode()
 
 
 def _iso(ms: int) -> str:
@@ -63,10 +69,12 @@ def _fill_tidelog(store, total: int) -> None:
     per = total // PARTITIONS
     for p in range(PARTITIONS):
         for base in range(0, per, BATCH):
-            recs = [ProducerRecord(_value(i), b"c%d" % (i % 977), (("trace", b"%d" % i),),
-                                   T0 + i * 10)
-                    for i in range(base * PARTITIONS + p, min(base + BATCH, per) * PARTITIONS,
-                                   PARTITIONS)]
+            recs = [
+                ProducerRecord(_value(i), b"c%d" % (i % 977), (("trace", b"%d" % i),), T0 + i * 10)
+                for i in range(
+                    base * PARTITIONS + p, min(base + BATCH, per) * PARTITIONS, PARTITIONS
+                )
+            ]
             store.append_batch("big", recs, partition=p)
 
 
@@ -121,8 +129,11 @@ def _tidelog(work: str, total: int) -> dict[str, list[float]]:
         cursor = page.next_cursor
     cases = {
         "newest first, all partitions": {"seek": "newest"},
-        "offset in the middle, one partition": {"seek": "offset", "offset": str(per // 2),
-                                                "partition": "3"},
+        "offset in the middle, one partition": {
+            "seek": "offset",
+            "offset": str(per // 2),
+            "partition": "3",
+        },
         "timestamp in the middle": {"seek": "timestamp", "at": _iso(T0 + total * 5)},
         "newest - 1000, all partitions": {"seek": "newest-n", "n": "1000"},
         "100th page by cursor": {"cursor": cursor},
@@ -130,12 +141,15 @@ def _tidelog(work: str, total: int) -> dict[str, list[float]]:
     results = {}
     for name, params in cases.items():
         results[name] = _time_view(browse_messages, factory, user, path, params)
-        log(f"Tidelog {name}: p50 {percentile(results[name], 50):.1f} ms, "
-            f"p99 {percentile(results[name], 99):.1f} ms")
+        log(
+            f"Tidelog {name}: p50 {percentile(results[name], 50):.1f} ms, "
+            f"p99 {percentile(results[name], 99):.1f} ms"
+        )
     engine = {  # the read alone, comparable with the peer's raw XRANGE
         "newest first, all partitions": BrowseRequest("big", seek="newest", page_size=50),
         "offset in the middle, one partition": BrowseRequest(
-            "big", partition=3, seek="offset", value=per // 2, page_size=50),
+            "big", partition=3, seek="offset", value=per // 2, page_size=50
+        ),
     }
     for name, req in engine.items():
         times = []
@@ -157,8 +171,10 @@ def _redis(work: str, total: int) -> dict[str, list[float]]:
                 pipe.xadd("big", {"v": _value(i)}, id=f"0-{i + 1}")
             pipe.execute()
         rng = random.Random(1)
-        out: dict[str, list[float]] = {"newest first, all partitions": [],
-                                       "offset in the middle, one partition": []}
+        out: dict[str, list[float]] = {
+            "newest first, all partitions": [],
+            "offset in the middle, one partition": [],
+        }
         for _ in range(REPS):
             started = time.perf_counter()
             assert len(r.xrevrange("big", count=50)) == 50
@@ -167,7 +183,8 @@ def _redis(work: str, total: int) -> dict[str, list[float]]:
             started = time.perf_counter()
             assert len(r.xrange("big", min=f"0-{mid}", count=50)) == 50
             out["offset in the middle, one partition"].append(
-                (time.perf_counter() - started) * 1000)
+                (time.perf_counter() - started) * 1000
+            )
         return out
 
 
@@ -184,19 +201,24 @@ def main() -> list[Row]:
         peer_times = peer.get(name.removeprefix("engine read: ")) if engine else None
         for p in (50, 99):
             view_target = not engine and p == 99
-            rows.append(Row(
-                metric=f"{name if engine else 'page view: ' + name}, p{p}", unit="ms",
-                tidelog=percentile(times, p),
-                peer="redis-streams" if peer_times else None,
-                peer_value=percentile(peer_times, p) if peer_times else None,
-                target="<= 100 ms" if view_target else None,
-                check=at_most(100.0) if view_target else None,
-                higher_is_better=False,
-            ))
-    rows[0].note = (f"{total:,} records in {PARTITIONS} partitions; page view = the console's "
-                    f"view with 50 rows rendered ({REPS} requests per seek, no peer: no Redis "
-                    "console to compare); engine read = cluster.browse of 50 records, against "
-                    "Redis XREVRANGE / XRANGE COUNT 50 through redis-py")
+            rows.append(
+                Row(
+                    metric=f"{name if engine else 'page view: ' + name}, p{p}",
+                    unit="ms",
+                    tidelog=percentile(times, p),
+                    peer="redis-streams" if peer_times else None,
+                    peer_value=percentile(peer_times, p) if peer_times else None,
+                    target="<= 100 ms" if view_target else None,
+                    check=at_most(100.0) if view_target else None,
+                    higher_is_better=False,
+                )
+            )
+    rows[0].note = (
+        f"{total:,} records in {PARTITIONS} partitions; page view = the console's "
+        f"view with 50 rows rendered ({REPS} requests per seek, no peer: no Redis "
+        "console to compare); engine read = cluster.browse of 50 records, against "
+        "Redis XREVRANGE / XRANGE COUNT 50 through redis-py"
+    )
     print()
     print_table(rows)
     path = write_results(NAME, rows)

@@ -69,8 +69,10 @@ def main() -> None:
                     url = f"redis://127.0.0.1:{redis.port}/0" if layer == "redis" else ""
                     log(f"run {i + 1}/{runs}: {layer} layer, {seconds} s at {RATE:,} records/s")
                     results[layer].append(_child_run(layer, url, seconds, scratch))
-                    log(f"  p50 {results[layer][-1]['p50']:.0f} ms, "
-                        f"p99 {results[layer][-1]['p99']:.0f} ms")
+                    log(
+                        f"  p50 {results[layer][-1]['p50']:.0f} ms, "
+                        f"p99 {results[layer][-1]['p99']:.0f} ms"
+                    )
     rows = _rows(results, runs, seconds)
     print_table(rows)
     write_results("push", rows)
@@ -81,10 +83,20 @@ def _child_run(layer: str, redis_url: str, seconds: int, scratch: str) -> dict:
     env.pop("REDIS_URL", None)
     if redis_url:
         env["REDIS_URL"] = redis_url
-    cmd = [sys.executable, "-m", "tests.bench.bench_push", "--run", layer,
-           "--seconds", str(seconds), "--scratch", scratch]
-    done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=seconds + 240)
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.bench.bench_push",
+        "--run",
+        layer,
+        "--seconds",
+        str(seconds),
+        "--scratch",
+        scratch,
+    ]
+    done = subprocess.run(
+        cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=seconds + 240
+    )
     if done.returncode != 0:
         raise SystemExit(f"bench push run failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -98,35 +110,65 @@ def _rows(results: dict[str, list[dict]], runs: int, seconds: int) -> list[Row]:
     def med(layer: str, key: str) -> float:
         return median([r[key] for r in results[layer]])
 
-    note = (f"{CLIENTS} WebSocket clients on Daphne, overview subscription, {RATE:,} records/s "
-            f"in batches of {BATCH} to a {PARTITIONS}-partition topic, {seconds} s per run after "
-            f"{WARMUP_S} s warm-up, median of {runs} runs; latency = receive time - append time "
-            f"of each record in the received 1-s window. Peer: the same with the channels-redis "
-            f"layer (the issue names no peer; redis-server {_redis_version()} started by the "
-            f"bench); ratio > 1: in-memory is faster")
+    note = (
+        f"{CLIENTS} WebSocket clients on Daphne, overview subscription, {RATE:,} records/s "
+        f"in batches of {BATCH} to a {PARTITIONS}-partition topic, {seconds} s per run after "
+        f"{WARMUP_S} s warm-up, median of {runs} runs; latency = receive time - append time "
+        f"of each record in the received 1-s window. Peer: the same with the channels-redis "
+        f"layer (the issue names no peer; redis-server {_redis_version()} started by the "
+        f"bench); ratio > 1: in-memory is faster"
+    )
     rows = []
     for metric, key in (("append to browser p50", "p50"), ("append to browser p99", "p99")):
-        rows.append(Row(
-            metric=metric, unit="ms", tidelog=med("memory", key), peer="channels-redis layer",
-            peer_value=med("redis", key), higher_is_better=False,
-            target=f"p99 <= {TARGET_P99_MS} ms" if key == "p99" else None,
-            check=at_most(TARGET_P99_MS) if key == "p99" else None, note=note,
-        ))
-    for metric, key in (("window end to browser p50", "close_p50"),
-                        ("window end to browser p99", "close_p99")):
-        rows.append(Row(
-            metric=metric, unit="ms", tidelog=med("memory", key), peer="channels-redis layer",
-            peer_value=med("redis", key), higher_is_better=False,
-            note="the push path alone: receive time - end of the 1-s window (sampler tick, "
-                 "hub, relay, channel layer, 20 sockets)",
-        ))
-    rows.append(Row(metric="windows received per client", unit="windows",
-                    tidelog=med("memory", "windows"), peer="channels-redis layer",
-                    peer_value=med("redis", "windows"),
-                    note="1-s windows with bench records each client got (medians)"))
-    rows.append(Row(metric="records appended per second", unit="records/s",
-                    tidelog=med("memory", "rate"), peer="channels-redis layer",
-                    peer_value=med("redis", "rate"), note="achieved append rate (target 10,000)"))
+        rows.append(
+            Row(
+                metric=metric,
+                unit="ms",
+                tidelog=med("memory", key),
+                peer="channels-redis layer",
+                peer_value=med("redis", key),
+                higher_is_better=False,
+                target=f"p99 <= {TARGET_P99_MS} ms" if key == "p99" else None,
+                check=at_most(TARGET_P99_MS) if key == "p99" else None,
+                note=note,
+            )
+        )
+    for metric, key in (
+        ("window end to browser p50", "close_p50"),
+        ("window end to browser p99", "close_p99"),
+    ):
+        rows.append(
+            Row(
+                metric=metric,
+                unit="ms",
+                tidelog=med("memory", key),
+                peer="channels-redis layer",
+                peer_value=med("redis", key),
+                higher_is_better=False,
+                note="the push path alone: receive time - end of the 1-s window (sampler tick, "
+                "hub, relay, channel layer, 20 sockets)",
+            )
+        )
+    rows.append(
+        Row(
+            metric="windows received per client",
+            unit="windows",
+            tidelog=med("memory", "windows"),
+            peer="channels-redis layer",
+            peer_value=med("redis", "windows"),
+            note="1-s windows with bench records each client got (medians)",
+        )
+    )
+    rows.append(
+        Row(
+            metric="records appended per second",
+            unit="records/s",
+            tidelog=med("memory", "rate"),
+            peer="channels-redis layer",
+            peer_value=med("redis", "rate"),
+            note="achieved append rate (target 10,000)",
+        )
+    )
     return rows
 
 
@@ -144,9 +186,14 @@ def _redis_version() -> str:
 def run(layer: str, seconds: int, scratch: str) -> None:
     """One measurement in this process: server, appender, clients; prints a JSON line."""
     data_dir = Path(scratch) / f"data-{layer}-{os.getpid()}"
-    os.environ.update({"TIDELOG_DATA_DIR": str(data_dir), "TIDELOG_DEMO": "0",
-                       "TIDELOG_KAFKA_LISTENER": "0",
-                       "DJANGO_SETTINGS_MODULE": "brokerui.settings"})
+    os.environ.update(
+        {
+            "TIDELOG_DATA_DIR": str(data_dir),
+            "TIDELOG_DEMO": "0",
+            "TIDELOG_KAFKA_LISTENER": "0",
+            "DJANGO_SETTINGS_MODULE": "brokerui.settings",
+        }
+    )
     import daphne.server  # noqa: F401 - installs the asyncio reactor before anything else
     import django
     from django.core.management import call_command
@@ -167,8 +214,11 @@ def run(layer: str, seconds: int, scratch: str) -> None:
         target=_control, args=(store, port, cookie, seconds, scratch, result), daemon=True
     )
     server = daphne.server.Server(
-        application=application, endpoints=[f"tcp:port={port}:interface=127.0.0.1"],
-        signal_handlers=False, verbosity=0, ready_callable=control.start,
+        application=application,
+        endpoints=[f"tcp:port={port}:interface=127.0.0.1"],
+        signal_handlers=False,
+        verbosity=0,
+        ready_callable=control.start,
     )
     server.run()  # returns when the control thread stops the reactor
     if "error" in result:
@@ -198,9 +248,19 @@ def _control(store, port: int, cookie: str, seconds: int, scratch: str, result: 
     try:
         out = Path(scratch) / f"clients-{os.getpid()}.json"
         total = WARMUP_S + seconds
-        clients = subprocess.Popen([
-            sys.executable, "-m", "tests.bench.bench_push", "--clients", str(port), cookie,
-            str(total + 2), str(out)], cwd=REPO_ROOT)
+        clients = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.bench.bench_push",
+                "--clients",
+                str(port),
+                cookie,
+                str(total + 2),
+                str(out),
+            ],
+            cwd=REPO_ROOT,
+        )
         time.sleep(1.0)  # let the clients connect and subscribe
         appends = _append(store, total)
         clients.wait(timeout=total + 60)
@@ -256,9 +316,14 @@ def _latencies(appends, received: list[list[list]], measured_from: float) -> dic
         windows.append(got)
     if not samples:
         raise RuntimeError("no window reached the clients")
-    return {"p50": percentile(samples, 50), "p99": percentile(samples, 99),
-            "close_p50": percentile(after_close, 50), "close_p99": percentile(after_close, 99),
-            "windows": median(windows), "samples": len(samples) * BATCH}
+    return {
+        "p50": percentile(samples, 50),
+        "p99": percentile(samples, 99),
+        "close_p50": percentile(after_close, 50),
+        "close_p99": percentile(after_close, 99),
+        "windows": median(windows),
+        "samples": len(samples) * BATCH,
+    }
 
 
 # ------------------------------------------------------------------------------ the clients
@@ -282,11 +347,12 @@ async def _client(port: int, cookie: str, seconds: float) -> list[list]:
     got: list[list] = []
     deadline = time.monotonic() + seconds
     async with websockets.connect(
-        f"ws://127.0.0.1:{port}/ws/metrics/", origin=f"http://127.0.0.1:{port}",
-        additional_headers={"Cookie": f"sessionid={cookie}"}, max_size=None,
+        f"ws://127.0.0.1:{port}/ws/metrics/",
+        origin=f"http://127.0.0.1:{port}",
+        additional_headers={"Cookie": f"sessionid={cookie}"},
+        max_size=None,
     ) as socket:
-        await socket.send(json.dumps({"type": "subscribe", "scope": "overview",
-                                      "range_ms": 2000}))
+        await socket.send(json.dumps({"type": "subscribe", "scope": "overview", "range_ms": 2000}))
         while (left := deadline - time.monotonic()) > 0:
             try:
                 raw = await asyncio.wait_for(socket.recv(), timeout=left)

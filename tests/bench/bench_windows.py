@@ -75,8 +75,9 @@ def make_events(n: int) -> list[tuple[str, int, int, int]]:
     events = []
     for i in range(n):
         sent = T0 + i * 1000 // RATE_PER_S
-        events.append((keys[rng.randrange(KEYS)], rng.randrange(1000),
-                       sent - rng.randrange(DISORDER_MS), 0))
+        events.append(
+            (keys[rng.randrange(KEYS)], rng.randrange(1000), sent - rng.randrange(DISORDER_MS), 0)
+        )
     return events
 
 
@@ -92,34 +93,50 @@ def oracle(events) -> Result:
 def check(name: str, got: Result, want: Result) -> None:
     if got.keys() != want.keys():
         missing, extra = want.keys() - got.keys(), got.keys() - want.keys()
-        raise SystemExit(f"{name}: windows differ from the oracle: {len(missing)} missing "
-                         f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra "
-                         f"(e.g. {sorted(extra)[:3]})")
-    bad = [k for k, (c, s, m) in want.items()
-           if got[k][0] != c or got[k][1] != s or abs(got[k][2] - m) > 1e-9 * max(1, abs(m))]
+        raise SystemExit(
+            f"{name}: windows differ from the oracle: {len(missing)} missing "
+            f"(e.g. {sorted(missing)[:3]}), {len(extra)} extra "
+            f"(e.g. {sorted(extra)[:3]})"
+        )
+    bad = [
+        k
+        for k, (c, s, m) in want.items()
+        if got[k][0] != c or got[k][1] != s or abs(got[k][2] - m) > 1e-9 * max(1, abs(m))
+    ]
     if bad:
         k = bad[0]
-        raise SystemExit(f"{name}: {len(bad)} windows differ from the oracle, e.g. {k}: "
-                         f"got {got[k]}, want {want[k]}")
+        raise SystemExit(
+            f"{name}: {len(bad)} windows differ from the oracle, e.g. {k}: "
+            f"got {got[k]}, want {want[k]}"
+        )
 
 
 # ------------------------------------------------------------------------------ Tidelog
 
 
 def run_tidelog(events) -> tuple[float, Result, int]:
-    operator = WindowOperator(Tumbling(SIZE_MS), {"count": Count(), "sum": Sum(), "mean": Mean()},
-                              out_of_orderness_ms=OUT_OF_ORDERNESS_MS, grace_ms=GRACE_MS)
+    operator = WindowOperator(
+        Tumbling(SIZE_MS),
+        {"count": Count(), "sum": Sum(), "mean": Mean()},
+        out_of_orderness_ms=OUT_OF_ORDERNESS_MS,
+        grace_ms=GRACE_MS,
+    )
     out = []
     started = time.perf_counter()
     for i in range(0, len(events), CHUNK):
-        out += operator.process_many(events[i:i + CHUNK])
+        out += operator.process_many(events[i : i + CHUNK])
     out += operator.flush()
     elapsed = time.perf_counter() - started
     if operator.late_count or operator.corrections:
-        raise SystemExit(f"tidelog: {operator.late_count} late events and "
-                         f"{operator.corrections} corrections where none are possible")
-    result = {(r.key, r.start): (r.values["count"], r.values["sum"], r.values["mean"])
-              for r in out if r.final}
+        raise SystemExit(
+            f"tidelog: {operator.late_count} late events and "
+            f"{operator.corrections} corrections where none are possible"
+        )
+    result = {
+        (r.key, r.start): (r.values["count"], r.values["sum"], r.values["mean"])
+        for r in out
+        if r.final
+    }
     if len(result) != sum(1 for r in out if r.final):
         raise SystemExit("tidelog: a window had more than one final emission")
     return len(events) / elapsed, result, len(out)
@@ -127,8 +144,12 @@ def run_tidelog(events) -> tuple[float, Result, int]:
 
 def run_tidelog_single(events) -> float:
     """The same job fed one ``process`` call per event (informational)."""
-    operator = WindowOperator(Tumbling(SIZE_MS), {"count": Count(), "sum": Sum(), "mean": Mean()},
-                              out_of_orderness_ms=OUT_OF_ORDERNESS_MS, grace_ms=GRACE_MS)
+    operator = WindowOperator(
+        Tumbling(SIZE_MS),
+        {"count": Count(), "sum": Sum(), "mean": Mean()},
+        out_of_orderness_ms=OUT_OF_ORDERNESS_MS,
+        grace_ms=GRACE_MS,
+    )
     process = operator.process
     started = time.perf_counter()
     for key, value, t, p in events:
@@ -166,10 +187,12 @@ def run_bytewax(items) -> tuple[float, Result, int]:
     late: list = []
     flow = Dataflow("bench_windows")
     stream = op.input("in", flow, TestingSource(items, batch_size=CHUNK))
-    clock = win.EventClock(lambda item: item[1],
-                           wait_for_system_duration=timedelta(milliseconds=OUT_OF_ORDERNESS_MS))
-    windower = win.TumblingWindower(length=timedelta(milliseconds=SIZE_MS),
-                                    align_to=datetime(1970, 1, 1, tzinfo=UTC))
+    clock = win.EventClock(
+        lambda item: item[1], wait_for_system_duration=timedelta(milliseconds=OUT_OF_ORDERNESS_MS)
+    )
+    windower = win.TumblingWindower(
+        length=timedelta(milliseconds=SIZE_MS), align_to=datetime(1970, 1, 1, tzinfo=UTC)
+    )
     out = win.fold_window("fold", stream, clock, windower, lambda: [0, 0], folder, merger)
     op.output("down", op.map("mean", out.down, with_mean), TestingSink(down))
     op.output("late", out.late, TestingSink(late))
@@ -178,8 +201,10 @@ def run_bytewax(items) -> tuple[float, Result, int]:
     elapsed = time.perf_counter() - started
     if late:
         raise SystemExit(f"bytewax: {len(late)} events came out late")
-    result = {(key, window_id * SIZE_MS): (count, total, mean)
-              for key, (window_id, count, total, mean) in down}
+    result = {
+        (key, window_id * SIZE_MS): (count, total, mean)
+        for key, (window_id, count, total, mean) in down
+    }
     return len(items) / elapsed, result, len(down)
 
 
@@ -220,19 +245,34 @@ def main() -> None:
             log(f"run {run + 1}: bytewax {rate:,.0f} events/s ({emitted:,} windows), matches")
     for _ in range(REPEATS):
         single.append(run_tidelog_single(events))
-    workload = (f"{n:,} events, {KEYS} keys, 1 s tumbling count+sum+mean, disorder 0-2 s, "
-                f"out-of-orderness {OUT_OF_ORDERNESS_MS} ms + grace {GRACE_MS} ms; "
-                f"median of {REPEATS}; both checked against a batch oracle")
-    peer_note = (f"bytewax {BYTEWAX_VERSION}: TestingSource batch 1000, fold_window, EventClock "
-                 f"(wait 2 s), TumblingWindower 1 s, datetimes prebuilt (untimed)"
-                 if missing is None else f"peer not measured: {missing}")
+    workload = (
+        f"{n:,} events, {KEYS} keys, 1 s tumbling count+sum+mean, disorder 0-2 s, "
+        f"out-of-orderness {OUT_OF_ORDERNESS_MS} ms + grace {GRACE_MS} ms; "
+        f"median of {REPEATS}; both checked against a batch oracle"
+    )
+    peer_note = (
+        f"bytewax {BYTEWAX_VERSION}: TestingSource batch 1000, fold_window, EventClock "
+        f"(wait 2 s), TumblingWindower 1 s, datetimes prebuilt (untimed)"
+        if missing is None
+        else f"peer not measured: {missing}"
+    )
     rows = [
-        Row("tumbling count+sum+mean (process_many)", "events/s", median(ours),
-            peer=PEER, peer_value=median(theirs) if theirs else None,
-            target=">= 5x peer", check=at_least_ratio(5),
-            note=f"{workload}; {peer_note}"),
-        Row("same, one process() call per event", "events/s", median(single),
-            note="informational: per-call overhead of process() over process_many"),
+        Row(
+            "tumbling count+sum+mean (process_many)",
+            "events/s",
+            median(ours),
+            peer=PEER,
+            peer_value=median(theirs) if theirs else None,
+            target=">= 5x peer",
+            check=at_least_ratio(5),
+            note=f"{workload}; {peer_note}",
+        ),
+        Row(
+            "same, one process() call per event",
+            "events/s",
+            median(single),
+            note="informational: per-call overhead of process() over process_many",
+        ),
     ]
     print_table(rows)
     write_results(NAME, rows)

@@ -137,9 +137,7 @@ def test_lag_and_consume_rate_follow_commits(engine, clock):
     assert got[series("group_bytes", "billing")][T0] > 0
 
 
-def test_stopped_group_catching_up_spikes_in_processing_time_but_not_in_event_time(
-    engine, clock
-):
+def test_stopped_group_catching_up_spikes_in_processing_time_but_not_in_event_time(engine, clock):
     """The book's example: 10 records/s keep arriving; the group stops for a minute, then
     catches up in one go — while two other groups read the same topic: one always keeps up,
     one is slow (half the rate). Each group's event time is its own.

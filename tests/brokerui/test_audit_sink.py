@@ -15,8 +15,7 @@ class Recorder:
     def __init__(self):
         self.calls = []
 
-    def record(self, user, action, target, *, before=None, after=None, source="console",
-               who=None):
+    def record(self, user, action, target, *, before=None, after=None, source="console", who=None):
         self.calls.append((action, target, before, after, source, who))
 
 

@@ -167,8 +167,6 @@ def test_kafka_tls_needs_both_files_and_loadable_ones(tmp_path):
     with pytest.raises(ConfigError, match="TIDELOG_KAFKA_TLS_KEY is not"):
         Config.from_env({"TIDELOG_KAFKA_TLS_CERT": str(cert)})
     with pytest.raises(ConfigError, match="cannot load the certificate"):
-        Config.from_env(
-            {"TIDELOG_KAFKA_TLS_CERT": str(key), "TIDELOG_KAFKA_TLS_KEY": str(key)}
-        )
+        Config.from_env({"TIDELOG_KAFKA_TLS_CERT": str(key), "TIDELOG_KAFKA_TLS_KEY": str(key)})
     with pytest.raises(ConfigError, match="TIDELOG_KAFKA_SASL"):
         Config.from_env({"TIDELOG_KAFKA_SASL": "maybe"})

@@ -729,8 +729,7 @@ def test_offsets_of_a_deleted_topic(data_dir):
 def test_changes_from_the_command_line_are_audited(data_dir):
     from brokerui.audit.models import AuditEntry
 
-    run("--reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest",
-        "--execute")
+    run("--reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest", "--execute")
     entry = AuditEntry.objects.get(action="group.reset")
     assert entry.source == "cli" and entry.username.startswith("cli:")
     assert entry.target == "group billing" and entry.after["offsets"]["orders"]["0"] == 0

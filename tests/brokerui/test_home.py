@@ -129,8 +129,9 @@ async def _asgi_get(app, path: str) -> tuple[int, bytes]:
 
 
 def test_expired_session_on_an_htmx_request_redirects_the_whole_page(client, broker):
-    response = client.get(reverse("console:topics"), HTTP_HX_REQUEST="true",
-                          HTTP_HX_CURRENT_URL="/topics/")
+    response = client.get(
+        reverse("console:topics"), HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="/topics/"
+    )
     assert response.status_code == 204
     assert response["HX-Redirect"].startswith(reverse("login"))
     plain = client.get(reverse("console:topics"))

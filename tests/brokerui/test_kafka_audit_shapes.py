@@ -169,10 +169,15 @@ def test_group_reset_one_shape(sources, broker):
     _cli("--reset-offsets", "--group", "g-cli", "--all-topics", "--to-earliest", "--execute")
     entries = _entries("group.reset")
     assert set(entries) == {"console", "api", "cli"}
-    assert entries["console"] == entries["api"] == entries["cli"] == (
-        "group",
-        {"offsets": {"orders": {"0": 4, "1": 9}}},
-        {"strategy": "to-earliest", "offsets": {"orders": {"0": 0, "1": 0}}},
+    assert (
+        entries["console"]
+        == entries["api"]
+        == entries["cli"]
+        == (
+            "group",
+            {"offsets": {"orders": {"0": 4, "1": 9}}},
+            {"strategy": "to-earliest", "offsets": {"orders": {"0": 0, "1": 0}}},
+        )
     )
 
 
@@ -198,10 +203,15 @@ def test_group_offsets_delete_one_shape(sources, broker):
     _cli("--delete-offsets", "--group", "g-cli", "--topic", "orders")
     entries = _entries("group.offsets.delete")
     assert set(entries) == {"console", "api", "cli"}
-    assert entries["console"] == entries["api"] == entries["cli"] == (
-        "group",
-        {"topic": "orders", "offsets": {"orders": {"0": 4, "1": 9}}},
-        {"topic": "orders", "offsets": None},
+    assert (
+        entries["console"]
+        == entries["api"]
+        == entries["cli"]
+        == (
+            "group",
+            {"topic": "orders", "offsets": {"orders": {"0": 4, "1": 9}}},
+            {"topic": "orders", "offsets": None},
+        )
     )
 
 
@@ -242,8 +252,13 @@ def test_topic_changes_one_shape_console_api_kafka(sources, broker, kafka):
     assert api.delete(f"{api_url}/a").status_code == 204
     _done(admin.delete_topics(["k"]))
 
-    for action in ("topic.create", "topic.config", "topic.add_partitions", "topic.purge",
-                   "topic.delete"):
+    for action in (
+        "topic.create",
+        "topic.config",
+        "topic.add_partitions",
+        "topic.purge",
+        "topic.delete",
+    ):
         entries = _entries(action)
         assert set(entries) == {"console", "api"}, action
         assert entries["console"] == entries["api"], action
@@ -260,8 +275,16 @@ def test_produce_one_shape(sources, broker):
     body = {"key": "k", "value": "v"}
     assert api.post("/api/v1/topics/pa/records", body, format="json").status_code == 201
     entries = _entries("records.produce")
-    assert entries["console"] == entries["api"] == (
-        "topic",
-        None,
-        {"records": 1, "tombstones": 0, "partitions": {"0": {"first": 0, "last": 0, "count": 1}}},
+    assert (
+        entries["console"]
+        == entries["api"]
+        == (
+            "topic",
+            None,
+            {
+                "records": 1,
+                "tombstones": 0,
+                "partitions": {"0": {"first": 0, "last": 0, "count": 1}},
+            },
+        )
     )

@@ -17,11 +17,16 @@ def _run_server(tmp_path, **env) -> subprocess.CompletedProcess:
         probe.bind(("127.0.0.1", 0))
         http_port = probe.getsockname()[1]
     return subprocess.run(
-        [sys.executable, "manage.py", "runserver", "--noreload", "--nostatic",
-         f"127.0.0.1:{http_port}"],
+        [
+            sys.executable,
+            "manage.py",
+            "runserver",
+            "--noreload",
+            "--nostatic",
+            f"127.0.0.1:{http_port}",
+        ],
         cwd=REPO_DIR,
-        env={**os.environ, "TIDELOG_DATA_DIR": str(tmp_path / "data"), "TIDELOG_DEMO": "0",
-             **env},
+        env={**os.environ, "TIDELOG_DATA_DIR": str(tmp_path / "data"), "TIDELOG_DEMO": "0", **env},
         capture_output=True,
         text=True,
         timeout=60,

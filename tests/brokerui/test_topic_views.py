@@ -35,8 +35,9 @@ def audit_topic_entries(store) -> list[dict]:
 
 def assert_audited(store, action: str, target: str) -> AuditEntry:
     entry = AuditEntry.objects.filter(action=action, target=target).latest("id")
-    topic_entries = [e for e in audit_topic_entries(store)
-                     if e["action"] == action and e["target"] == target]
+    topic_entries = [
+        e for e in audit_topic_entries(store) if e["action"] == action and e["target"] == target
+    ]
     assert topic_entries, f"no {action} {target} in __audit"
     assert topic_entries[-1]["id"] == entry.pk
     return entry
@@ -45,8 +46,13 @@ def assert_audited(store, action: str, target: str) -> AuditEntry:
 def fill(store, topic: str, per_partition: dict[int, int], timestamp_ms: int | None = None):
     for p, n in per_partition.items():
         for i in range(n):
-            store.append(topic, f"{topic}-{p}-{i}".encode(), key=f"k{i}".encode(), partition=p,
-                         timestamp_ms=timestamp_ms)
+            store.append(
+                topic,
+                f"{topic}-{p}-{i}".encode(),
+                key=f"k{i}".encode(),
+                partition=p,
+                timestamp_ms=timestamp_ms,
+            )
 
 
 @pytest.fixture
@@ -130,8 +136,9 @@ def test_detail_partitions_config_groups_and_links(viewer_client, orders, broker
 
     assert response.status_code == 200
     page = html(response)
-    rows = re.findall(r'data-partition="(\d+)" data-end-offset="(\d+)" data-start-offset="(\d+)"',
-                      page)
+    rows = re.findall(
+        r'data-partition="(\d+)" data-end-offset="(\d+)" data-start-offset="(\d+)"', page
+    )
     assert rows == [("0", "5", "0"), ("1", "0", "0"), ("2", "2", "0")]
     assert re.search(r'<tr class="override" data-config="retention.ms" data-override="1">', page)
     assert 'data-config="segment.bytes">' in page  # a default: not highlighted
@@ -144,8 +151,14 @@ def test_detail_partitions_config_groups_and_links(viewer_client, orders, broker
 
 def test_detail_offers_every_action_to_operators(operator_client, orders):
     page = html(operator_client.get(url("topic", "orders")))
-    for name in ("topic_config", "topic_partitions", "topic_purge", "topic_delete", "produce",
-                 "messages"):
+    for name in (
+        "topic_config",
+        "topic_partitions",
+        "topic_purge",
+        "topic_delete",
+        "produce",
+        "messages",
+    ):
         assert url(name, "orders") in page
 
 
@@ -157,8 +170,9 @@ def test_detail_shows_in_rate_of_the_last_minute(viewer_client, broker):
 
     page = html(viewer_client.get(url("topic", "live")))
 
-    kpi = re.search(r'<span class="kpi-value">([^<]+)</span><span class="kpi-label"[^>]*>records/s',
-                    page)
+    kpi = re.search(
+        r'<span class="kpi-value">([^<]+)</span><span class="kpi-label"[^>]*>records/s', page
+    )
     assert kpi.group(1) == "0.50"  # 30 records in 60 s
 
 
@@ -175,20 +189,30 @@ def test_unknown_topic_is_404_everywhere(operator_client, broker):
 
 
 def test_create_topic_with_presets_and_custom_configs(operator_client, broker):
-    response = operator_client.post(url("topic_create"), {
-        "name": "clicks", "partitions": "4", "cleanup_policy": "compact,delete",
-        "retention_ms": "86400000", "retention_bytes": str(10 * 1024**3),
-        "segment_bytes": "64 MB", "max_message_bytes": "",
-        "configs": "# comment\ncompression.type = zstd\n\nmin.compaction.lag.ms=1h\n",
-    })
+    response = operator_client.post(
+        url("topic_create"),
+        {
+            "name": "clicks",
+            "partitions": "4",
+            "cleanup_policy": "compact,delete",
+            "retention_ms": "86400000",
+            "retention_bytes": str(10 * 1024**3),
+            "segment_bytes": "64 MB",
+            "max_message_bytes": "",
+            "configs": "# comment\ncompression.type = zstd\n\nmin.compaction.lag.ms=1h\n",
+        },
+    )
 
     assert response.status_code == 302 and response.url == url("topic", "clicks")
     d = broker.store.describe_topic("clicks")
     assert len(d.partitions) == 4
     assert d.overrides == {
-        "cleanup.policy": "compact,delete", "retention.ms": "86400000",
-        "retention.bytes": str(10 * 1024**3), "segment.bytes": str(64 * 1024**2),
-        "compression.type": "zstd", "min.compaction.lag.ms": "3600000",
+        "cleanup.policy": "compact,delete",
+        "retention.ms": "86400000",
+        "retention.bytes": str(10 * 1024**3),
+        "segment.bytes": str(64 * 1024**2),
+        "compression.type": "zstd",
+        "min.compaction.lag.ms": "3600000",
     }
     entry = assert_audited(broker.store, "topic.create", "topic clicks")
     assert entry.username == "olivia" and entry.after["partitions"] == 4
@@ -198,10 +222,16 @@ def test_create_topic_with_presets_and_custom_configs(operator_client, broker):
 
 
 def test_create_defaults_make_no_overrides(operator_client, broker):
-    response = operator_client.post(url("topic_create"), {
-        "name": "plain", "partitions": "1", "cleanup_policy": "delete",
-        "retention_ms": "604800000", "retention_bytes": "-1",
-    })
+    response = operator_client.post(
+        url("topic_create"),
+        {
+            "name": "plain",
+            "partitions": "1",
+            "cleanup_policy": "delete",
+            "retention_ms": "604800000",
+            "retention_bytes": "-1",
+        },
+    )
     assert response.status_code == 302
     assert broker.store.describe_topic("plain").overrides == {}
 
@@ -229,16 +259,23 @@ def test_create_defaults_make_no_overrides(operator_client, broker):
     ],
 )
 def test_create_refusals_show_next_to_the_field(operator_client, orders, data, field, message):
-    form = {"name": "fresh", "partitions": "2", "cleanup_policy": "delete",
-            "retention_ms": "604800000", "retention_bytes": "-1", "segment_bytes": "8 MB"}
+    form = {
+        "name": "fresh",
+        "partitions": "2",
+        "cleanup_policy": "delete",
+        "retention_ms": "604800000",
+        "retention_bytes": "-1",
+        "segment_bytes": "8 MB",
+    }
     form.update(data)
 
     response = operator_client.post(url("topic_create"), form)
 
     assert response.status_code == 200
     page = html(response)
-    msg = re.search(rf'<small id="{field}-msg" class="field-msg field-error"[^>]*>(.*?)</small>',
-                    page, re.S)
+    msg = re.search(
+        rf'<small id="{field}-msg" class="field-msg field-error"[^>]*>(.*?)</small>', page, re.S
+    )
     assert msg, f"no error next to {field}"
     assert message in msg.group(1)
     assert 'value="8 MB"' in page or "segment_bytes" in data  # what the user typed stays
@@ -247,11 +284,17 @@ def test_create_refusals_show_next_to_the_field(operator_client, orders, data, f
 
 
 def test_create_escapes_what_the_user_typed(operator_client, broker):
-    response = operator_client.post(url("topic_create"), {
-        "name": "<b>x</b>", "partitions": "1", "cleanup_policy": "delete",
-        "retention_ms": "604800000", "retention_bytes": "-1",
-        "configs": "compression.type=<script>alert(1)</script>",
-    })
+    response = operator_client.post(
+        url("topic_create"),
+        {
+            "name": "<b>x</b>",
+            "partitions": "1",
+            "cleanup_policy": "delete",
+            "retention_ms": "604800000",
+            "retention_bytes": "-1",
+            "configs": "compression.type=<script>alert(1)</script>",
+        },
+    )
     page = html(response)
     assert response.status_code == 200
     assert "<script>alert(1)" not in page and "<b>x</b>" not in page
@@ -259,14 +302,23 @@ def test_create_escapes_what_the_user_typed(operator_client, broker):
 
 
 def test_create_live_check_answers_for_one_field(operator_client, orders):
-    base = {"partitions": "1", "cleanup_policy": "delete", "retention_ms": "604800000",
-            "retention_bytes": "-1"}
-    taken = operator_client.post(url("topic_create"), {**base, "name": "orders",
-                                                        "_check": "name"}, **HX)
-    free = operator_client.post(url("topic_create"), {**base, "name": "new-one",
-                                                       "_check": "name"}, **HX)
-    config = operator_client.post(url("topic_create"), {**base, "name": "", "_check": "configs",
-                                                         "configs": "segment.bytes=1"}, **HX)
+    base = {
+        "partitions": "1",
+        "cleanup_policy": "delete",
+        "retention_ms": "604800000",
+        "retention_bytes": "-1",
+    }
+    taken = operator_client.post(
+        url("topic_create"), {**base, "name": "orders", "_check": "name"}, **HX
+    )
+    free = operator_client.post(
+        url("topic_create"), {**base, "name": "new-one", "_check": "name"}, **HX
+    )
+    config = operator_client.post(
+        url("topic_create"),
+        {**base, "name": "", "_check": "configs", "configs": "segment.bytes=1"},
+        **HX,
+    )
 
     assert taken.status_code == 200 and "already exists" in html(taken)
     assert html(taken).startswith('<small id="name-msg" class="field-msg field-error"')
@@ -282,13 +334,20 @@ def test_edit_config_sets_and_resets_with_audit(operator_client, orders):
     page = html(operator_client.get(url("topic_config", "orders")))
     assert 'name="retention.ms" value="3600000"' in page
 
-    response = operator_client.post(url("topic_config", "orders"), {
-        "retention.ms": "", "segment.bytes": "16 MB", "cleanup.policy": "compact,delete",
-    })
+    response = operator_client.post(
+        url("topic_config", "orders"),
+        {
+            "retention.ms": "",
+            "segment.bytes": "16 MB",
+            "cleanup.policy": "compact,delete",
+        },
+    )
 
     assert response.status_code == 302
     assert orders.describe_topic("orders").overrides == {
-        "segment.bytes": str(16 * 1024**2), "cleanup.policy": "compact,delete"}
+        "segment.bytes": str(16 * 1024**2),
+        "cleanup.policy": "compact,delete",
+    }
     entry = assert_audited(orders, "topic.config", "topic orders")
     assert entry.before == {"retention.ms": "3600000"}
     assert entry.after == {"segment.bytes": "16777216", "cleanup.policy": "compact,delete"}
@@ -296,15 +355,18 @@ def test_edit_config_sets_and_resets_with_audit(operator_client, orders):
 
 
 def test_edit_config_reset_checkbox_wins(operator_client, orders):
-    response = operator_client.post(url("topic_config", "orders"), {
-        "retention.ms": "3600000", "reset": ["retention.ms"]})
+    response = operator_client.post(
+        url("topic_config", "orders"), {"retention.ms": "3600000", "reset": ["retention.ms"]}
+    )
     assert response.status_code == 302
     assert orders.describe_topic("orders").overrides == {}
 
 
 def test_edit_config_refusal_changes_nothing(operator_client, orders):
-    response = operator_client.post(url("topic_config", "orders"), {
-        "retention.ms": "2h", "segment.bytes": "tiny", "min.cleanable.dirty.ratio": "7"})
+    response = operator_client.post(
+        url("topic_config", "orders"),
+        {"retention.ms": "2h", "segment.bytes": "tiny", "min.cleanable.dirty.ratio": "7"},
+    )
 
     assert response.status_code == 200
     page = html(response)
@@ -317,17 +379,20 @@ def test_edit_config_refusal_changes_nothing(operator_client, orders):
 
 
 def test_edit_config_without_changes_says_so(operator_client, orders):
-    response = operator_client.post(url("topic_config", "orders"), {"retention.ms": "1h"},
-                                    follow=True)
+    response = operator_client.post(
+        url("topic_config", "orders"), {"retention.ms": "1h"}, follow=True
+    )
     assert "Nothing changed." in html(response)
     assert not AuditEntry.objects.filter(action="topic.config").exists()
 
 
 def test_edit_config_live_check(operator_client, orders):
-    bad = operator_client.post(url("topic_config", "orders"),
-                               {"segment.bytes": "1", "_check": "segment.bytes"}, **HX)
-    good = operator_client.post(url("topic_config", "orders"),
-                                {"segment.bytes": "1 GB", "_check": "segment.bytes"}, **HX)
+    bad = operator_client.post(
+        url("topic_config", "orders"), {"segment.bytes": "1", "_check": "segment.bytes"}, **HX
+    )
+    good = operator_client.post(
+        url("topic_config", "orders"), {"segment.bytes": "1 GB", "_check": "segment.bytes"}, **HX
+    )
     assert "must be between 1024" in html(bad) and "field-error" in html(bad)
     assert "field-error" not in html(good) and "must be" not in html(good)
 
@@ -346,10 +411,16 @@ def test_add_partitions_with_audit(operator_client, orders):
     assert (entry.before, entry.after) == ({"partitions": 3}, {"partitions": 5})
 
 
-@pytest.mark.parametrize(("total", "message"), [
-    ("2", "never removed"), ("3", "already has 3 partitions"), ("0", "between 1 and"),
-    ("x", "whole number"), ("", "required"),
-])
+@pytest.mark.parametrize(
+    ("total", "message"),
+    [
+        ("2", "never removed"),
+        ("3", "already has 3 partitions"),
+        ("0", "between 1 and"),
+        ("x", "whole number"),
+        ("", "required"),
+    ],
+)
 def test_add_partitions_refused_with_the_reason(operator_client, orders, total, message):
     response = operator_client.post(url("topic_partitions", "orders"), {"total": total})
     assert response.status_code == 200
@@ -386,8 +457,9 @@ def test_delete_needs_the_typed_name(operator_client, orders, broker):
 def test_purge_before_an_offset_in_all_partitions(operator_client, orders):
     assert operator_client.get(url("topic_purge", "orders")).status_code == 200
 
-    response = operator_client.post(url("topic_purge", "orders"),
-                                    {"partition": "all", "mode": "offset", "offset": "3"})
+    response = operator_client.post(
+        url("topic_purge", "orders"), {"partition": "all", "mode": "offset", "offset": "3"}
+    )
 
     assert response.status_code == 302
     starts = [p.log_start_offset for p in orders.describe_topic("orders").partitions]
@@ -396,12 +468,12 @@ def test_purge_before_an_offset_in_all_partitions(operator_client, orders):
     assert entry.before == {"log_start_offsets": {"0": 0, "1": 0, "2": 0}}
     assert entry.after["records_deleted"] == 5
     assert "Purged 5 records from orders (all partitions)" in html(
-        operator_client.get(response.url))
+        operator_client.get(response.url)
+    )
 
 
 def test_purge_one_partition_everything(operator_client, orders):
-    response = operator_client.post(url("topic_purge", "orders"),
-                                    {"partition": "0", "mode": "all"})
+    response = operator_client.post(url("topic_purge", "orders"), {"partition": "0", "mode": "all"})
     assert response.status_code == 302
     starts = [p.log_start_offset for p in orders.describe_topic("orders").partitions]
     assert starts == [5, 0, 0]
@@ -414,8 +486,10 @@ def test_purge_before_a_time(operator_client, broker):
     fill(broker.store, "events", {0: 3}, timestamp_ms=1_700_000_000_000)  # 2023-11-14 22:13:20
     fill(broker.store, "events", {0: 2}, timestamp_ms=1_800_000_000_000)
 
-    response = operator_client.post(url("topic_purge", "events"), {
-        "partition": "all", "mode": "timestamp", "timestamp": "2024-01-01 00:00:00"})
+    response = operator_client.post(
+        url("topic_purge", "events"),
+        {"partition": "all", "mode": "timestamp", "timestamp": "2024-01-01 00:00:00"},
+    )
 
     assert response.status_code == 302
     assert broker.store.offsets("events", 0) == (3, 5)
@@ -423,8 +497,11 @@ def test_purge_before_a_time(operator_client, broker):
 
 
 def test_purge_preview_counts_before_anything_goes(operator_client, orders):
-    response = operator_client.post(url("topic_purge", "orders"), {
-        "partition": "all", "mode": "offset", "offset": "4", "_preview": "1"}, **HX)
+    response = operator_client.post(
+        url("topic_purge", "orders"),
+        {"partition": "all", "mode": "offset", "offset": "4", "_preview": "1"},
+        **HX,
+    )
 
     assert response.status_code == 200
     assert "<strong>6</strong> records would be deleted" in html(response)
@@ -437,22 +514,26 @@ def test_purge_of_a_compacted_topic_gives_the_engines_reason(operator_client, br
     fill(broker.store, "profiles", {0: 3})
     assert "cleanup.policy=compact" in html(operator_client.get(url("topic_purge", "profiles")))
 
-    response = operator_client.post(url("topic_purge", "profiles"),
-                                    {"partition": "all", "mode": "all"})
+    response = operator_client.post(
+        url("topic_purge", "profiles"), {"partition": "all", "mode": "all"}
+    )
 
     assert response.status_code == 200
     assert "tombstones" in html(response) and "compact,delete" in html(response)
     assert broker.store.offsets("profiles", 0) == (0, 3)
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"partition": "7", "mode": "all"}, "between 0 and 2"),
-    ({"partition": "-1", "mode": "all"}, "between 0 and 2"),
-    ({"partition": "all", "mode": "offset", "offset": ""}, "enter the offset"),
-    ({"partition": "all", "mode": "offset", "offset": "-3"}, "greater than or equal to 0"),
-    ({"partition": "all", "mode": "timestamp", "timestamp": "yesterday"}, "enter a UTC time"),
-    ({"partition": "all", "mode": "explode"}, "valid choice"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"partition": "7", "mode": "all"}, "between 0 and 2"),
+        ({"partition": "-1", "mode": "all"}, "between 0 and 2"),
+        ({"partition": "all", "mode": "offset", "offset": ""}, "enter the offset"),
+        ({"partition": "all", "mode": "offset", "offset": "-3"}, "greater than or equal to 0"),
+        ({"partition": "all", "mode": "timestamp", "timestamp": "yesterday"}, "enter a UTC time"),
+        ({"partition": "all", "mode": "explode"}, "valid choice"),
+    ],
+)
 def test_purge_bad_input(operator_client, orders, data, message):
     response = operator_client.post(url("topic_purge", "orders"), data)
     assert response.status_code == 200
@@ -468,14 +549,31 @@ MUTATING = ["topic_config", "topic_partitions", "topic_purge", "topic_delete"]
 def test_viewers_get_403_on_every_mutating_url(viewer_client, orders):
     for name in MUTATING:
         assert viewer_client.get(url(name, "orders")).status_code == 403, name
-        response = viewer_client.post(url(name, "orders"), {
-            "confirm": "orders", "total": "9", "partition": "all", "mode": "all",
-            "retention.ms": "1"})
+        response = viewer_client.post(
+            url(name, "orders"),
+            {
+                "confirm": "orders",
+                "total": "9",
+                "partition": "all",
+                "mode": "all",
+                "retention.ms": "1",
+            },
+        )
         assert response.status_code == 403, name
     assert viewer_client.get(url("topic_create")).status_code == 403
-    assert viewer_client.post(url("topic_create"), {
-        "name": "sneaky", "partitions": "1", "cleanup_policy": "delete",
-        "retention_ms": "604800000", "retention_bytes": "-1"}).status_code == 403
+    assert (
+        viewer_client.post(
+            url("topic_create"),
+            {
+                "name": "sneaky",
+                "partitions": "1",
+                "cleanup_policy": "delete",
+                "retention_ms": "604800000",
+                "retention_bytes": "-1",
+            },
+        ).status_code
+        == 403
+    )
     assert orders.list_topics(include_internal=False) == ["orders"]
     assert orders.partition_count("orders") == 3
     assert orders.describe_topic("orders").overrides == {"retention.ms": "3600000"}
@@ -484,8 +582,13 @@ def test_viewers_get_403_on_every_mutating_url(viewer_client, orders):
 
 
 def test_anonymous_users_are_sent_to_log_in(client, orders):
-    pages = [url("home"), url("topics"), url("topic_create"), url("topic", "orders"),
-             *[url(name, "orders") for name in MUTATING]]
+    pages = [
+        url("home"),
+        url("topics"),
+        url("topic_create"),
+        url("topic", "orders"),
+        *[url(name, "orders") for name in MUTATING],
+    ]
     for page in pages:
         for method in (client.get, client.post):
             response = method(page)
@@ -499,9 +602,10 @@ def test_internal_topics_cannot_be_changed_from_the_console(operator_client, bro
     assert url("topic_delete", "__consumer_offsets") not in page
     assert "internal topic" in page
     for name in MUTATING:
-        response = operator_client.post(url(name, "__consumer_offsets"),
-                                        {"confirm": "__consumer_offsets", "mode": "all",
-                                         "partition": "all", "total": "60"})
+        response = operator_client.post(
+            url(name, "__consumer_offsets"),
+            {"confirm": "__consumer_offsets", "mode": "all", "partition": "all", "total": "60"},
+        )
         assert response.status_code == 403, name
         assert "is an internal topic" in html(response)
     assert "__consumer_offsets" in broker.store.list_topics()
@@ -527,8 +631,12 @@ def test_csrf_is_enforced(orders, operator):
 
 # ====================================================================== long names (issue 10)
 
-CREATE = {"partitions": "2", "cleanup_policy": "delete", "retention_ms": "86400000",
-          "retention_bytes": "-1"}
+CREATE = {
+    "partitions": "2",
+    "cleanup_policy": "delete",
+    "retention_ms": "86400000",
+    "retention_bytes": "-1",
+}
 
 
 @pytest.mark.parametrize("length", [247, 249])

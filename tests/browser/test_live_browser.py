@@ -34,7 +34,8 @@ def _wait_points(page, chart: str, at_least: int = 1) -> int:
     selector = f'[data-chart="{chart}"]'
     page.wait_for_function(
         "([sel, n]) => Number(document.querySelector(sel)?.dataset.points || 0) >= n",
-        arg=[selector, at_least], timeout=WAIT_MS,
+        arg=[selector, at_least],
+        timeout=WAIT_MS,
     )
     return int(page.locator(selector).get_attribute("data-points"))
 
@@ -73,8 +74,9 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
 
     page.click('[data-range="300000"]')
     assert page.locator('[data-range="300000"]').get_attribute("aria-pressed") == "true"
-    page.wait_for_function("() => document.querySelector('[data-live-scope]').dataset.liveRange"
-                           " === '300000'")
+    page.wait_for_function(
+        "() => document.querySelector('[data-live-scope]').dataset.liveRange === '300000'"
+    )
     _wait_points(page, "records_in", 1)
 
     _set_hidden(page, True)
@@ -99,7 +101,8 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     _wait_points(page, "group_rate", 2)
     page.wait_for_function(
         "() => document.querySelector('[data-eta-value]').textContent.trim() !== '–'",
-        timeout=WAIT_MS)
+        timeout=WAIT_MS,
+    )
     eta = page.locator("[data-eta-value]").inner_text()
     assert eta == "caught up" or eta == "not catching up" or eta.startswith("about ")
     # the arithmetic behind it, with fixed numbers: lag ÷ (consume rate − produce rate)
@@ -142,15 +145,19 @@ def test_a_user_panel_is_created_and_draws(operator_login, browser):
     _wait_points(page, "panel", 2)
     page.wait_for_function(
         "() => document.querySelector('[data-stat=watermark]').textContent.includes('UTC')",
-        timeout=WAIT_MS)
+        timeout=WAIT_MS,
+    )
     page.screenshot(path=str(SCREENSHOTS / "live-panel.png"), full_page=True)
 
 
 def _api_post(page, server: str, path: str, body) -> dict:
     """POST to the JSON API with the page's session (and its CSRF token)."""
     csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
-    response = page.request.post(server + path, data=json.dumps(body), headers={
-        "Content-Type": "application/json", "X-CSRFToken": csrf, "Referer": server + "/"})
+    response = page.request.post(
+        server + path,
+        data=json.dumps(body),
+        headers={"Content-Type": "application/json", "X-CSRFToken": csrf, "Referer": server + "/"},
+    )
     assert response.status == 201, response.text()
     return response.json()
 
@@ -184,13 +191,15 @@ def test_a_panel_shows_its_corrections_and_late_records(operator_login, browser)
     _wait_live(page)
     page.wait_for_function(
         "() => document.querySelector('[data-stat=records_read]').textContent === '2'",
-        timeout=WAIT_MS)
+        timeout=WAIT_MS,
+    )
     assert page.locator("[data-stat=corrections]").inner_text() == "0"
 
     produce((2000, 4))  # late, within the allowed lateness: a correction of the first window
     page.wait_for_function(
         "() => document.querySelector('[data-stat=corrections]').textContent === '1'",
-        timeout=WAIT_MS)
+        timeout=WAIT_MS,
+    )
     correction = page.locator("[data-corrections] li").first.inner_text()
     assert correction.endswith("→ 5 (revision 1)"), correction
     assert page.locator("[data-stat=late_count]").inner_text() == "0"
@@ -198,7 +207,8 @@ def test_a_panel_shows_its_corrections_and_late_records(operator_login, browser)
     produce((20_000, 8), (3000, 16))  # the window closes at t0 + 15 s; then one too late
     page.wait_for_function(
         "() => document.querySelector('[data-stat=late_count]').textContent === '1'",
-        timeout=WAIT_MS)
+        timeout=WAIT_MS,
+    )
     assert page.locator("[data-stat=corrections]").inner_text() == "1"
     assert page.locator("[data-stat=records_read]").inner_text() == "5"
     page.screenshot(path=str(SCREENSHOTS / "live-panel-late.png"), full_page=True)

@@ -63,16 +63,18 @@ def test_event_time_sum_by_country_across_partitions(store, clock):
     put(store, 0, order(T0 + 21_000, 1, "FR"), T0 + 21_000)
     put(store, 1, order(T0 + 20_000, 1), T0 + 20_000)
     put(store, 2, order(T0 + 20_500, 1), T0 + 20_500)
-    spec = PanelSpec("orders", "sum", value_field="total", group_by="country",
-                     time_field="ts")
+    spec = PanelSpec("orders", "sum", value_field="total", group_by="country", time_field="ts")
     jobs = PanelJobs(store, clock=clock)
     jobs.ensure("p1", spec)
     jobs.poll_once()
     snap = jobs.snapshot("p1")
     assert snap.records_read == 7 and snap.parse_errors == 0
     assert snap.watermark == T0 + 20_000
-    assert finals(snap) == {("DE", 0): {"sum": 13}, ("FR", 0): {"sum": 2},
-                            ("DE", 10_000): {"sum": 5}}
+    assert finals(snap) == {
+        ("DE", 0): {"sum": 13},
+        ("FR", 0): {"sum": 2},
+        ("DE", 10_000): {"sum": 5},
+    }
     # the open window [+20s, +30s) is shown too, not final yet
     current = {(r.key, r.start - T0): r.values["sum"] for r in snap.results if not r.final}
     assert current == {("DE", 20_000): 2, ("FR", 20_000): 1}
@@ -159,12 +161,23 @@ def test_session_panel_merges_and_snapshot_drops_replaced(store, clock):
     for ts, p in ((0, 0), (2500, 0), (900, 1), (1800, 2)):
         put(store, p, {"ts": T0 + ts, "country": "DE"}, T0 + ts)
     jobs = PanelJobs(store, clock=clock)
-    jobs.ensure("p", PanelSpec("orders", "count", window="session", gap_ms=1000,
-                               time_field="ts", group_by="country", out_of_orderness_ms=5000))
+    jobs.ensure(
+        "p",
+        PanelSpec(
+            "orders",
+            "count",
+            window="session",
+            gap_ms=1000,
+            time_field="ts",
+            group_by="country",
+            out_of_orderness_ms=5000,
+        ),
+    )
     jobs.poll_once()
     snap = jobs.snapshot("p")
     assert [(r.key, r.start - T0, r.end - T0, r.values["count"]) for r in snap.results] == [
-        ("DE", 0, 3500, 4)]
+        ("DE", 0, 3500, 4)
+    ]
 
 
 def test_thread_delivers_updates(store):
@@ -189,31 +202,49 @@ def test_thread_delivers_updates(store):
 
 
 def test_spec_from_dict_coerces_and_validates():
-    spec = PanelSpec.from_dict({"topic": "orders", "aggregation": "p95",
-                                "value_field": "items.0.qty", "window": "hopping",
-                                "size_ms": "60000", "step_ms": "10000", "gap_ms": "",
-                                "lateness_ms": "0", "title": "ignored"})
+    spec = PanelSpec.from_dict(
+        {
+            "topic": "orders",
+            "aggregation": "p95",
+            "value_field": "items.0.qty",
+            "window": "hopping",
+            "size_ms": "60000",
+            "step_ms": "10000",
+            "gap_ms": "",
+            "lateness_ms": "0",
+            "title": "ignored",
+        }
+    )
     assert spec.size_ms == 60_000 and spec.step_ms == 10_000 and spec.gap_ms is None
     assert PanelSpec.from_dict(spec.to_dict()) == spec
-    defaults = PanelSpec.from_dict({"topic": "t", "aggregation": "count", "size_ms": None,
-                                    "lateness_ms": None, "group_by": None})
+    defaults = PanelSpec.from_dict(
+        {
+            "topic": "t",
+            "aggregation": "count",
+            "size_ms": None,
+            "lateness_ms": None,
+            "group_by": None,
+        }
+    )
     assert (defaults.size_ms, defaults.lateness_ms, defaults.group_by) == (10_000, 0, None)
 
 
-@pytest.mark.parametrize("data, field", [
-    ({"aggregation": "count"}, "topic"),
-    ({"topic": "t", "aggregation": "median"}, "aggregation"),
-    ({"topic": "t", "aggregation": "sum"}, "value_field"),
-    ({"topic": "t", "aggregation": "count", "group_by": "a..b"}, "group_by"),
-    ({"topic": "t", "aggregation": "count", "window": "rolling"}, "window"),
-    ({"topic": "t", "aggregation": "count", "size_ms": "ten"}, "size_ms"),
-    ({"topic": "t", "aggregation": "count", "size_ms": 5}, "size_ms"),
-    ({"topic": "t", "aggregation": "count", "window": "hopping"}, "step_ms"),
-    ({"topic": "t", "aggregation": "count", "window": "hopping", "step_ms": 10},
-     "step_ms"),
-    ({"topic": "t", "aggregation": "count", "window": "session"}, "gap_ms"),
-    ({"topic": "t", "aggregation": "count", "lateness_ms": -1}, "lateness_ms"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"aggregation": "count"}, "topic"),
+        ({"topic": "t", "aggregation": "median"}, "aggregation"),
+        ({"topic": "t", "aggregation": "sum"}, "value_field"),
+        ({"topic": "t", "aggregation": "count", "group_by": "a..b"}, "group_by"),
+        ({"topic": "t", "aggregation": "count", "window": "rolling"}, "window"),
+        ({"topic": "t", "aggregation": "count", "size_ms": "ten"}, "size_ms"),
+        ({"topic": "t", "aggregation": "count", "size_ms": 5}, "size_ms"),
+        ({"topic": "t", "aggregation": "count", "window": "hopping"}, "step_ms"),
+        ({"topic": "t", "aggregation": "count", "window": "hopping", "step_ms": 10}, "step_ms"),
+        ({"topic": "t", "aggregation": "count", "window": "session"}, "gap_ms"),
+        ({"topic": "t", "aggregation": "count", "lateness_ms": -1}, "lateness_ms"),
+    ],
+)
 def test_spec_errors_name_the_field(data, field):
     with pytest.raises(InvalidConfig) as info:
         PanelSpec.from_dict(data)
@@ -239,8 +270,11 @@ def test_backlog_is_read_over_several_polls(store, clock, monkeypatch):
     monkeypatch.setattr(panels, "READ_BUDGET", 50)
     monkeypatch.setattr(panels, "READ_BATCH", 20)
     for p in range(3):
-        store.append_batch("orders", [(json.dumps({"total": i}).encode(), None, (),
-                                       T0 + i * 10) for i in range(120)], partition=p)
+        store.append_batch(
+            "orders",
+            [(json.dumps({"total": i}).encode(), None, (), T0 + i * 10) for i in range(120)],
+            partition=p,
+        )
     clock.set(T0 + 60_000)
     jobs = PanelJobs(store, clock=clock)
     jobs.ensure("p", PanelSpec("orders", "sum", value_field="total", size_ms=1000))
@@ -268,6 +302,7 @@ def test_processing_imports_without_django():
         "print('ok')\n"
     )
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, cwd=repo)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=repo
+    )
     assert done.stdout.strip() == "ok", done.stderr

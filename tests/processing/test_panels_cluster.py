@@ -48,17 +48,21 @@ def run(source, clock) -> dict[str, tuple]:
     for name, spec in SPECS.items():
         jobs.ensure(name, spec)
     for _ in range(50):
-        if not jobs.poll_once() and all(
-            jobs.snapshot(n).records_read == 121 for n in SPECS
-        ):
+        if not jobs.poll_once() and all(jobs.snapshot(n).records_read == 121 for n in SPECS):
             break
         time.sleep(0.05)  # a remote cluster's offsets are cached for a moment
     out = {}
     for name in SPECS:
         snap = jobs.snapshot(name)
         results = sorted((str(r.key), r.start, r.end, r.values, r.final) for r in snap.results)
-        out[name] = (results, snap.watermark, snap.records_read, snap.parse_errors,
-                     snap.late_count, snap.error)
+        out[name] = (
+            results,
+            snap.watermark,
+            snap.records_read,
+            snap.parse_errors,
+            snap.late_count,
+            snap.error,
+        )
     return out
 
 

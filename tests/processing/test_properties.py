@@ -39,8 +39,9 @@ def streams_with_disorder(draw):
 
 WINDOWS = st.one_of(
     st.builds(Tumbling, st.integers(1, 100)),
-    st.integers(1, 60).flatmap(lambda step: st.builds(Hopping, st.integers(step, 4 * step),
-                                                      st.just(step))),
+    st.integers(1, 60).flatmap(
+        lambda step: st.builds(Hopping, st.integers(step, 4 * step), st.just(step))
+    ),
     st.builds(Sliding, st.integers(1, 80)),
     st.builds(Session, st.integers(1, 40)),
 )
@@ -105,8 +106,12 @@ def test_disorder_within_bound_leaves_final_results_unchanged(stream, window, em
 
 
 @settings(max_examples=150, deadline=None)
-@given(streams_with_disorder(), st.sampled_from([Tumbling(25), Session(15)]),
-       st.integers(0, 30), st.integers(0, 30))
+@given(
+    streams_with_disorder(),
+    st.sampled_from([Tumbling(25), Session(15)]),
+    st.integers(0, 30),
+    st.integers(0, 30),
+)
 def test_counted_plus_dropped_equals_input(stream, window, ooo, grace):
     events, _ = stream
     operator, sink = run(window, events, out_of_orderness_ms=ooo, grace_ms=grace)
@@ -138,37 +143,69 @@ def scripts(draw):
         if draw(st.integers(0, 9)) == 0:
             items.append(Wait(draw(st.integers(0, 300))))
         else:
-            items.append((draw(st.sampled_from(KEYS)), draw(st.integers(-5, 20)),
-                          draw(st.integers(0, 400)), draw(st.integers(0, 2))))
+            items.append(
+                (
+                    draw(st.sampled_from(KEYS)),
+                    draw(st.integers(-5, 20)),
+                    draw(st.integers(0, 400)),
+                    draw(st.integers(0, 2)),
+                )
+            )
     return items
 
 
 @settings(max_examples=150, deadline=None)
-@given(scripts(), st.integers(1, 60), st.integers(0, 30), st.integers(0, 30),
-       st.sampled_from(["final", "current"]), st.sampled_from([None, 100]))
+@given(
+    scripts(),
+    st.integers(1, 60),
+    st.integers(0, 30),
+    st.integers(0, 30),
+    st.sampled_from(["final", "current"]),
+    st.sampled_from([None, 100]),
+)
 def test_tumbling_fast_path_equals_generic_path(script, size, ooo, grace, emit, idle):
     """The dedicated tumbling loop and the generic one (a hopping window whose step is its
     size) must emit exactly the same results, in the same order."""
     outputs = []
     for window in (Tumbling(size), Hopping(size, size)):
         clock = ManualClock(0)
-        operator = WindowOperator(window, {"n": Count(), "s": Sum()}, out_of_orderness_ms=ooo,
-                                  grace_ms=grace, emit=emit, idle_timeout_ms=idle, clock=clock)
+        operator = WindowOperator(
+            window,
+            {"n": Count(), "s": Sum()},
+            out_of_orderness_ms=ooo,
+            grace_ms=grace,
+            emit=emit,
+            idle_timeout_ms=idle,
+            clock=clock,
+        )
         sink = run_operator(operator, script, clock=clock, flush=True)
         outputs.append((sink.results, operator.late_count, operator.corrections))
     assert outputs[0] == outputs[1]
 
 
 @settings(max_examples=150, deadline=None)
-@given(scripts(), st.integers(1, 40), st.integers(1, 40), st.integers(0, 30),
-       st.integers(0, 30), st.sampled_from(["final", "current"]), st.sampled_from([None, 100]))
+@given(
+    scripts(),
+    st.integers(1, 40),
+    st.integers(1, 40),
+    st.integers(0, 30),
+    st.integers(0, 30),
+    st.sampled_from(["final", "current"]),
+    st.sampled_from([None, 100]),
+)
 def test_hopping_fast_path_equals_generic_path(script, size, step, ooo, grace, emit, idle):
     outputs = []
     for fast in (True, False):
         clock = ManualClock(0)
-        operator = WindowOperator(Hopping(size, step), {"n": Count(), "s": Sum()},
-                                  out_of_orderness_ms=ooo, grace_ms=grace, emit=emit,
-                                  idle_timeout_ms=idle, clock=clock)
+        operator = WindowOperator(
+            Hopping(size, step),
+            {"n": Count(), "s": Sum()},
+            out_of_orderness_ms=ooo,
+            grace_ms=grace,
+            emit=emit,
+            idle_timeout_ms=idle,
+            clock=clock,
+        )
         operator._fast_hopping = fast
         sink = run_operator(operator, script, clock=clock, flush=True)
         outputs.append((sink.results, operator.late_count, operator.corrections))

@@ -35,19 +35,25 @@ def test_in_order_fires_when_watermark_passes_end():
     #            ^ a5 at 10 moves the watermark to 10 = end of [0,10): it fires, final (no grace)
     sink = run_operator(op(), [("a", 1, 0), ("a", 3, 5), ("a", 5, 10), ("a", 7, 20)])
     assert sink.results == [
-        WindowResult("a", 0, 10, {"n": 2, "sum": 4, "min": 1, "max": 3, "mean": 2.0}, 0, False,
-                     True),
-        WindowResult("a", 10, 20, {"n": 1, "sum": 5, "min": 5, "max": 5, "mean": 5.0}, 0, False,
-                     True),
+        WindowResult(
+            "a", 0, 10, {"n": 2, "sum": 4, "min": 1, "max": 3, "mean": 2.0}, 0, False, True
+        ),
+        WindowResult(
+            "a", 10, 20, {"n": 1, "sum": 5, "min": 5, "max": 5, "mean": 5.0}, 0, False, True
+        ),
     ]
 
 
 def test_windows_are_half_open_and_epoch_aligned():
     # 9 is in [0,10); 10 starts [10,20); negative times align too: -1 is in [-10, 0)
-    sink = run_operator(op(out_of_orderness_ms=20), [("a", 1, 9), ("a", 1, 10), ("a", 1, -1)],
-                        flush=True)
+    sink = run_operator(
+        op(out_of_orderness_ms=20), [("a", 1, 9), ("a", 1, 10), ("a", 1, -1)], flush=True
+    )
     assert sorted((r.start, r.end, r.values["n"]) for r in sink.finals()) == [
-        (-10, 0, 1), (0, 10, 1), (10, 20, 1)]
+        (-10, 0, 1),
+        (0, 10, 1),
+        (10, 20, 1),
+    ]
 
 
 def test_out_of_order_within_bound_is_not_late():
@@ -56,8 +62,9 @@ def test_out_of_order_within_bound_is_not_late():
     #  |   a1    | a2 a3   |
     #      4       12 ^3   (3 arrives after 12: watermark 7 < 10, [0,10) still open)
     #                     a 16 -> watermark 11 >= 10: [0,10) fires with both early events
-    sink = run_operator(op(out_of_orderness_ms=5),
-                        [("a", 1, 4), ("a", 2, 12), ("a", 3, 3), ("a", 4, 16)])
+    sink = run_operator(
+        op(out_of_orderness_ms=5), [("a", 1, 4), ("a", 2, 12), ("a", 3, 3), ("a", 4, 16)]
+    )
     assert [(r.start, r.values["n"], r.values["sum"]) for r in sink.results] == [(0, 2, 4)]
     assert sink.results[0].final
 
@@ -72,7 +79,10 @@ def test_late_within_grace_emits_correction_then_final():
     sink = run_operator(operator, [("a", 1, 1), ("a", 1, 12), ("a", 5, 5), ("a", 1, 27)])
     first = [r for r in sink.results if r.start == 0]
     assert [(r.revision, r.correction, r.final, r.values["sum"]) for r in first] == [
-        (0, False, False, 1), (1, True, False, 6), (2, False, True, 6)]
+        (0, False, False, 1),
+        (1, True, False, 6),
+        (2, False, True, 6),
+    ]
     assert operator.corrections == 1 and operator.late_count == 0
 
 
@@ -96,11 +106,14 @@ def test_too_late_to_side_output():
 def test_emit_current_emits_every_update():
     #  0         10
     #  |a1 a2 a3 |a4  -> three updates of [0,10) (rev 0..2), then its closing emission
-    sink = run_operator(op(emit="current"), [("a", 1, 1), ("a", 2, 2), ("a", 3, 3),
-                                             ("a", 4, 10)])
+    sink = run_operator(op(emit="current"), [("a", 1, 1), ("a", 2, 2), ("a", 3, 3), ("a", 4, 10)])
     zero = [r for r in sink.results if r.start == 0]
     assert [(r.revision, r.values["n"], r.final) for r in zero] == [
-        (0, 1, False), (1, 2, False), (2, 3, False), (3, 3, True)]
+        (0, 1, False),
+        (1, 2, False),
+        (2, 3, False),
+        (3, 3, True),
+    ]
     assert not any(r.correction for r in zero)
 
 
@@ -159,10 +172,17 @@ def test_quantiles_are_mergeable_and_close():
     assert q["p99"] == pytest.approx(990, rel=0.02)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"time": "wall"}, {"emit": "always"}, {"late": "keep"}, {"grace_ms": -1},
-    {"out_of_orderness_ms": 1.5}, {"idle_timeout_ms": 0},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"time": "wall"},
+        {"emit": "always"},
+        {"late": "keep"},
+        {"grace_ms": -1},
+        {"out_of_orderness_ms": 1.5},
+        {"idle_timeout_ms": 0},
+    ],
+)
 def test_bad_config_raises_invalid_config(kwargs):
     with pytest.raises(InvalidConfig):
         op(**kwargs)
@@ -205,8 +225,13 @@ def test_sketch_quantiles_are_within_one_percent_of_the_ranked_value():
 
     rng = random.Random(7)
     qs = (0.0, 0.01, 0.5, 0.95, 0.99, 1.0)
-    for data in ([rng.expovariate(0.01) for _ in range(2000)], [0, 0, 0, 5.5, 7],
-                 [rng.uniform(-10, 10) for _ in range(501)], [3.25], [-2.0, -1.0]):
+    for data in (
+        [rng.expovariate(0.01) for _ in range(2000)],
+        [0, 0, 0, 5.5, 7],
+        [rng.uniform(-10, 10) for _ in range(501)],
+        [3.25],
+        [-2.0, -1.0],
+    ):
         sketch = QuantileSketch(0.01)
         for v in data:
             sketch.add(v)

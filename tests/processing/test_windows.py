@@ -109,7 +109,9 @@ def test_sessions_close_after_gap():
     sink = run_operator(operator, [("a", 1, 0), ("a", 4, 2), ("a", 9, 12), ("b", 0, 30)])
     assert counts(sink) == [("a", 0, 7, 2), ("a", 12, 17, 1)]
     assert {r.start: (r.values["min"], r.values["max"]) for r in sink.finals()} == {
-        0: (1, 4), 12: (9, 9)}
+        0: (1, 4),
+        12: (9, 9),
+    }
 
 
 def test_late_event_bridging_two_sessions_merges_them():
@@ -121,11 +123,16 @@ def test_late_event_bridging_two_sessions_merges_them():
     sink = run_operator(operator, [("a", 1, 0), ("a", 2, 8), ("b", 0, 26), ("a", 3, 4)])
     first = [r for r in sink.results if r.key == "a"]
     assert [(r.start, r.end, r.values["s"], r.revision, r.correction) for r in first] == [
-        (0, 5, 1, 0, False), (8, 13, 2, 0, False), (0, 13, 6, 1, True)]
+        (0, 5, 1, 0, False),
+        (8, 13, 2, 0, False),
+        (0, 13, 6, 1, True),
+    ]
     assert first[-1].replaces == ((0, 5), (8, 13))
     closing = run_operator(operator, [("b", 0, 100)])
     assert [(r.key, r.start, r.end, r.values["n"]) for r in closing.finals()] == [
-        ("a", 0, 13, 3), ("b", 26, 31, 1)]
+        ("a", 0, 13, 3),
+        ("b", 26, 31, 1),
+    ]
     assert operator.open_windows == 1  # b@100
 
 
@@ -134,8 +141,7 @@ def test_session_merge_is_order_independent_within_bound():
     results = set()
     for shift in range(len(events)):
         order = events[shift:] + events[:shift]
-        operator = WindowOperator(Session(5), {"n": Count(), "s": Sum()},
-                                  out_of_orderness_ms=100)
+        operator = WindowOperator(Session(5), {"n": Count(), "s": Sum()}, out_of_orderness_ms=100)
         results.add(tuple(counts(run_operator(operator, order, flush=True), "s")))
     # 0,3,7,11 chain (each < 5 apart); 16,20 chain (11 -> 16 is 5: [11,16) and [16,21) only
     # touch, half-open); 40,44 chain. Values are the events' indexes.
@@ -156,8 +162,7 @@ def test_session_extension_after_firing_fires_again_as_correction():
 def test_watermark_is_min_over_partitions():
     operator = WindowOperator(Tumbling(10), {"n": Count()})
     #  p0: 1 ...... 25          p1: 2 .. 8 ..... 30
-    sink = run_operator(operator, [("a", 1, 1, 0), ("a", 1, 2, 1), ("a", 1, 25, 0),
-                                   ("a", 1, 8, 1)])
+    sink = run_operator(operator, [("a", 1, 1, 0), ("a", 1, 2, 1), ("a", 1, 25, 0), ("a", 1, 8, 1)])
     assert operator.watermark == 8 and sink.results == []  # p1 holds it back
     sink = run_operator(operator, [("a", 1, 30, 1)])
     assert operator.watermark == 25
@@ -176,8 +181,9 @@ def test_idle_partition_stops_holding_the_watermark_back():
     #  clock 12000: p1 a@40                p1 active again: watermark min(25 idle p0.., 40) = 40
     clock = ManualClock(0)
     operator = WindowOperator(Tumbling(10), {"n": Count()}, idle_timeout_ms=5000, clock=clock)
-    sink = run_operator(operator, [("a", 1, 1, 0), ("a", 1, 3, 1), Wait(4000),
-                                   ("a", 1, 25, 0)], clock=clock)
+    sink = run_operator(
+        operator, [("a", 1, 1, 0), ("a", 1, 3, 1), Wait(4000), ("a", 1, 25, 0)], clock=clock
+    )
     assert operator.watermark == 3 and sink.results == []
     sink = run_operator(operator, [Wait(2000)], clock=clock)
     assert operator.idle_partitions == {1} and operator.watermark == 25
@@ -204,10 +210,12 @@ def test_declared_partition_holds_watermark_until_idle():
 def test_out_of_orderness_and_grace_together():
     # ooo 5, grace 5: watermark = max - 5; [0,10) fires at max 15, closes at max 20
     operator = WindowOperator(Tumbling(10), {"n": Count()}, out_of_orderness_ms=5, grace_ms=5)
-    sink = run_operator(operator, [("a", 1, 1), ("a", 1, 15), ("a", 1, 2), ("a", 1, 20),
-                                   ("a", 1, 3)])
-    zero = [(r.revision, r.values["n"], r.correction, r.final) for r in sink.results
-            if r.start == 0]
+    sink = run_operator(
+        operator, [("a", 1, 1), ("a", 1, 15), ("a", 1, 2), ("a", 1, 20), ("a", 1, 3)]
+    )
+    zero = [
+        (r.revision, r.values["n"], r.correction, r.final) for r in sink.results if r.start == 0
+    ]
     assert zero == [(0, 1, False, False), (1, 2, True, False), (2, 2, False, True)]
     assert operator.late_count == 1
 
@@ -216,10 +224,12 @@ def test_out_of_orderness_and_grace_together():
 
 
 def test_mean_and_quantiles_merge_across_sessions():
-    operator = WindowOperator(Session(16), {"mean": Mean(), "q": Quantiles((0.5,))},
-                              out_of_orderness_ms=1000)
-    events = [("a", float(v), v * 20) for v in range(10)] + [("a", 100.0, 5 + 20 * i)
-                                                               for i in range(9)]
+    operator = WindowOperator(
+        Session(16), {"mean": Mean(), "q": Quantiles((0.5,))}, out_of_orderness_ms=1000
+    )
+    events = [("a", float(v), v * 20) for v in range(10)] + [
+        ("a", 100.0, 5 + 20 * i) for i in range(9)
+    ]
     (result,) = [r for r in run_operator(operator, events, flush=True).finals()]
     assert (result.start, result.end) == (0, 196)  # 0,5,20,25,...,165,180 chain (gap 16)
     assert result.values["mean"] == pytest.approx((45 + 900) / 19)

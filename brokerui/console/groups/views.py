@@ -222,8 +222,11 @@ def group_delete_offsets(request, group_id: str):
         return _redirect(request, back)
     try:
         deleted = services.group_offsets_delete(
-            cluster=get_cluster(), sink=process_sink(), actor=_actor(request),
-            group_id=group_id, topic=topic,
+            cluster=get_cluster(),
+            sink=process_sink(),
+            actor=_actor(request),
+            group_id=group_id,
+            topic=topic,
         )
     except UnknownGroup as exc:
         messages.error(request, str(exc))
@@ -303,7 +306,9 @@ def _reset_form(cluster, detail, data=None, files=None, initial=None) -> tuple[R
 
 def _plan(cluster, group_id: str, data) -> ResetPlan:
     return services.group_reset_plan(
-        cluster=cluster, group_id=group_id, strategy=data["reset_strategy"],
+        cluster=cluster,
+        group_id=group_id,
+        strategy=data["reset_strategy"],
         scopes=data["reset_scopes"],
     )
 

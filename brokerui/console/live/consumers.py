@@ -62,8 +62,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content, **kwargs) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
-        handler = {"subscribe": self.on_subscribe, "pause": self.on_pause,
-                   "resume": self.on_resume}.get(kind)
+        handler = {
+            "subscribe": self.on_subscribe,
+            "pause": self.on_pause,
+            "resume": self.on_resume,
+        }.get(kind)
         if handler is None:
             await self.send_json({"type": "error", "message": f"unknown message type {kind!r}"})
             return
@@ -117,12 +120,14 @@ class MetricsConsumer(LiveConsumer):
             return
         self.hub = await asyncio.to_thread(feeds.metrics_hub)
         if self.hub is None:
-            await self.send_json({"type": "unavailable",
-                                  "message": "This broker runs without a metrics sampler."})
+            await self.send_json(
+                {"type": "unavailable", "message": "This broker runs without a metrics sampler."}
+            )
             return
         if self._relay is None:
-            self._relay = relay.acquire(self.relay_key, self.hub, self.hub.subscribe,
-                                        feeds.MetricsFanOut())
+            self._relay = relay.acquire(
+                self.relay_key, self.hub, self.hub.subscribe, feeds.MetricsFanOut()
+            )
         self.subject, self.resolution = scope, _resolution(content)
         self.last_t, self.paused = None, False
         self.topics = await asyncio.to_thread(_group_topics, scope)
@@ -156,8 +161,9 @@ class MetricsConsumer(LiveConsumer):
         if rows:
             latest = max(r[1] for r in rows)
             self.last_t = latest if self.last_t is None else max(self.last_t, latest)
-        await self.send_json({"type": kind, "resolution": self.resolution,
-                              **extra, **feeds.encode_points(rows)})
+        await self.send_json(
+            {"type": kind, "resolution": self.resolution, **extra, **feeds.encode_points(rows)}
+        )
 
 
 class PanelConsumer(LiveConsumer):
@@ -179,12 +185,14 @@ class PanelConsumer(LiveConsumer):
     async def on_subscribe(self, content: dict) -> None:
         self.jobs = await asyncio.to_thread(feeds.panel_jobs)
         if self.jobs is None:
-            await self.send_json({"type": "unavailable",
-                                  "message": "This broker runs without panel jobs."})
+            await self.send_json(
+                {"type": "unavailable", "message": "This broker runs without panel jobs."}
+            )
             return
         if self._relay is None:
-            self._relay = relay.acquire(self.relay_key, self.jobs, self.jobs.subscribe,
-                                        feeds.PanelFanOut())
+            self._relay = relay.acquire(
+                self.relay_key, self.jobs, self.jobs.subscribe, feeds.PanelFanOut()
+            )
         self.paused = False
         await self.join(Scope("panel", self.panel.panel_id).group_name)
         await self.fill_gap(content)
@@ -197,8 +205,9 @@ class PanelConsumer(LiveConsumer):
         try:
             update = await asyncio.to_thread(panel_snapshot, self.panel)
         except TidelogError as exc:  # its topic is gone, or an external cluster does not answer
-            await self.send_json({"type": "unavailable",
-                                  "message": f"This panel cannot run: {exc}"})
+            await self.send_json(
+                {"type": "unavailable", "message": f"This panel cannot run: {exc}"}
+            )
             return
         await self.send_json({"type": "snapshot", "update": update})
 

@@ -32,8 +32,15 @@ FIELD_OF = {**SECONDS_FIELDS, **{f: f for f in TEXT_FIELDS}}
 
 
 def _seconds(label: str, *, required: bool = False, initial=None, help_text: str = ""):
-    return forms.DecimalField(label=label, required=required, initial=initial, min_value=0,
-                              max_digits=12, decimal_places=3, help_text=help_text)
+    return forms.DecimalField(
+        label=label,
+        required=required,
+        initial=initial,
+        min_value=0,
+        max_digits=12,
+        decimal_places=3,
+        help_text=help_text,
+    )
 
 
 class PanelForm(forms.Form):
@@ -41,22 +48,31 @@ class PanelForm(forms.Form):
     topic = forms.ChoiceField(choices=[])
     aggregation = forms.ChoiceField(choices=[(a, a) for a in AGGREGATIONS], initial="count")
     value_field = forms.CharField(
-        required=False, max_length=200,
-        help_text="Dotted path into the JSON value, e.g. total or order.amount (not for count).")
-    group_by = forms.CharField(required=False, max_length=200,
-                               help_text="Optional dotted path: one series per value.")
+        required=False,
+        max_length=200,
+        help_text="Dotted path into the JSON value, e.g. total or order.amount (not for count).",
+    )
+    group_by = forms.CharField(
+        required=False, max_length=200, help_text="Optional dotted path: one series per value."
+    )
     window = forms.ChoiceField(choices=WINDOWS, initial="tumbling")
     size_s = _seconds("Window size (s)", required=True, initial=10)
     step_s = _seconds("Step (s)", help_text="Hopping windows: how far each window moves.")
     gap_s = _seconds("Gap (s)", help_text="Session windows: inactivity that closes a session.")
     time_field = forms.CharField(
-        required=False, max_length=200,
+        required=False,
+        max_length=200,
         help_text="Dotted path of the event time (ms or ISO 8601); empty: processing time "
-                  "as the broker saw it (each record's append time).")
-    lateness_s = _seconds("Allowed lateness (s)", initial=0,
-                          help_text="Late events still correct a closed window this long.")
-    out_of_orderness_s = _seconds("Out-of-orderness (s)", initial=0,
-                                  help_text="Watermark = max event time seen − this.")
+        "as the broker saw it (each record's append time).",
+    )
+    lateness_s = _seconds(
+        "Allowed lateness (s)",
+        initial=0,
+        help_text="Late events still correct a closed window this long.",
+    )
+    out_of_orderness_s = _seconds(
+        "Out-of-orderness (s)", initial=0, help_text="Watermark = max event time seen − this."
+    )
 
     def __init__(self, *args, topics: list[str], **kwargs):
         super().__init__(*args, **kwargs)

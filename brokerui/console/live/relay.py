@@ -27,8 +27,13 @@ Deliver = Callable[[Any], Awaitable[None]]
 
 
 class Relay:
-    def __init__(self, source: object, subscribe: Subscribe, deliver: Deliver,
-                 loop: asyncio.AbstractEventLoop):
+    def __init__(
+        self,
+        source: object,
+        subscribe: Subscribe,
+        deliver: Deliver,
+        loop: asyncio.AbstractEventLoop,
+    ):
         self.source = source
         self.loop = loop
         self.users = 0

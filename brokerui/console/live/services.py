@@ -61,8 +61,14 @@ def panel_update(
     if jobs is not None:
         jobs.remove(panel.panel_id)
     ensure_panel(panel)
-    audit.record(user, "panel.update", _target(panel), before=before,
-                 after={"name": name, **panel.spec}, sink=sink)
+    audit.record(
+        user,
+        "panel.update",
+        _target(panel),
+        before=before,
+        after={"name": name, **panel.spec},
+        sink=sink,
+    )
     return panel
 
 

@@ -64,8 +64,13 @@ def panel_detail(request, pk: int):
         problem = None
     except TidelogError as exc:
         running, problem = False, str(exc)
-    context = {"nav": "panels", "panel": panel, "spec": panel.spec, "running": running,
-               "problem": problem}
+    context = {
+        "nav": "panels",
+        "panel": panel,
+        "spec": panel.spec,
+        "running": running,
+        "problem": problem,
+    }
     return render(request, "console/live/panel.html", context)
 
 
@@ -80,7 +85,10 @@ def panel_edit(request, pk: int):
     if not form.is_valid():
         return _form_page(request, form, panels, panel=panel, status=422)
     services.panel_update(
-        panel=panel, user=request.user, name=form.cleaned_data["name"], spec=form.spec,
+        panel=panel,
+        user=request.user,
+        name=form.cleaned_data["name"],
+        spec=form.spec,
         sink=process_sink(),
     )
     messages.success(request, f"Panel “{panel.name}” saved.")

@@ -421,7 +421,10 @@ def produce(request: HttpRequest, topic: str) -> HttpResponse:
         form.add_error("value", problem)
         return render(request, "console/messages/produce.html", context, status=400)
     produced = services.records_produce(
-        cluster=cluster, sink=process_sink(), actor=Actor(request.user), topic=target,
+        cluster=cluster,
+        sink=process_sink(),
+        actor=Actor(request.user),
+        topic=target,
         records=list(form.records),
     )
     results, error = produced.results, None

@@ -58,8 +58,12 @@ def _ago(when: datetime, now: datetime) -> str:
     seconds = (now - when).total_seconds()
     future = seconds < 0
     seconds = abs(seconds)
-    for limit, div, unit in ((60, 1, "s"), (3600, 60, "min"), (86400, 3600, "h"),
-                             (86400 * 365, 86400, "d")):
+    for limit, div, unit in (
+        (60, 1, "s"),
+        (3600, 60, "min"),
+        (86400, 3600, "h"),
+        (86400 * 365, 86400, "d"),
+    ):
         if seconds < limit:
             text = f"{int(seconds // div)} {unit}"
             break
@@ -76,7 +80,8 @@ def ago_ms(ms):
         return "never"
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
-        when.isoformat(), when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC",
+        when.isoformat(),
+        when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC",
         _ago(when, datetime.now(UTC)),
     )
 

@@ -68,10 +68,30 @@ CREATE_HELP = {
 
 INTERNAL_PREFIX = "__"
 
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
-               "mib": 1024**2, "g": GB, "gb": GB, "gib": GB}
-_DURATION_UNITS = {"": 1, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000,
-                   "h": HOUR_MS, "d": DAY_MS, "w": 7 * DAY_MS}
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "g": GB,
+    "gb": GB,
+    "gib": GB,
+}
+_DURATION_UNITS = {
+    "": 1,
+    "ms": 1,
+    "s": 1000,
+    "sec": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": HOUR_MS,
+    "d": DAY_MS,
+    "w": 7 * DAY_MS,
+}
 _QUANTITY = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 

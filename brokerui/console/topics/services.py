@@ -80,8 +80,12 @@ def topic_create(
     """Create the topic; its description. Engine errors (TopicAlreadyExists, InvalidConfig...)
     are raised and nothing is audited."""
     d = cluster.create_topic(name=name, partitions=partitions, config=config)
-    actor.record(sink, "topic.create", _target(d.name),
-                 after={"partitions": len(d.partitions), "config": dict(d.overrides)})
+    actor.record(
+        sink,
+        "topic.create",
+        _target(d.name),
+        after={"partitions": len(d.partitions), "config": dict(d.overrides)},
+    )
     return d
 
 
@@ -92,8 +96,7 @@ def topic_config_update(
     before = dict(cluster.describe_topic(name).overrides)
     d = cluster.alter_topic_config(name=name, set_=set_, delete=delete)
     if dict(d.overrides) != before:
-        actor.record(sink, "topic.config", _target(name), before=before,
-                     after=dict(d.overrides))
+        actor.record(sink, "topic.config", _target(name), before=before, after=dict(d.overrides))
     return d
 
 
@@ -101,23 +104,37 @@ def topic_partitions_add(*, cluster, sink: AuditSink, actor: Actor, name: str, t
     """Grow the topic to `total` partitions; the new description."""
     before = len(cluster.describe_topic(name).partitions)
     d = cluster.add_partitions(name=name, total=total)
-    actor.record(sink, "topic.add_partitions", _target(name),
-                 before={"partitions": before}, after={"partitions": len(d.partitions)})
+    actor.record(
+        sink,
+        "topic.add_partitions",
+        _target(name),
+        before={"partitions": before},
+        after={"partitions": len(d.partitions)},
+    )
     return d
 
 
 def topic_delete(*, cluster, sink: AuditSink, actor: Actor, name: str) -> None:
     d = cluster.describe_topic(name)
     cluster.delete_topic(name=name)
-    actor.record(sink, "topic.delete", _target(name), before={
-        "partitions": len(d.partitions), "records": d.record_count,
-        "size_bytes": d.size_bytes, "config": dict(d.overrides),
-        "end_offsets": {str(p.partition): p.end_offset for p in d.partitions},
-    })
+    actor.record(
+        sink,
+        "topic.delete",
+        _target(name),
+        before={
+            "partitions": len(d.partitions),
+            "records": d.record_count,
+            "size_bytes": d.size_bytes,
+            "config": dict(d.overrides),
+            "end_offsets": {str(p.partition): p.end_offset for p in d.partitions},
+        },
+    )
 
 
 def purge_request(
-    partitions: list[int] | None, count: int, before_offset: int | None,
+    partitions: list[int] | None,
+    count: int,
+    before_offset: int | None,
     before_timestamp_ms: int | None,
 ) -> dict:
     """What a purge asked for, as the audit records it (the Kafka port's shape)."""
@@ -138,8 +155,14 @@ def purge_request(
 
 
 def topic_purge(
-    *, cluster, sink: AuditSink, actor: Actor, name: str, partitions: list[int] | None = None,
-    before_offset: int | None = None, before_timestamp_ms: int | None = None,
+    *,
+    cluster,
+    sink: AuditSink,
+    actor: Actor,
+    name: str,
+    partitions: list[int] | None = None,
+    before_offset: int | None = None,
+    before_timestamp_ms: int | None = None,
 ):
     """Delete records below an offset, before a time, or all (every partition when
     `partitions` is None); the engine's PurgeResult."""
@@ -150,10 +173,15 @@ def topic_purge(
     if before_timestamp_ms is not None:
         kwargs["before_timestamp_ms"] = before_timestamp_ms
     result = cluster.purge(topic=name, **kwargs)
-    actor.record(sink, "topic.purge", _target(name),
-                 before={"log_start_offsets": {str(p): o for p, o in result.before.items()}},
-                 after={"log_start_offsets": {str(p): o for p, o in result.after.items()},
-                        "records_deleted": result.records_deleted,
-                        "request": purge_request(partitions, count, before_offset,
-                                                 before_timestamp_ms)})
+    actor.record(
+        sink,
+        "topic.purge",
+        _target(name),
+        before={"log_start_offsets": {str(p): o for p, o in result.before.items()}},
+        after={
+            "log_start_offsets": {str(p): o for p, o in result.after.items()},
+            "records_deleted": result.records_deleted,
+            "request": purge_request(partitions, count, before_offset, before_timestamp_ms),
+        },
+    )
     return result

@@ -65,7 +65,9 @@ def topic_view(view):
             return view(request, name, *args, **kwargs)
         except UnknownTopic:
             return render(
-                request, "console/topics/missing.html", {"nav": "topics", "name": name},
+                request,
+                "console/topics/missing.html",
+                {"nav": "topics", "name": name},
                 status=404,
             )
 
@@ -95,9 +97,15 @@ def topic_list(request):
     now = now_ms()
     rows = [TopicRow(t, _rate_or_zero(cluster, t, now)) for t in page.object_list]
     context = {
-        "nav": "topics", "page": page, "rows": rows, "q": name_filter,
-        "show_internal": show_internal, "sort": sort, "rate_window_s": RATE_WINDOW_MS // 1000,
-        "sort_columns": SORT_COLUMNS, "now_ms": now,
+        "nav": "topics",
+        "page": page,
+        "rows": rows,
+        "q": name_filter,
+        "show_internal": show_internal,
+        "sort": sort,
+        "rate_window_s": RATE_WINDOW_MS // 1000,
+        "sort_columns": SORT_COLUMNS,
+        "now_ms": now,
     }
     if _partial(request):
         return render(request, "console/topics/partials/table.html", context)
@@ -160,15 +168,20 @@ def topic_create(request):
     check = request.POST.get("_check")
     if check:  # htmx: validate as the user types, answer for one field
         form.is_valid()
-        return render(request, "console/topics/partials/field_check.html",
-                      _field_check(form, check))
+        return render(
+            request, "console/topics/partials/field_check.html", _field_check(form, check)
+        )
     if form.is_valid():
         name = form.cleaned_data["name"]
         partitions = form.cleaned_data["partitions"]
         try:
             d = services.topic_create(
-                cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
-                partitions=partitions, config=form.config,
+                cluster=cluster,
+                sink=process_sink(),
+                actor=Actor(request.user),
+                name=name,
+                partitions=partitions,
+                config=form.config,
             )
         except (InvalidTopicName, TopicAlreadyExists) as e:
             form.add_error("name", str(e))
@@ -180,8 +193,11 @@ def topic_create(request):
         except TidelogError as e:
             form.add_error(None, str(e))
         else:
-            messages.success(request, f"Created topic {name} with {len(d.partitions)} "
-                             f"partition{'s' if len(d.partitions) != 1 else ''}.")
+            messages.success(
+                request,
+                f"Created topic {name} with {len(d.partitions)} "
+                f"partition{'s' if len(d.partitions) != 1 else ''}.",
+            )
             return redirect("console:topic", name)
     return render(request, "console/topics/create.html", _create_context(form))
 
@@ -204,8 +220,12 @@ def _field_check(form, field: str) -> dict:
     ok = ""
     if not errors and field == "name" and form.cleaned_data.get("name"):
         ok = f"✓ {form.cleaned_data['name']} is a valid name, not taken yet"
-    return {"msg_id": f"{field}-msg", "errors": errors, "ok": ok,
-            "help": topic_forms.CREATE_HELP.get(field, "")}
+    return {
+        "msg_id": f"{field}-msg",
+        "errors": errors,
+        "ok": ok,
+        "help": topic_forms.CREATE_HELP.get(field, ""),
+    }
 
 
 # ====================================================================== config
@@ -226,26 +246,37 @@ def topic_config(request, name):
     edit = topic_forms.config_edit(d, request.POST)
     check = request.POST.get("_check")
     if check:  # htmx: one key's verdict
-        return render(request, "console/topics/partials/field_check.html", {
-            "msg_id": config_msg_id(check),
-            "errors": [edit.errors[check]] if check in edit.errors else [],
-            "help": _config_help(d, check), "ok": "",
-        })
+        return render(
+            request,
+            "console/topics/partials/field_check.html",
+            {
+                "msg_id": config_msg_id(check),
+                "errors": [edit.errors[check]] if check in edit.errors else [],
+                "help": _config_help(d, check),
+                "ok": "",
+            },
+        )
     if edit.errors:
-        return render(request, "console/topics/config.html",
-                      _config_context(d, edit.values, edit.errors))
+        return render(
+            request, "console/topics/config.html", _config_context(d, edit.values, edit.errors)
+        )
     if not edit.changed:
         messages.info(request, "Nothing changed.")
         return redirect("console:topic", name)
     try:
         services.topic_config_update(
-            cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
-            set_=edit.set_, delete=edit.delete,
+            cluster=cluster,
+            sink=process_sink(),
+            actor=Actor(request.user),
+            name=name,
+            set_=edit.set_,
+            delete=edit.delete,
         )
     except InvalidConfig as e:
         errors = {e.key: str(e)} if e.key in d.config else {"__all__": str(e)}
-        return render(request, "console/topics/config.html",
-                      _config_context(d, edit.values, errors))
+        return render(
+            request, "console/topics/config.html", _config_context(d, edit.values, errors)
+        )
     changes = [f"{k}={v}" for k, v in edit.set_.items()] + [f"{k} reset" for k in edit.delete]
     messages.success(request, f"Updated the config of {name}: {', '.join(changes)}.")
     return redirect("console:topic", name)
@@ -266,13 +297,22 @@ def _config_help(d, key: str) -> str:
 
 def _config_context(d, values: dict, errors: dict) -> dict:
     rows = [
-        {"row": row, "value": values.get(row.key, ""), "errors": [errors[row.key]]
-         if row.key in errors else [], "msg_id": config_msg_id(row.key),
-         "help": _config_help(d, row.key)}
+        {
+            "row": row,
+            "value": values.get(row.key, ""),
+            "errors": [errors[row.key]] if row.key in errors else [],
+            "msg_id": config_msg_id(row.key),
+            "help": _config_help(d, row.key),
+        }
         for row in config_rows(d)
     ]
-    return {"nav": "topics", "topic": d, "rows": rows, "form_error": errors.get("__all__", ""),
-            "has_errors": bool(errors)}
+    return {
+        "nav": "topics",
+        "topic": d,
+        "rows": rows,
+        "form_error": errors.get("__all__", ""),
+        "has_errors": bool(errors),
+    }
 
 
 # ====================================================================== partitions
@@ -295,14 +335,18 @@ def topic_partitions(request, name):
         total = form.cleaned_data["total"]
         try:
             after = services.topic_partitions_add(
-                cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
+                cluster=cluster,
+                sink=process_sink(),
+                actor=Actor(request.user),
+                name=name,
                 total=total,
             )
         except InvalidPartitions as e:
             form.add_error("total", str(e))
         else:
-            messages.success(request, f"{name} now has {len(after.partitions)} partitions "
-                             f"(was {current}).")
+            messages.success(
+                request, f"{name} now has {len(after.partitions)} partitions (was {current})."
+            )
             return redirect("console:topic", name)
     return render(request, "console/topics/partitions.html", _p_context(d, form))
 
@@ -331,8 +375,11 @@ def topic_delete(request, name):
         )
         messages.success(request, f"Deleted topic {name} ({d.record_count:,} records).")
         return redirect("console:topics")
-    return render(request, "console/topics/delete.html",
-                  {"nav": "topics", "topic": d, "form": form, "groups": groups})
+    return render(
+        request,
+        "console/topics/delete.html",
+        {"nav": "topics", "topic": d, "form": form, "groups": groups},
+    )
 
 
 # ====================================================================== purge
@@ -355,23 +402,34 @@ def topic_purge(request, name):
     valid = form.is_valid()
     if request.POST.get("_preview"):  # htmx: what would go, before anything goes
         preview = _purge_preview(cluster, d, form) if valid else None
-        return render(request, "console/topics/partials/purge_preview.html",
-                      {"form": form, "preview": preview, "topic": d})
+        return render(
+            request,
+            "console/topics/partials/purge_preview.html",
+            {"form": form, "preview": preview, "topic": d},
+        )
     if valid:
         args = form.purge_arguments()
         try:
             result = services.topic_purge(
-                cluster=cluster, sink=process_sink(), actor=Actor(request.user), name=name,
+                cluster=cluster,
+                sink=process_sink(),
+                actor=Actor(request.user),
+                name=name,
                 **args,
             )
         except (InvalidRecord, UnknownPartition) as e:
             form.add_error(None, str(e))
         else:
             deleted = result.records_deleted
-            scope = "all partitions" if args["partitions"] is None else (
-                f"partition {args['partitions'][0]}")
-            messages.success(request, f"Purged {deleted:,} record{'s' if deleted != 1 else ''} "
-                             f"from {name} ({scope}).")
+            scope = (
+                "all partitions"
+                if args["partitions"] is None
+                else (f"partition {args['partitions'][0]}")
+            )
+            messages.success(
+                request,
+                f"Purged {deleted:,} record{'s' if deleted != 1 else ''} from {name} ({scope}).",
+            )
             return redirect("console:topic", name)
     return render(request, "console/topics/purge.html", _purge_context(d, form))
 
@@ -388,17 +446,28 @@ def _purge_preview(cluster, d, form) -> dict:
             target = min(max(args["before_offset"], start), end)
         elif "before_timestamp_ms" in args:
             found = cluster.offset_for_timestamp(
-                topic=d.name, partition=p, timestamp_ms=args["before_timestamp_ms"])
+                topic=d.name, partition=p, timestamp_ms=args["before_timestamp_ms"]
+            )
             target = end if found is None else max(found, start)
         else:
             target = end
-        rows.append({"partition": p, "start": start, "end": end, "target": target,
-                     "count": target - start, "left": end - target})
+        rows.append(
+            {
+                "partition": p,
+                "start": start,
+                "end": end,
+                "target": target,
+                "count": target - start,
+                "left": end - target,
+            }
+        )
     return {"rows": rows, "total": sum(r["count"] for r in rows)}
 
 
 def _purge_context(d, form) -> dict:
     return {
-        "nav": "topics", "topic": d, "form": form,
+        "nav": "topics",
+        "topic": d,
+        "form": form,
         "compact_only": d.config.get("cleanup.policy") == "compact",
     }

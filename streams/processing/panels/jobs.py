@@ -38,8 +38,14 @@ class PanelUpdate(NamedTuple):
 
 
 class _Job:
-    def __init__(self, source: RecordSource, panel_id: str, spec: PanelSpec,
-                 clock: Callable[[], int], backfill_ms: int):
+    def __init__(
+        self,
+        source: RecordSource,
+        panel_id: str,
+        spec: PanelSpec,
+        clock: Callable[[], int],
+        backfill_ms: int,
+    ):
         self.panel_id, self.spec, self.clock = panel_id, spec, clock
         self.source = source
         self.backfill_ms = backfill_ms
@@ -138,8 +144,14 @@ class _Job:
         self.latest.update(fresh)
         self._trim()
         op = self.operator
-        counts = (op.watermark, op.late_count, op.corrections, self.records_read,
-                  self.parse_errors, self.error)
+        counts = (
+            op.watermark,
+            op.late_count,
+            op.corrections,
+            self.records_read,
+            self.parse_errors,
+            self.error,
+        )
         if not fresh and counts == self.last_reported:
             return None
         self.last_reported = counts
@@ -159,8 +171,16 @@ class _Job:
     def snapshot(self) -> PanelUpdate:
         op = self.operator
         results = sorted(self.latest.values(), key=_window_order)
-        return PanelUpdate(self.panel_id, results, op.watermark, op.late_count, op.corrections,
-                           self.records_read, self.parse_errors, self.error)
+        return PanelUpdate(
+            self.panel_id,
+            results,
+            op.watermark,
+            op.late_count,
+            op.corrections,
+            self.records_read,
+            self.parse_errors,
+            self.error,
+        )
 
 
 def _window_order(r: WindowResult) -> tuple:
@@ -171,8 +191,14 @@ class PanelJobs:
     """Runs the aggregation job of every panel on one daemon thread (``start``/``close``),
     reading from `source`: a ``LogStore``, or a ``ClusterSource`` over any Cluster."""
 
-    def __init__(self, source: RecordSource, *, clock: Callable[[], int] | None = None,
-                 poll_interval_ms: int = 200, backfill_ms: int = 15 * 60_000):
+    def __init__(
+        self,
+        source: RecordSource,
+        *,
+        clock: Callable[[], int] | None = None,
+        poll_interval_ms: int = 200,
+        backfill_ms: int = 15 * 60_000,
+    ):
         self.source = source
         self.clock = clock or wall_clock_ms
         self.poll_interval_ms = poll_interval_ms

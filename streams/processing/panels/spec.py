@@ -45,7 +45,11 @@ _MS = timedelta(milliseconds=1)
 
 def _aggregate(name: str) -> AggregateSpec:
     return {
-        "count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean,
+        "count": Count,
+        "sum": Sum,
+        "min": Min,
+        "max": Max,
+        "mean": Mean,
     }.get(name, lambda: Quantile(int(name[1:]) / 100))()
 
 
@@ -70,11 +74,13 @@ class PanelSpec:
         if not isinstance(self.topic, str) or not self.topic.strip():
             raise InvalidConfig("topic", self.topic, "name a topic")
         if self.aggregation not in AGGREGATIONS:
-            raise InvalidConfig("aggregation", self.aggregation,
-                                f"must be one of {', '.join(AGGREGATIONS)}")
+            raise InvalidConfig(
+                "aggregation", self.aggregation, f"must be one of {', '.join(AGGREGATIONS)}"
+            )
         if self.aggregation != "count" and self.value_field is None:
-            raise InvalidConfig("value_field", None,
-                                f"{self.aggregation} needs a field to aggregate")
+            raise InvalidConfig(
+                "value_field", None, f"{self.aggregation} needs a field to aggregate"
+            )
         for name in ("value_field", "group_by", "time_field"):
             _check_path(name, getattr(self, name))
         if self.window not in WINDOWS:
@@ -86,8 +92,9 @@ class PanelSpec:
                 raise InvalidConfig("step_ms", None, "a hopping window needs a step")
             _check_int("step_ms", self.step_ms, 1, self.size_ms)
             if self.size_ms / self.step_ms > MAX_WINDOWS_PER_EVENT:
-                raise InvalidConfig("step_ms", self.step_ms,
-                                    f"size/step may be at most {MAX_WINDOWS_PER_EVENT}")
+                raise InvalidConfig(
+                    "step_ms", self.step_ms, f"size/step may be at most {MAX_WINDOWS_PER_EVENT}"
+                )
         if self.window == "session":
             if self.gap_ms is None:
                 raise InvalidConfig("gap_ms", None, "a session window needs a gap")
@@ -134,10 +141,14 @@ class PanelSpec:
             "session": lambda: Session(self.gap_ms),
         }[self.window]()
         return WindowOperator(
-            window, {self.aggregation: _aggregate(self.aggregation)},
-            out_of_orderness_ms=self.out_of_orderness_ms, grace_ms=self.lateness_ms,
+            window,
+            {self.aggregation: _aggregate(self.aggregation)},
+            out_of_orderness_ms=self.out_of_orderness_ms,
+            grace_ms=self.lateness_ms,
             idle_timeout_ms=IDLE_TIMEOUT_MS if self.time_field else None,
-            emit="current", late="drop", clock=clock,
+            emit="current",
+            late="drop",
+            clock=clock,
         )
 
 

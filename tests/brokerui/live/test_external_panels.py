@@ -95,8 +95,9 @@ def test_a_panel_whose_topic_was_deleted_says_why(external, viewer, login, conne
 
     topic = f"gone-{time.time_ns() % 10**9}"
     external.create_topic(name=topic, partitions=1)
-    panel = services.panel_create(user=viewer, name="Gone",
-                                  spec=PanelSpec(topic=topic, aggregation="count"))
+    panel = services.panel_create(
+        user=viewer, name="Gone", spec=PanelSpec(topic=topic, aggregation="count")
+    )
     external.delete_topic(name=topic)
     jobs = feeds.panel_jobs()
     for _ in range(100):  # the job notices on its next poll, and stops

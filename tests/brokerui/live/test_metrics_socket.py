@@ -111,8 +111,12 @@ def test_pause_stops_pushes_and_resume_fills_the_gap(broker, hub, clock, connect
         await receive(ws, "resumed")
         gap = await receive(ws, "backfill")
         by_partition = values(gap, series("records_in", "orders", 0))
-        by_partition.update({t: v + by_partition.get(t, 0)
-                             for t, v in values(gap, series("records_in", "orders", 1)).items()})
+        by_partition.update(
+            {
+                t: v + by_partition.get(t, 0)
+                for t, v in values(gap, series("records_in", "orders", 1)).items()
+            }
+        )
         assert sorted(by_partition) == [last_t + 1000, last_t + 2000]  # both missed windows
         assert sum(by_partition.values()) == 4
         await ws.disconnect()
@@ -120,8 +124,9 @@ def test_pause_stops_pushes_and_resume_fills_the_gap(broker, hub, clock, connect
     run(body)
 
 
-def test_group_page_gets_lag_and_the_produce_rate_of_its_topics(broker, hub, clock, connect, login,
-                                                                viewer):
+def test_group_page_gets_lag_and_the_produce_rate_of_its_topics(
+    broker, hub, clock, connect, login, viewer
+):
     produce(broker, "orders", 6)
     produce(broker, "clicks", 3, partitions=1)
     broker.coordinator.commit_offsets("billing", {("orders", 0): 1, ("orders", 1): 1})
@@ -149,11 +154,14 @@ def test_group_page_gets_lag_and_the_produce_rate_of_its_topics(broker, hub, clo
     run(body)
 
 
-def test_points_travel_through_a_redis_channel_layer(broker, hub, clock, connect, login, viewer,
-                                                     settings, redis_url):
+def test_points_travel_through_a_redis_channel_layer(
+    broker, hub, clock, connect, login, viewer, settings, redis_url
+):
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                    "CONFIG": {"hosts": [redis_url]}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [redis_url]},
+        }
     }
     import redis as redis_client
     from channels.layers import get_channel_layer
@@ -200,8 +208,9 @@ def test_the_broker_hub_pushes_real_windows(broker, connect, login, viewer):
     run(body)
 
 
-def test_a_reconnect_gets_only_the_windows_since_the_last_one_it_had(broker, hub, clock,
-                                                                     connect, login, viewer):
+def test_a_reconnect_gets_only_the_windows_since_the_last_one_it_had(
+    broker, hub, clock, connect, login, viewer
+):
     headers = login(viewer)
     produce(broker, "orders", 1)
 
@@ -212,8 +221,7 @@ def test_a_reconnect_gets_only_the_windows_since_the_last_one_it_had(broker, hub
         windows = [t for _s, t, *_ in hub.history(0, match=lambda s: s == "records_in")]
         ws = connect("/ws/metrics/", headers)  # a page that had everything up to windows[-2]
         assert (await ws.connect())[0]
-        await ws.send_json_to({"type": "subscribe", "scope": "overview",
-                               "since": windows[-2] + 1})
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "since": windows[-2] + 1})
         gap = await receive(ws, "backfill")
         assert values(gap, series("records_in")) == {windows[-1]: 4}
         await ws.disconnect()
@@ -221,15 +229,17 @@ def test_a_reconnect_gets_only_the_windows_since_the_last_one_it_had(broker, hub
     run(body)
 
 
-def test_the_60_minute_range_gets_the_one_minute_rollups(broker, hub, clock, connect, login,
-                                                         viewer):
+def test_the_60_minute_range_gets_the_one_minute_rollups(
+    broker, hub, clock, connect, login, viewer
+):
     headers = login(viewer)
 
     async def body():
         ws = connect("/ws/metrics/", headers)
         assert (await ws.connect())[0]
-        await ws.send_json_to({"type": "subscribe", "scope": "overview", "resolution": 60_000,
-                               "range_ms": 3_600_000})
+        await ws.send_json_to(
+            {"type": "subscribe", "scope": "overview", "resolution": 60_000, "range_ms": 3_600_000}
+        )
         assert (await receive(ws, "backfill"))["resolution"] == 60_000
         await asyncio.to_thread(produce, broker, "orders", 5)
         for _ in range(61):  # 1-second windows close each tick, but are not for this page

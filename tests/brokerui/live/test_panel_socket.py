@@ -20,8 +20,13 @@ pytestmark = pytest.mark.django_db
 def panel(broker, viewer):
     broker.store.create_topic("orders", 1)
     broker.store.append("orders", b'{"total": 3}')
-    spec = PanelSpec(topic="orders", aggregation="sum", value_field="total", window="tumbling",
-                     size_ms=24 * 3600_000)  # one window for the whole test
+    spec = PanelSpec(
+        topic="orders",
+        aggregation="sum",
+        value_field="total",
+        window="tumbling",
+        size_ms=24 * 3600_000,
+    )  # one window for the whole test
     return services.panel_create(user=viewer, name="Revenue", spec=spec)
 
 
@@ -82,8 +87,9 @@ def test_snapshot_then_updates_then_pause_and_resume(broker, panel, connect, log
     async_to_sync(body)()
 
 
-def test_corrections_and_late_records_reach_the_socket(broker, connect, login, viewer, clock,
-                                                      monkeypatch):
+def test_corrections_and_late_records_reach_the_socket(
+    broker, connect, login, viewer, clock, monkeypatch
+):
     """Real `PanelJobs` on the hand clock, polled by the test: a record late but within the
     allowed lateness re-emits its window as a correction (revision > 0), one after the window
     closed is counted late, and the socket's updates carry both."""
@@ -101,8 +107,15 @@ def test_corrections_and_late_records_reach_the_socket(broker, connect, login, v
     broker.store.create_topic("late", 1)
     put(1000, 1)
     put(12_000, 2)  # the watermark passes t0 + 10 s: [t0, t0 + 10 s) fires
-    spec = PanelSpec(topic="late", aggregation="sum", value_field="total", window="tumbling",
-                     size_ms=10_000, time_field="ts", lateness_ms=5000)
+    spec = PanelSpec(
+        topic="late",
+        aggregation="sum",
+        value_field="total",
+        window="tumbling",
+        size_ms=10_000,
+        time_field="ts",
+        lateness_ms=5000,
+    )
     panel = services.panel_create(user=viewer, name="Late", spec=spec)
     headers = login(viewer)
 

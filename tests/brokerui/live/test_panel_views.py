@@ -14,9 +14,20 @@ from brokerui.console.live.models import MetricPanel
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-FORM = {"name": "Order totals", "topic": "orders", "aggregation": "p95", "value_field": "total",
-        "group_by": "", "window": "tumbling", "size_s": "10", "step_s": "", "gap_s": "",
-        "time_field": "at", "lateness_s": "5", "out_of_orderness_s": "2"}
+FORM = {
+    "name": "Order totals",
+    "topic": "orders",
+    "aggregation": "p95",
+    "value_field": "total",
+    "group_by": "",
+    "window": "tumbling",
+    "size_s": "10",
+    "step_s": "",
+    "gap_s": "",
+    "time_field": "at",
+    "lateness_s": "5",
+    "out_of_orderness_s": "2",
+}
 
 
 @pytest.fixture
@@ -30,8 +41,9 @@ def create(client, **changes):
     return client.post(reverse("console:panels"), {**FORM, **changes}, **HTMX)
 
 
-def test_a_viewer_creates_a_panel_which_starts_its_job_and_is_audited(orders, viewer_client,
-                                                                      viewer):
+def test_a_viewer_creates_a_panel_which_starts_its_job_and_is_audited(
+    orders, viewer_client, viewer
+):
     response = create(viewer_client)
     panel = MetricPanel.objects.get(user=viewer)
     assert response.status_code == 200
@@ -54,8 +66,9 @@ def test_a_viewer_creates_a_panel_which_starts_its_job_and_is_audited(orders, vi
         ({"topic": "nope"}, "topic", "Select a valid choice"),
     ],
 )
-def test_invalid_panels_come_back_with_the_error_next_to_the_field(orders, viewer_client,
-                                                                   changes, field, words):
+def test_invalid_panels_come_back_with_the_error_next_to_the_field(
+    orders, viewer_client, changes, field, words
+):
     response = create(viewer_client, **changes)
     assert response.status_code == 200  # htmx swaps only successful responses
     html = response.content.decode()
@@ -106,8 +119,10 @@ def test_panel_jobs_are_re_ensured_on_the_page_and_at_start_up(orders, viewer_cl
     panel = MetricPanel.objects.get()
     orders.panels.remove(panel.panel_id)  # as after a restart: jobs live in memory
     page = viewer_client.get(reverse("console:panel", args=[panel.pk]))
-    assert page.status_code == 200 and f'data-live-socket="/ws/panels/{panel.pk}/"' in \
-        page.content.decode()
+    assert (
+        page.status_code == 200
+        and f'data-live-socket="/ws/panels/{panel.pk}/"' in page.content.decode()
+    )
     assert panel.panel_id in orders.panels.panel_ids()
 
     orders.panels.remove(panel.panel_id)

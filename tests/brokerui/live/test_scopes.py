@@ -12,8 +12,9 @@ GROUP_NAME = re.compile(r"^[A-Za-z0-9._-]{1,99}$")
 
 def test_group_names_are_valid_for_any_name():
     names = ["orders", "team/<b>x</b> ünïcode", "x" * 300, ""]
-    groups = {Scope(kind, name).group_name for kind in ("topic", "group", "panel")
-              for name in names}
+    groups = {
+        Scope(kind, name).group_name for kind in ("topic", "group", "panel") for name in names
+    }
     assert all(GROUP_NAME.match(g) for g in groups)
     assert len(groups) == 3 * len(names)  # no two scopes share a group
     assert Scope("overview").group_name == "live.overview"
@@ -25,7 +26,10 @@ def test_routes():
     assert readers == {"orders": {"billing"}}
     assert route(series("records_in"), readers) == [Scope("overview")]
     assert route(series("records_in", "orders"), readers) == [
-        Scope("overview"), Scope("topic", "orders"), Scope("group", "billing")]
+        Scope("overview"),
+        Scope("topic", "orders"),
+        Scope("group", "billing"),
+    ]
     assert route(series("records_in", "orders", 1), readers) == [Scope("topic", "orders")]
     assert route(series("bytes_out", "orders", 1), readers) == [Scope("topic", "orders")]
     assert route(series("group_records_et", "a/b"), readers) == [Scope("group", "a/b")]

@@ -269,8 +269,10 @@ class Command(BaseCommand):
             ) from None
         if options["execute"]:  # GroupNotEmpty unless Empty, checked at commit
             services.group_reset_apply(
-                cluster=LocalCluster(store, coordinator), sink=AuditLog(store),
-                actor=Actor.cli(), plan=plan,
+                cluster=LocalCluster(store, coordinator),
+                sink=AuditLog(store),
+                actor=Actor.cli(),
+                plan=plan,
             )
         notes = []
         if not exists:
@@ -318,7 +320,9 @@ class Command(BaseCommand):
         """One plan over every scope (several --topic flags), so --execute commits it in one
         atomic write. With --from-file, the scopes filter the file's partitions."""
         return services.group_reset_plan(
-            cluster=LocalCluster(store, coordinator), group_id=group, strategy=strategy,
+            cluster=LocalCluster(store, coordinator),
+            group_id=group,
+            strategy=strategy,
             scopes=scopes,
         )
 
@@ -327,8 +331,10 @@ class Command(BaseCommand):
         for group in options["group"]:
             try:
                 services.group_delete(
-                    cluster=LocalCluster(store, coordinator), sink=AuditLog(store),
-                    actor=Actor.cli(), group_id=group,
+                    cluster=LocalCluster(store, coordinator),
+                    sink=AuditLog(store),
+                    actor=Actor.cli(),
+                    group_id=group,
                 )
                 deleted.append(group)
             except UnknownGroup:
@@ -363,10 +369,12 @@ class Command(BaseCommand):
             topics.append(topic)
         for i, topic in enumerate(dict.fromkeys(topics)):
             doomed = services.group_offsets_delete(
-                cluster=LocalCluster(store, coordinator), sink=AuditLog(store),
-                actor=Actor.cli(), group_id=group, topic=topic,
+                cluster=LocalCluster(store, coordinator),
+                sink=AuditLog(store),
+                actor=Actor.cli(),
+                group_id=group,
+                topic=topic,
             )
             if i:
                 self.stdout.write("")
             self.stdout.write(fmt.deleted_offsets(group, topic, doomed))
-
