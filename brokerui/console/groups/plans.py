@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from django.core import signing
 
-from streams.cluster import LocalCluster
+from streams.cluster import Cluster
 from streams.errors import UnknownGroup, UnknownTopic
 from streams.groups import ResetPlan, ResetStrategy
 from streams.groups.reset import PlanRow
@@ -84,7 +84,7 @@ def load_plan(token: str, *, group_id: str, user_id: int | None) -> tuple[ResetP
     return plan, data["l"]
 
 
-def current_offsets(cluster: LocalCluster, group_id: str) -> dict[tuple[str, int], int]:
+def current_offsets(cluster: Cluster, group_id: str) -> dict[tuple[str, int], int]:
     """Committed offsets of the group now ({} for a group that no longer exists)."""
     try:
         detail = cluster.describe_group(group_id)
@@ -97,7 +97,7 @@ def current_offsets(cluster: LocalCluster, group_id: str) -> dict[tuple[str, int
     }
 
 
-def stale_reasons(cluster: LocalCluster, plan: ResetPlan) -> list[str]:
+def stale_reasons(cluster: Cluster, plan: ResetPlan) -> list[str]:
     """Why the previewed plan no longer describes the group and its logs ([] if it still does)."""
     reasons = []
     committed = current_offsets(cluster, plan.group_id)

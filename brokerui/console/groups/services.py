@@ -19,8 +19,11 @@ with the same before and the reason in after, then raised.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from brokerui.audit.services import Actor, AuditSink
 from brokerui.console.groups import plans
+from streams.cluster import Cluster
 from streams.errors import GroupError, GroupNotEmpty, TidelogError, UnknownGroup
 from streams.groups import ResetPlan, ResetScope, ResetStrategy
 from streams.groups.reset import plan_across_scopes
@@ -42,7 +45,7 @@ def _target(group_id: str) -> str:
     return f"group {group_id}"
 
 
-def offsets_json(offsets: dict[tuple[str, int], int | None]) -> dict[str, dict[str, int | None]]:
+def offsets_json(offsets: Mapping[tuple[str, int], int | None]) -> dict[str, dict[str, int | None]]:
     """{topic: {"partition": offset}}: the audit's shape for a group's offsets."""
     out: dict[str, dict[str, int | None]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
@@ -70,7 +73,7 @@ def busy_reason(state: str, members=()) -> str | None:
     )
 
 
-def not_empty_error(cluster, group_id: str) -> GroupNotEmpty | None:
+def not_empty_error(cluster: Cluster, group_id: str) -> GroupNotEmpty | None:
     """GroupNotEmpty naming the group's state and members, None while it is Empty (or gone)."""
     try:
         desc = cluster.describe_group(group_id).description
@@ -82,7 +85,7 @@ def not_empty_error(cluster, group_id: str) -> GroupNotEmpty | None:
 
 
 def group_reset_plan(
-    *, cluster, group_id: str, strategy: ResetStrategy, scopes: list[ResetScope]
+    *, cluster: Cluster, group_id: str, strategy: ResetStrategy, scopes: list[ResetScope]
 ) -> ResetPlan:
     """One plan over every scope (committed in one write); nothing is changed or audited."""
 
@@ -102,7 +105,7 @@ def reset_audit_payload(plan: ResetPlan) -> tuple[dict, dict]:
     return before, after
 
 
-def group_reset_apply(*, cluster, sink: AuditSink, actor: Actor, plan: ResetPlan):
+def group_reset_apply(*, cluster: Cluster, sink: AuditSink, actor: Actor, plan: ResetPlan):
     """Commit exactly `plan`'s targets, if it still describes the group (committed offsets as
     planned, targets within the logs) and the group is Empty; returns the audit entry. Raises
     StalePlan, GroupNotEmpty or another TidelogError, each recorded ``group.reset.refused``."""
@@ -123,7 +126,7 @@ def group_reset_apply(*, cluster, sink: AuditSink, actor: Actor, plan: ResetPlan
     return actor.record(sink, "group.reset", target, before=before, after=after)
 
 
-def group_delete(*, cluster, sink: AuditSink, actor: Actor, group_id: str) -> None:
+def group_delete(*, cluster: Cluster, sink: AuditSink, actor: Actor, group_id: str) -> None:
     """Delete an Empty group and its committed offsets. Raises UnknownGroup (not audited) or
     GroupNotEmpty (recorded ``group.delete.refused``)."""
     before = {"offsets": offsets_json(plans.current_offsets(cluster, group_id))}
@@ -142,7 +145,7 @@ def group_delete(*, cluster, sink: AuditSink, actor: Actor, group_id: str) -> No
 
 
 def group_offsets_delete(
-    *, cluster, sink: AuditSink, actor: Actor, group_id: str, topic: str
+    *, cluster: Cluster, sink: AuditSink, actor: Actor, group_id: str, topic: str
 ) -> list[tuple[str, int]]:
     """Delete the group's committed offsets on `topic`; the partitions deleted ([] when it had
     none: nothing is audited then). Raises UnknownGroup, UnknownTopic (not audited) or
