@@ -51,6 +51,7 @@ from streams.cluster import (
 from streams.cluster.browse import BrowseRequest, BrowseResult, browse
 from streams.cluster.kafka_io import ClusterView, GroupView, KafkaClients, domain_error, result
 from streams.groups import GroupLag, ResetPlan, ResetScope, ResetStrategy, group_lag, plan_reset
+from streams.groups.coordinator import GroupDescription
 from streams.log import AppendResult, Record, TopicDescription
 from streams.log.config import LONG_MAX, SCHEMA, validate_topic_name
 from streams.log.store import PartitionDescription, is_internal
@@ -353,11 +354,14 @@ class KafkaCluster:
 
     def describe_group(self, group_id: str) -> GroupDetail:
         groups = GroupView(self.clients)
+        return GroupDetail(self._known(groups, group_id), group_lag(groups, self._view(), group_id))
+
+    def _known(self, groups: GroupView, group_id: str) -> GroupDescription:
         desc = groups.describe_group(group_id)
         if not desc.members and not groups.committed(group_id):
             # Kafka describes any id (as Dead or Empty); the console wants "no such group"
             raise se.UnknownGroup(group_id)
-        return GroupDetail(desc, group_lag(groups, self._view(), group_id))
+        return desc
 
     def group_lag(self, group_id: str) -> GroupLag:
         return group_lag(GroupView(self.clients), self._view(), group_id)
@@ -416,8 +420,8 @@ class KafkaCluster:
         return domain_error(err, group=group_id)
 
     def delete_group(self, *, group_id: str) -> None:
-        groups = GroupView(self.clients)
-        self.describe_group(group_id)  # UnknownGroup
+        groups = GroupView(self.clients)  # one DescribeGroups and OffsetFetch for both checks
+        self._known(groups, group_id)  # UnknownGroup
         self._refuse_active(groups, group_id)
         futures = self.clients.admin.delete_consumer_groups(
             [group_id], request_timeout=self.timeout
