@@ -118,3 +118,17 @@ def test_live_feed_updates_the_open_window_and_forgets_old_ones():
     assert live.feed([Point(RATE, T0 + 5000, MINUTE_MS, 1)]) == []  # not its source width
     live.feed([Point(RATE, T0 + 120_000, SECOND_MS, 1)])
     assert live.feed([Point(RATE, T0 + 2000, SECOND_MS, 99)]) == []  # long complete: dropped
+
+
+def test_a_chart_reads_at_most_its_range_back_from_the_start_of_a_window():
+    from streams.broker.metrics.downsample import ChartFeed
+
+    chart = ChartFeed(15 * MINUTE_MS)
+    now = T0 + 3_600_000 + 4_321
+    assert chart.resolution_ms == 10_000
+    assert chart.since(now_ms=now) == now - 15 * MINUTE_MS - 4_321  # whole range, whole window
+    assert chart.since(now_ms=now, since_ms=now - 12_000) == now - 4_321 - 10_000  # reopened
+    assert chart.since(now_ms=now, since_ms=0) == chart.since(now_ms=now)  # never more
+    history = [Point(RATE, T0 + 1000 * i, SECOND_MS, 2) for i in range(3)]
+    assert [(p.t, p.v) for p in chart.backfill(history)] == [(T0, 20)]
+    assert [(p.t, p.v) for p in chart.live([Point(RATE, T0 + 3000, SECOND_MS, 6)])] == [(T0, 30)]

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import DatabaseError, connections
 
 from brokerui.audit import services as audit
 from brokerui.console.live import feeds
 from brokerui.console.live.models import MetricPanel
+from streams.broker.metrics import Point
+from streams.broker.metrics.downsample import ChartFeed
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +112,22 @@ def panel_snapshot(panel: MetricPanel) -> dict | None:
         return None
     ensure_panel(panel)
     return feeds.encode_update(jobs.snapshot(panel.panel_id))
+
+
+def metrics_backfill(
+    *, hub, chart: ChartFeed, match: Callable[[str], bool], now_ms: int, since_ms: int | None
+) -> tuple[int, list[list]]:
+    """A live chart's history at its resolution, from `since_ms` (None: its whole range), as
+    rows for the socket; the chart's live windows continue from it. Returns (start, rows)."""
+    since = chart.since(now_ms=now_ms, since_ms=since_ms)
+    history = hub.history(since, resolution_ms=chart.plan.source_ms, match=match)
+    return since, [feeds.as_row(p) for p in chart.backfill(history)]
+
+
+def metrics_live(*, chart: ChartFeed, rows: list[list]) -> list[list]:
+    """Live rows (the hub's windows, as the channel layer carries them) at the chart's
+    resolution: each window they changed, its value so far."""
+    return [feeds.as_row(p) for p in chart.live(Point(*r) for r in rows)]
 
 
 def start_saved_panels() -> threading.Thread:

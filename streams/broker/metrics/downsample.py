@@ -13,7 +13,8 @@ range      resolution  computed from                               points
 24 h       15 min      the 1-minute rollups kept in ``__metrics``  96
 =========  ==========  ==========================================  ==========
 
-`Downsampler` turns fine windows into coarse ones (aligned to the epoch, so to UTC minutes):
+`ChartFeed` is one chart subscription (a backfill, then live windows) over a `Downsampler`,
+which turns fine windows into coarse ones (aligned to the epoch, so to UTC minutes):
 
 - a *rate* kind's fine window holds its total (records or bytes in the window); the coarse value
   is the **average rate** over the fine windows present, times the coarse length: ``sum ÷
@@ -156,3 +157,33 @@ class Downsampler:
 def downsample(points: Iterable[Point], step_ms: int, source_ms: int) -> list[Point]:
     """The coarse windows of `points` (a whole history at once), oldest first."""
     return Downsampler(step_ms, source_ms, keep_ms=1 << 62).feed(points)
+
+
+class ChartFeed:
+    """One chart subscription (a page's range): which history to read, and the windows at its
+    resolution — a backfill from history first, then each batch of live windows."""
+
+    def __init__(self, range_ms: int | None):
+        self.plan = plan_for(range_ms)
+        self._live = Downsampler.for_plan(self.plan)
+
+    @property
+    def resolution_ms(self) -> int:
+        return self.plan.step_ms
+
+    def since(self, *, now_ms: int, since_ms: int | None = None) -> int:
+        """Where the history to read starts: `since_ms` (a reconnect's last window, inclusive:
+        it may have been open) or the whole range, never more than the range back; always
+        the start of a window, so the first one is whole."""
+        earliest = now_ms - self.plan.range_ms
+        start = earliest if since_ms is None else max(since_ms, earliest)
+        return bucket_start(start, self.plan.step_ms)
+
+    def backfill(self, history: Iterable[Point]) -> list[Point]:
+        """The windows of `history` (fine windows from `since()` on); live windows continue
+        from them (an open window keeps growing)."""
+        self._live = Downsampler.for_plan(self.plan)
+        return self._live.feed(history)
+
+    def live(self, points: Iterable[Point]) -> list[Point]:
+        return self._live.feed(points)
