@@ -90,6 +90,24 @@ def test_one_minute_rollup_sums_rates_and_keeps_peak_gauges(engine, clock):
     assert got[series("end_offset", "orders", 0)] == {T0: 60}
 
 
+def test_a_minute_measured_in_part_rolls_up_to_its_average_rate(engine, clock):
+    """A broker started half-way through a minute: 2 records a second for its 30 seconds is
+    2/s — the rollup says 120 a minute, not the 60 counted (which would draw 1/s)."""
+    store, coordinator = engine
+    clock.advance(30_000)
+    hub = MetricsHub(store, coordinator, clock=clock)
+    hub.tick()
+    minute_points = []
+    for _ in range(30):
+        store.append("orders", b"v", partition=0)
+        store.append("orders", b"v", partition=1)
+        minute_points += [p for p in _second(clock, hub) if p.w == 60_000]
+    got = _by_series(minute_points, w=60_000)
+    assert got[series("records_in", "orders")] == {T0: 120}
+    assert got[series("records_in", "orders", 0)] == {T0: 60}
+    assert got[series("end_offset", "orders", 0)] == {T0: 30}  # a gauge: its peak
+
+
 def test_history_survives_a_restart(tmp_path, clock):
     store = LogStore.open(tmp_path / "data", clock=clock, background=False)
     store.create_topic("orders", 1, {})

@@ -9,7 +9,8 @@ feeds it to three window operators from `streams.processing` (the same ones user
 - an event-time 1-second tumbling count per group over the timestamps of the records the group
   committed past — its consume rate in event time, which a stop-and-catch-up does not spike.
 
-Rates are summed, gauges keep their peak (one sample per second: the value itself). Each batch
+Rates are summed (a minute the broker was up for only part of: the mean of its seconds × 60,
+see `_point`), gauges keep their peak (one sample per second: the value itself). Each batch
 of closed windows goes to the internal topic ``__metrics`` (retention one day) so history
 survives a restart — its 1-second windows to partition 0, its 1-minute rollups to partition 1,
 so a day of rollups (what the 6-hour and 24-hour charts read, see `downsample`) is 1,440 small
@@ -38,7 +39,7 @@ from streams.broker.metrics.series import (
     series,
 )
 from streams.errors import StorageError, TopicAlreadyExists
-from streams.processing import Max, Sum, Tumbling, WindowOperator
+from streams.processing import Count, Max, Sum, Tumbling, WindowOperator
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class MetricsHub:
     def _processing_operator(self, size_ms: int) -> WindowOperator:
         return WindowOperator(
             Tumbling(size_ms),
-            {"sum": Sum(), "max": Max()},
+            {"sum": Sum(), "max": Max(), "n": Count()},
             time="processing",
             clock=lambda: self._sample_ms,
         )
@@ -313,8 +314,15 @@ def _event_time_of(event: tuple) -> int:
 
 
 def _point(result, size_ms: int) -> Point:
+    """A closed window as a point: a gauge's peak; a rate's total, where a 1-minute rollup of
+    fewer than 60 samples (the broker was up for part of the minute) is the mean of its
+    seconds × 60 — the average rate while measured, not a dip to a fraction of it."""
     kind = result.key.split("/", 1)[0]
-    value = result.values["max"] if kind in GAUGE_KINDS else result.values["sum"]
+    if kind in GAUGE_KINDS:
+        value = result.values["max"]
+    else:
+        values = result.values
+        value = values["sum"] * (size_ms // SECOND_MS) / values["n"] if values["n"] else 0.0
     return Point(result.key, result.start, size_ms, value, result.revision)
 
 
