@@ -336,6 +336,7 @@ def test_corrections_are_logged_with_old_and_new_values(store, clock):
     # a page opened now (or reloaded) gets every correction its counter counts
     snap = jobs.snapshot("p")
     assert snap.corrections == 3 == len(snap.correction_log)
+    assert [c.seq for c in snap.correction_log] == [1, 2, 3]
     assert [c.new["sum"] for c in snap.correction_log] == [5, 15, 16]
 
 

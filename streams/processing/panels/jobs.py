@@ -42,6 +42,7 @@ class Correction(NamedTuple):
     old: dict[str, object] | None  # None: the job no longer held the window's earlier values
     new: dict[str, object]
     revision: int
+    seq: int  # 1, 2, ... in the job's order (the last one's equals its corrections counter)
 
 
 class PanelUpdate(NamedTuple):
@@ -84,6 +85,7 @@ class _Job:
         self.correction_log: deque[Correction] = deque(maxlen=CORRECTIONS_KEPT)
         self.late_log: deque[LateEvent] = deque(maxlen=LATE_KEPT)
         self.new_corrections: list[Correction] = []  # since the previous update
+        self.corrections_logged = 0
         self.new_late: list[LateEvent] = []
         self.lock = threading.Lock()  # poll vs snapshot
         self._add_partitions()
@@ -203,7 +205,10 @@ class _Job:
             start, end = r.replaces[0]
             before = fresh.get((r.key, start, end)) or self.latest.get((r.key, start, end))
         old = None if before is None else before.values
-        self.new_corrections.append(Correction(r.key, r.start, r.end, old, r.values, r.revision))
+        self.corrections_logged += 1
+        self.new_corrections.append(
+            Correction(r.key, r.start, r.end, old, r.values, r.revision, self.corrections_logged)
+        )
 
     def _trim(self) -> None:
         horizon = self.clock() - self.backfill_ms
