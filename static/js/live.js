@@ -334,16 +334,14 @@
   function drawPanel() {
     var panel = state.panel, figure = root.querySelector("[data-chart]");
     if (!panel || !figure || !window.TidelogPanels) return;
-    // at least 30 windows (and a minute) wide, so a new panel's first points are not alone
-    var size = Number(root.dataset.sizeMs || 1000), span = Math.max(30 * size, MINUTE), now = Date.now();
-    var xEnd = now + size, xRange = [new Date(now - span), new Date(xEnd)];
     var drawn = window.TidelogPanels.figure({ windows: panel.windows, late: Array.from(panel.late.values()),
                                               stats: panel.stats },
-                                            { aggregation: root.dataset.aggregation, xEnd: xEnd, colours: colours() });
+                                            { aggregation: root.dataset.aggregation, colours: colours(),
+                                              sizeMs: Number(root.dataset.sizeMs || 1000), now: Date.now() });
     figure.dataset.points = drawn.windows;
     figure.dataset.watermark = panel.stats && panel.stats.watermark !== null ? panel.stats.watermark : "";
     if (drawn.windows && !(panel.stats && panel.stats.error)) showEmpty(null);
-    var look = layout(root.dataset.title || "", root.dataset.unit || "", xRange, drawn.windows === 0);
+    var look = layout(root.dataset.title || "", root.dataset.unit || "", drawn.xRange, drawn.windows === 0);
     look.shapes = drawn.shapes;
     look.annotations = look.annotations.concat(drawn.annotations);
     look.margin.t = 48; // room for the watermark's label above the plot
@@ -372,7 +370,7 @@
     list.replaceChildren.apply(list, shown.map(function (c) {
       var li = document.createElement("li");
       li.dataset.seq = c.seq;
-      li.textContent = window.TidelogPanels.correctionText(c, root.dataset.aggregation);
+      li.textContent = window.TidelogPanels.correctionText(c, root.dataset.aggregation, Boolean(root.dataset.groupBy));
       return li;
     }));
   }

@@ -63,8 +63,21 @@
     };
   }
 
-  // {traces, shapes, annotations, windows}: `panel` = {windows: Map|[] of latest results, late:
-  // [late events], stats: {watermark}}; opts = {aggregation, xEnd (ms), colours {muted, grid}}
+  // [from, to] (ms): over the data there is (windows, late events, the watermark) with a window
+  // to spare each side, at least 10 windows wide; without data the last `fallback` ms to now
+  function xRange(results, late, wm, size, now, fallback) {
+    var lo = Infinity, hi = -Infinity;
+    results.forEach(function (r) { lo = Math.min(lo, r.start); hi = Math.max(hi, r.end); });
+    late.forEach(function (e) { lo = Math.min(lo, e.event_time); hi = Math.max(hi, e.event_time); });
+    if (wm !== null && wm !== undefined && wm >= 0) { lo = Math.min(lo, wm); hi = Math.max(hi, wm); }
+    if (!isFinite(lo)) return [now - fallback, now + size];
+    lo -= size; hi += size;
+    return [Math.min(lo, hi - 10 * size), hi];
+  }
+
+  // {traces, shapes, annotations, windows, xRange}: `panel` = {windows: Map|[] of latest
+  // results, late: [late events], stats: {watermark}}; opts = {aggregation, sizeMs, now (ms),
+  // colours {muted}}
   function figure(panel, opts) {
     var aggregation = opts.aggregation, muted = (opts.colours || {}).muted || "#777";
     var results = Array.from(panel.windows.values ? panel.windows.values() : panel.windows);
@@ -98,8 +111,10 @@
       });
     }
     var shapes = [], annotations = [], wm = (panel.stats || {}).watermark;
+    var size = opts.sizeMs || 1000, now = opts.now || Date.now();
+    var range = xRange(results, late, wm, size, now, Math.max(30 * size, 60000));
     if (wm !== null && wm !== undefined && wm >= 0) {
-      var end = Math.max(opts.xEnd || wm, wm);
+      var end = Math.max(range[1], wm);
       shapes.push({ type: "rect", name: "not final yet", xref: "x", yref: "paper", layer: "below",
                     x0: new Date(wm), x1: new Date(end), y0: 0, y1: 1, line: { width: 0 },
                     fillcolor: "rgba(127,127,127,0.10)" });
@@ -109,7 +124,8 @@
                          y: 1, yanchor: "bottom", xanchor: "right", showarrow: false,
                          font: { color: muted, size: 11 } });
     }
-    return { traces: traces, shapes: shapes, annotations: annotations, windows: results.length };
+    return { traces: traces, shapes: shapes, annotations: annotations, windows: results.length,
+             xRange: [new Date(range[0]), new Date(range[1])] };
   }
 
   function duration(ms) {
@@ -117,11 +133,11 @@
     return s < 60 ? s.toFixed(s < 10 ? 1 : 0) + " s" : Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
   }
 
-  // "#3 12:00:00–12:00:10 · DE: 1 → 5 (revision 1)"
-  function correctionText(c, aggregation) {
+  // "#3 12:00:00–12:00:10 · DE: 1 → 5 (revision 1)" (the key only for a grouped panel)
+  function correctionText(c, aggregation, grouped) {
     var old = c.old ? number(valueOf(c.old, aggregation)) : "(not held any more)";
     return "#" + c.seq + " " + hhmmss(c.start) + "–" + hhmmss(c.end) +
-      (c.key === null || c.key === undefined ? "" : " · " + c.key) + ": " + old + " → " +
+      (grouped ? " · " + keyOf(c) : "") + ": " + old + " → " +
       number(valueOf(c.new, aggregation)) + " (revision " + c.revision + ")";
   }
 

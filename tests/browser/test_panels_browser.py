@@ -31,6 +31,7 @@ FIGURE = """() => {
         traces,
         watermark: shape ? [new Date(shape.x0).getTime(), new Date(shape.x1).getTime()] : null,
         stat: Number(fig.dataset.watermark),
+        range: fig.layout.xaxis.range.map(x => new Date(x).getTime()),
     };
 }"""
 
@@ -111,6 +112,8 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
         assert late["events"] == 1 and late["x"] == [t0 + 3000] and late["values"] == [0]
         assert figure["stat"] == t0 + 20_000
         assert figure["watermark"] == [t0 + 20_000, t0 + 20_000]
+        # the x axis spans the data (windows t0 .. t0 + 30 s, a window to spare), 10 windows
+        assert figure["range"] == [t0 + 40_000 - 100_000, t0 + 40_000]
 
     def check_corrections() -> None:
         items = page.locator("[data-corrections] li")
