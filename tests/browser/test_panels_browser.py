@@ -139,3 +139,42 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
     page.click("[data-theme-toggle]")
     page.wait_for_timeout(300)
     page.locator(".live").screenshot(path=str(SCREENSHOTS / "panels-dark.png"))
+
+
+def test_a_grouped_panel_over_demo_orders_draws_one_colour_per_key(operator_login, browser):
+    server, user, password = operator_login
+    page = browser.new_page(viewport={"width": 1280, "height": 1300})
+    _login(page, server, user, password)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.goto(server + "/panels/")
+    page.fill("#id_name", "Order value by status")
+    page.select_option("#id_topic", "orders")
+    page.select_option("#id_aggregation", "sum")
+    page.fill("#id_value_field", "total")
+    page.fill("#id_group_by", "status")
+    page.fill("#id_size_s", "2")
+    page.fill("#id_time_field", "ts")
+    page.fill("#id_lateness_s", "2")
+    page.click("#panel-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/panels/\d+/$"))
+    _wait_live(page)
+    page.wait_for_function(
+        """() => {
+            const data = document.querySelector('[data-chart=panel]').data || [];
+            const finals = data.filter(t => t.meta.state === 'final');
+            return new Set(finals.map(t => t.meta.key)).size >= 2;
+        }""",
+        timeout=WAIT_MS,
+    )
+    traces = page.evaluate(
+        """() => document.querySelector('[data-chart=panel]').data.map(t => (
+            {key: t.meta.key, state: t.meta.state, colour: t.line && t.line.color}))"""
+    )
+    colours: dict[str, set] = {}
+    for trace in traces:
+        if trace["state"] != "late":
+            colours.setdefault(trace["key"], set()).add(trace["colour"])
+    assert set(colours) <= {"placed", "paid", "shipped"}
+    assert all(len(c) == 1 for c in colours.values())  # final and not final: one colour a key
+    assert len({c for cs in colours.values() for c in cs}) == len(colours)
+    page.screenshot(path=str(SCREENSHOTS / "panels-grouped.png"), full_page=True)
