@@ -191,7 +191,9 @@ class _Job:
             return None
         self.last_reported = counts
         ordered = sorted(fresh.values(), key=_window_order)
-        corrections, late = tuple(self.new_corrections), tuple(self.new_late)
+        # a backlog may correct thousands of windows in one poll: send what a page keeps
+        corrections = tuple(self.new_corrections[-CORRECTIONS_KEPT:])
+        late = tuple(self.new_late[-LATE_KEPT:])
         self.correction_log.extend(corrections)
         self.late_log.extend(late)
         self.new_corrections, self.new_late = [], []
