@@ -339,6 +339,13 @@ def test_corrections_are_logged_with_old_and_new_values(store, clock):
     assert [c.seq for c in snap.correction_log] == [1, 2, 3]
     assert [c.new["sum"] for c in snap.correction_log] == [5, 15, 16]
 
+    # after a restart (jobs live in memory) the backfill recomputes both alike
+    again = PanelJobs(store, clock=clock)
+    again.ensure("p", jobs._jobs["p"].spec)
+    again.poll_once()
+    replay = again.snapshot("p")
+    assert replay.corrections == 3 and replay.correction_log == snap.correction_log
+
 
 def test_late_events_are_kept_with_the_watermark_that_made_them_late(store, clock):
     jobs = late_orders_panel(store, clock)
