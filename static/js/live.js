@@ -360,17 +360,28 @@
     put("corrections", (s.corrections || 0).toLocaleString());
     put("records_read", (s.records_read || 0).toLocaleString());
     put("parse_errors", (s.parse_errors || 0).toLocaleString());
-    var list = root.querySelector("[data-corrections]");
+    var grouped = Boolean(root.dataset.groupBy), aggregation = root.dataset.aggregation;
+    fillList("corrections", s.corrections, Array.from(panel.corrections.values()).reverse(), function (c) {
+      return window.TidelogPanels.correctionText(c, aggregation, grouped);
+    });
+    fillList("late", s.late_count, Array.from(panel.late.values()).reverse(), function (e) {
+      return window.TidelogPanels.lateText(e, grouped);
+    });
+  }
+
+  // a list of the job's latest corrections or late events, newest first, with "(the latest n
+  // of m)" when the counter counts more than the job keeps
+  function fillList(name, total, items, text) {
+    var list = root.querySelector(name === "late" ? "[data-late-events]" : "[data-corrections]");
+    var note = root.querySelector("[data-" + name + "-note]");
     if (!list) return;
-    var shown = Array.from(panel.corrections.values()).sort(function (a, b) { return b.seq - a.seq; });
-    var note = root.querySelector("[data-corrections-note]");
-    if (note) note.textContent = shown.length < (s.corrections || 0) ? "(the latest " + shown.length + " of " + (s.corrections || 0).toLocaleString() + ")" : "";
-    list.dataset.count = shown.length;
-    if (!shown.length) return;
-    list.replaceChildren.apply(list, shown.map(function (c) {
+    total = total || 0;
+    if (note) note.textContent = items.length < total ? "(the latest " + items.length + " of " + total.toLocaleString() + ")" : "";
+    list.dataset.count = items.length;
+    if (!items.length) return;
+    list.replaceChildren.apply(list, items.map(function (item) {
       var li = document.createElement("li");
-      li.dataset.seq = c.seq;
-      li.textContent = window.TidelogPanels.correctionText(c, root.dataset.aggregation, Boolean(root.dataset.groupBy));
+      li.textContent = text(item);
       return li;
     }));
   }

@@ -141,5 +141,14 @@
       number(valueOf(c.new, aggregation)) + " (revision " + c.revision + ")";
   }
 
-  window.TidelogPanels = { figure: figure, correctionText: correctionText, valueOf: valueOf };
+  // "12:00:03.250 · value 16 · 17.0 s behind the watermark" (the key only for a grouped panel)
+  function lateText(e, grouped) {
+    return new Date(e.event_time).toISOString().slice(11, 23) + (grouped ? " · " + keyOf(e) : "") +
+      (e.value === null || e.value === undefined ? "" : " · value " + number(e.value)) +
+      (e.watermark === null || e.watermark === undefined ? "" :
+        " · " + duration(e.watermark - e.event_time) + " behind the watermark");
+  }
+
+  window.TidelogPanels = { figure: figure, correctionText: correctionText, lateText: lateText,
+                           valueOf: valueOf };
 })();

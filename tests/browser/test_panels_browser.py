@@ -115,16 +115,19 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
         # the x axis spans the data (windows t0 .. t0 + 30 s, a window to spare), 10 windows
         assert figure["range"] == [t0 + 40_000 - 100_000, t0 + 40_000]
 
-    def check_corrections() -> None:
+    def check_lists() -> None:
         items = page.locator("[data-corrections] li")
         assert items.count() == int(page.locator("[data-stat=corrections]").inner_text()) == 1
         assert items.first.inner_text().endswith(": 1 → 5 (revision 1)"), items.first.inner_text()
+        late = page.locator("[data-late-events] li")
+        assert late.count() == int(page.locator("[data-stat=late_count]").inner_text()) == 1
+        assert late.first.inner_text().endswith(" · value 16 · 17 s behind the watermark")
 
     page.wait_for_function(
         "() => document.querySelector('[data-chart=panel]').data?.length === 3", timeout=WAIT_MS
     )
     check_figure()
-    check_corrections()
+    check_lists()
     page.screenshot(path=str(SCREENSHOTS / "panels-live.png"), full_page=True)
 
     page.reload()  # the list comes from the job's snapshot: it agrees with the counter
@@ -135,7 +138,7 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
         "() => document.querySelector('[data-chart=panel]').data?.length === 3", timeout=WAIT_MS
     )
     check_figure()
-    check_corrections()
+    check_lists()
     page.click("[data-theme-toggle]")
     page.wait_for_timeout(300)
     page.locator(".live").screenshot(path=str(SCREENSHOTS / "panels-dark.png"))
