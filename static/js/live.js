@@ -371,54 +371,55 @@
 
   // ------------------------------------------------------------------ user panels
 
+  // the job's logs: an update's are new, a snapshot's all it keeps (the page shows as many)
+  var KEPT = 200;
+
   function setPanel(update, replace) {
     if (!update) { showEmpty("The broker runs without panel jobs."); return; }
     var panel = state.panel;
-    if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: [] };
+    if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: new Map(), late: new Map() };
     update.results.forEach(function (r) {
       var key = r.key === null || r.key === undefined ? "all" : String(r.key);
       (r.replaces || []).forEach(function (bounds) { panel.windows.delete(key + "\u0000" + bounds[0]); });
       panel.windows.set(key + "\u0000" + r.start, r);
-      if (r.correction && !replace) panel.corrections.unshift(r);
     });
-    panel.corrections = panel.corrections.slice(0, 8);
+    // by number: an update that overlaps the snapshot adds nothing twice
+    (update.correction_log || []).forEach(function (c) { panel.corrections.set(c.seq, c); });
+    (update.late_log || []).forEach(function (e) {
+      panel.late.set([e.event_time, e.partition, e.key, e.watermark].join("\u0000"), e);
+    });
+    trimOldest(panel.corrections, KEPT);
+    trimOldest(panel.late, KEPT);
     panel.stats = update;
     if (update.error) showEmpty("This panel stopped: " + update.error);
     var byStart = Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; });
     while (byStart.length > 2000) panel.windows.delete(keyOf(byStart.shift()));
   }
 
+  function trimOldest(map, keep) {
+    var excess = map.size - keep;
+    map.forEach(function (_, k) { if (excess-- > 0) map.delete(k); }); // in insertion order
+  }
+
   function keyOf(r) {
     return (r.key === null || r.key === undefined ? "all" : String(r.key)) + "\u0000" + r.start;
   }
 
-  function resultValue(r) {
-    var wanted = root.dataset.aggregation;
-    if (r.values && wanted in r.values) return r.values[wanted];
-    for (var k in r.values) if (typeof r.values[k] === "number") return r.values[k];
-    return null;
-  }
-
   function drawPanel() {
     var panel = state.panel, figure = root.querySelector("[data-chart]");
-    if (!panel || !figure) return;
-    var keys = {};
-    Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; }).forEach(function (r) {
-      var key = r.key === null || r.key === undefined ? "all" : String(r.key);
-      var s = keys[key] || (keys[key] = { label: key, ts: [], values: [] });
-      s.ts.push(r.start); s.values.push(resultValue(r));
-    });
-    var traces = Object.keys(keys).sort(byLabel).map(function (k) {
-      return trace(keys[k], { mode: "lines+markers", marker: { size: 4 } });
-    });
-    var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
-    figure.dataset.points = points;
-    if (points && !(panel.stats && panel.stats.error)) showEmpty(null);
-    // at least 30 windows (and a minute) wide, so a new panel's first points are not alone
-    var span = Math.max(30 * Number(root.dataset.sizeMs || 1000), MINUTE), now = Date.now();
-    var xRange = [new Date(now - span), new Date(now + Number(root.dataset.sizeMs || 0))];
-    window.Plotly.react(figure, traces, layout(root.dataset.title || "", root.dataset.unit || "", xRange, points === 0),
-                        { displayModeBar: false, responsive: true });
+    if (!panel || !figure || !window.TidelogPanels) return;
+    var drawn = window.TidelogPanels.figure({ windows: panel.windows, late: Array.from(panel.late.values()),
+                                              stats: panel.stats },
+                                            { aggregation: root.dataset.aggregation, colours: colours(),
+                                              sizeMs: Number(root.dataset.sizeMs || 1000), now: Date.now() });
+    figure.dataset.points = drawn.windows;
+    figure.dataset.watermark = panel.stats && panel.stats.watermark !== null ? panel.stats.watermark : "";
+    if (drawn.windows && !(panel.stats && panel.stats.error)) showEmpty(null);
+    var look = layout(root.dataset.title || "", root.dataset.unit || "", drawn.xRange, drawn.windows === 0);
+    look.shapes = drawn.shapes;
+    look.annotations = look.annotations.concat(drawn.annotations);
+    look.margin.t = 48; // room for the watermark's label above the plot
+    window.Plotly.react(figure, drawn.traces, look, { displayModeBar: false, responsive: true });
     drawPanelStats(panel);
   }
 
@@ -433,12 +434,28 @@
     put("corrections", (s.corrections || 0).toLocaleString());
     put("records_read", (s.records_read || 0).toLocaleString());
     put("parse_errors", (s.parse_errors || 0).toLocaleString());
-    var list = root.querySelector("[data-corrections]");
-    if (!list || !panel.corrections.length) return;
-    list.replaceChildren.apply(list, panel.corrections.map(function (r) {
+    var grouped = Boolean(root.dataset.groupBy), aggregation = root.dataset.aggregation;
+    fillList("corrections", s.corrections, Array.from(panel.corrections.values()).reverse(), function (c) {
+      return window.TidelogPanels.correctionText(c, aggregation, grouped);
+    });
+    fillList("late", s.late_count, Array.from(panel.late.values()).reverse(), function (e) {
+      return window.TidelogPanels.lateText(e, grouped);
+    });
+  }
+
+  // a list of the job's latest corrections or late events, newest first, with "(the latest n
+  // of m)" when the counter counts more than the job keeps
+  function fillList(name, total, items, text) {
+    var list = root.querySelector(name === "late" ? "[data-late-events]" : "[data-corrections]");
+    var note = root.querySelector("[data-" + name + "-note]");
+    if (!list) return;
+    total = total || 0;
+    if (note) note.textContent = items.length < total ? "(the latest " + items.length + " of " + total.toLocaleString() + ")" : "";
+    list.dataset.count = items.length;
+    if (!items.length) return;
+    list.replaceChildren.apply(list, items.map(function (item) {
       var li = document.createElement("li");
-      li.textContent = new Date(r.start).toISOString().slice(11, 19) + "–" + new Date(r.end).toISOString().slice(11, 19) +
-        (r.key === null || r.key === undefined ? "" : " · " + r.key) + " → " + resultValue(r) + " (revision " + r.revision + ")";
+      li.textContent = text(item);
       return li;
     }));
   }
