@@ -124,7 +124,7 @@ def evaluate_partition(
     if silent > span and not _caught_up_since(last, end_offsets):
         return Verdict(
             Status.STOP,
-            f"no commit for {_secs(silent)}, longer than the window's {_secs(span)}, "
+            f"no commit for {span_text(silent)}, longer than the window's {span_text(span)}, "
             f"with a lag of {current_lag} records",
             complete,
         )
@@ -196,7 +196,8 @@ def _lag_range(commits: Sequence[Commit]) -> str:
     return f"{commits[0].lag} → {commits[-1].lag} records over {len(commits)} commits"
 
 
-def _secs(ms: int) -> str:
+def span_text(ms: int) -> str:
+    """A span of time in words: 40 s, 12 min, 3.5 h."""
     s = ms / 1000
     if s < 120:
         return f"{s:.0f} s"

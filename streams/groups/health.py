@@ -195,6 +195,10 @@ class GroupHealthMonitor:
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[int], None]] = []
 
+    @property
+    def clock(self) -> Callable[[], int]:
+        return self._clock
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> GroupHealthMonitor:
