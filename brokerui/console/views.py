@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from brokerui.cluster import get_cluster
+from brokerui.console.alerts import services as alert_services
 from brokerui.console.groups import services as group_services
 from brokerui.console.topics.stats import RATE_WINDOW_MS, TopicRow, now_ms, topic_rate
 from streams.errors import UnknownTopic
@@ -53,6 +54,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "group_count": len(groups),
         "health": health,
         "status_counts": group_services.status_counts(health),
+        "alerts": alert_services.alerts_read(alerts=alert_services.alerts_source()),
         "behind": sum(1 for g in groups if g.fallen_behind),
         "total_lag": sum(g.total_lag for g in groups),
         "rate_window_s": RATE_WINDOW_MS // 1000,
