@@ -150,7 +150,8 @@ class AlertEngine:
                 by_group[group] = by_group.get(group, 0) + (p.lag or 0)
             group, lag = max(by_group.items(), key=lambda kv: (kv[1], kv[0]))
             where = f"{group} on {rule.target}" if rule.scope == "topic" else group
-            return lag > int(rule.threshold), f"lag of {where}: {lag:,} records"
+            unit = "record" if lag == 1 else "records"
+            return lag > int(rule.threshold), f"lag of {where}: {lag:,} {unit}"
         ages = [(p.lag_age_ms or 0, p.lag or 0, group, p) for group, p in parts]
         age, _lag, group, p = max(ages, key=lambda a: a[:2])
         return age > int(rule.threshold) * 1000, (
