@@ -7,8 +7,7 @@
   "use strict";
 
   // the pure arithmetic, for tests (page.evaluate) and other scripts; set before any early return
-  window.TidelogLive = { etaSeconds: etaSeconds, etaText: etaText, duration: duration,
-                         withGaps: withGaps, movingAverage: movingAverage, xRange: xRange };
+  window.TidelogLive = { withGaps: withGaps, movingAverage: movingAverage, xRange: xRange };
 
   var root = document.querySelector("[data-live-socket]");
   if (!root || root.dataset.liveUnavailable || !window.Plotly) return;
@@ -257,52 +256,6 @@
     } }
   };
 
-  // ------------------------------------------------------------------ time to clear the lag
-
-  function lastMinuteRate(pickKind) {
-    var series = collect(function (kind, parts) { return pickKind(kind, parts) ? "x" : null; })[0];
-    if (!series || !series.ts.length) return null;
-    var end = series.ts[series.ts.length - 1] + state.resolution, sum = 0, span = 0;
-    series.ts.forEach(function (t, i) {
-      if (t >= end - MINUTE) { sum += series.values[i] * state.resolution / 1000; span += state.resolution; }
-    });
-    return span ? sum / (span / 1000) : null;
-  }
-
-  function duration(seconds) {
-    if (seconds < 60) return Math.ceil(seconds) + " s";
-    if (seconds < 3600) return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
-    if (seconds < 86400) return Math.floor(seconds / 3600) + " h " + Math.round(seconds % 3600 / 60) + " min";
-    return Math.round(seconds / 86400) + " d";
-  }
-
-  function drawEta() {
-    var out = root.querySelector("[data-eta-value]");
-    if (!out) return;
-    var lag = collect(function (kind, parts) { return kind === "group_lag" && parts.length === 1 ? "t" : null; })[0];
-    var consume = lastMinuteRate(function (kind) { return kind === "group_records"; });
-    var produce = lastMinuteRate(function (kind, parts) { return kind === "records_in" && parts.length === 1; });
-    if (!lag || !lag.values.length || consume === null) { out.textContent = "–"; return; }
-    var current = lag.values[lag.values.length - 1];
-    out.dataset.lag = current;
-    out.textContent = etaText(current, consume, produce || 0);
-  }
-
-  // seconds until `lag` records are consumed at the last minute's rates (records/s): 0 when
-  // caught up, Infinity when consuming no faster than producing
-  function etaSeconds(lag, consumeRate, produceRate) {
-    if (lag <= 0) return 0;
-    var gain = consumeRate - produceRate;
-    return gain <= 0 ? Infinity : lag / gain;
-  }
-
-  function etaText(lag, consumeRate, produceRate) {
-    var seconds = etaSeconds(lag, consumeRate, produceRate);
-    if (seconds === 0) return "caught up";
-    if (seconds === Infinity) return "not catching up";
-    return "about " + duration(seconds);
-  }
-
   // ------------------------------------------------------------------ drawing
 
   function colours() {
@@ -359,7 +312,6 @@
                           { displayModeBar: false, responsive: true });
     });
     if (any) showEmpty(null);
-    drawEta();
   }
 
   function showEmpty(text) {
