@@ -4,7 +4,7 @@ A panel is a `MetricPanel` row (the user's, with its `PanelSpec` as JSON) plus a
 `MetricPanel.panel_id` in `feeds.panel_jobs()`: the built-in broker's, or on an external cluster
 the process-wide jobs reading it. Jobs live in memory, so they are re-ensured when a
 panel's page is opened and for every saved panel at start-up (`ensure_saved_panels`). Creating,
-changing and deleting a panel is audited (through `sink`; None: the process's); it changes
+changing and deleting a panel is audited through the `sink` the caller gives; it changes
 nothing else in the cluster.
 
 Thread-safety: as Django's ORM (one call per request or worker thread).
@@ -38,7 +38,7 @@ def _target(panel: MetricPanel) -> str:
     return f"panel {panel.pk} {panel.name}"
 
 
-def panel_create(*, user, name: str, spec, sink: audit.AuditSink | None = None) -> MetricPanel:
+def panel_create(*, user, name: str, spec, sink: audit.AuditSink) -> MetricPanel:
     """Save a validated `PanelSpec` as `user`'s panel, start its job, audit it."""
     spec.validate()
     panel = MetricPanel.objects.create(user=user, name=name, spec=spec.to_dict())
@@ -50,7 +50,7 @@ def panel_create(*, user, name: str, spec, sink: audit.AuditSink | None = None) 
 
 
 def panel_update(
-    *, panel: MetricPanel, user, name: str, spec, sink: audit.AuditSink | None = None
+    *, panel: MetricPanel, user, name: str, spec, sink: audit.AuditSink
 ) -> MetricPanel:
     """Change a panel's name and spec; its job restarts with the new spec."""
     spec.validate()
@@ -72,7 +72,7 @@ def panel_update(
     return panel
 
 
-def panel_delete(*, panel: MetricPanel, user, sink: audit.AuditSink | None = None) -> None:
+def panel_delete(*, panel: MetricPanel, user, sink: audit.AuditSink) -> None:
     jobs = feeds.panel_jobs()
     if jobs is not None:
         jobs.remove(panel.panel_id)
