@@ -5,7 +5,7 @@ A panel is a `MetricPanel` row (the user's, with its `PanelSpec` as JSON) plus a
 the process-wide jobs reading it. Jobs live in memory, so they are re-ensured when a
 panel's page is opened and for every saved panel at start-up (`ensure_saved_panels`). A spec's
 field paths are checked against a sample of the topic's records before it is saved. Creating,
-changing and deleting a panel is audited (through `sink`; None: the process's); it changes
+changing and deleting a panel is audited through the `sink` the caller gives; it changes
 nothing else in the cluster.
 
 Thread-safety: as Django's ORM (one call per request or worker thread).
@@ -64,8 +64,8 @@ def panel_create(
     user,
     name: str,
     spec,
+    sink: audit.AuditSink,
     accept_partial: bool = False,
-    sink: audit.AuditSink | None = None,
 ) -> MetricPanel:
     """Save a validated `PanelSpec` as `user`'s panel (its fields checked against a sample of
     the topic: `panel_check_fields`), start its job, audit it."""
@@ -85,8 +85,8 @@ def panel_update(
     user,
     name: str,
     spec,
+    sink: audit.AuditSink,
     accept_partial: bool = False,
-    sink: audit.AuditSink | None = None,
 ) -> MetricPanel:
     """Change a panel's name and spec (checked as by `panel_create`); its job restarts with
     the new spec."""
@@ -110,7 +110,7 @@ def panel_update(
     return panel
 
 
-def panel_delete(*, panel: MetricPanel, user, sink: audit.AuditSink | None = None) -> None:
+def panel_delete(*, panel: MetricPanel, user, sink: audit.AuditSink) -> None:
     jobs = feeds.panel_jobs()
     if jobs is not None:
         jobs.remove(panel.panel_id)
