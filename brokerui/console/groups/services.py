@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from brokerui.audit.services import Actor, AuditSink
 from brokerui.console.groups import plans
 from streams.cluster import Cluster, GroupDetail
-from streams.errors import GroupError, GroupNotEmpty, TidelogError
+from streams.errors import GroupError, GroupNotEmpty, TidelogError, UnknownGroup
 from streams.groups import ResetPlan, ResetScope, ResetStrategy
+from streams.groups.evaluator import Status
+from streams.groups.health import GroupHealth
 from streams.groups.reset import plan_across_scopes
 
 
@@ -223,3 +225,47 @@ def group_offsets_delete(
             after={"topic": topic, "offsets": None},
         )
     return deleted
+
+
+# ============================================================================ health (reads)
+
+
+class HealthSource(Protocol):
+    """What judges groups: the built-in broker's `GroupHealthMonitor`."""
+
+    def group_health(self, group_id: str, now_ms: int | None = None) -> GroupHealth: ...
+
+    def all_groups(self, now_ms: int | None = None) -> dict[str, GroupHealth]: ...
+
+
+def health_source() -> HealthSource | None:
+    """The built-in broker's monitor; None on an external cluster (TIDELOG_CLUSTER), whose
+    commits this process does not sample."""
+    from brokerui.broker import get_broker
+    from brokerui.cluster import is_external
+
+    return None if is_external() else get_broker().health
+
+
+def group_health_read(*, source: HealthSource | None, group_id: str) -> GroupHealth | None:
+    """The group's Burrow status and lag figures; None without a source or for an unknown
+    group."""
+    if source is None:
+        return None
+    try:
+        return source.group_health(group_id)
+    except UnknownGroup:
+        return None
+
+
+def groups_health_read(*, source: HealthSource | None) -> dict[str, GroupHealth]:
+    """Every group's health by id ({} without a source)."""
+    return source.all_groups() if source is not None else {}
+
+
+def status_counts(health: dict[str, GroupHealth]) -> list[tuple[str, int]]:
+    """(status, groups) for every status some group has, best first."""
+    counts: dict[Status, int] = {}
+    for h in health.values():
+        counts[h.status] = counts.get(h.status, 0) + 1
+    return [(str(s), counts[s]) for s in Status if s in counts]

@@ -28,6 +28,7 @@ from brokerui.console.groups.forms import DURATION_PRESETS, SCOPES, STRATEGIES, 
 from brokerui.console.roles import is_operator, operator_required
 from streams.errors import GroupNotEmpty, TidelogError, UnknownGroup, UnknownTopic
 from streams.groups import ResetPlan
+from streams.groups.evaluator import MEANING, worst
 
 PAGE_SIZE = 50
 POLL_SECONDS = 5
@@ -64,6 +65,16 @@ def _busy_reason(desc) -> str | None:
     return services.busy_reason(desc.state, desc.members)
 
 
+class _Row:
+    """A partition's lag row with its health (None on an external cluster)."""
+
+    def __init__(self, row, health):
+        self._row, self.health = row, health
+
+    def __getattr__(self, name):
+        return getattr(self._row, name)
+
+
 def _unknown_group(request, group_id: str):
     return _render(
         request, "console/groups/missing.html", {"nav": "groups", "group_id": group_id}, status=404
@@ -78,6 +89,7 @@ def group_list(request):
     q = request.GET.get("q", "").strip()
     state = request.GET.get("state", "")
     groups = get_cluster().list_groups()
+    health = services.groups_health_read(source=services.health_source())
     all_states = sorted({g.state for g in groups})
     shown = [
         g
@@ -93,6 +105,7 @@ def group_list(request):
         "all_states": all_states,
         "total": len(groups),
         "total_lag": sum(g.total_lag for g in shown),
+        "health": health,
         "poll_seconds": POLL_SECONDS,
     }
     template = (
@@ -108,6 +121,8 @@ def _detail_context(request, group_id: str) -> dict:
     cluster = get_cluster()
     detail = cluster.describe_group(group_id)  # UnknownGroup: the caller answers 404
     desc = detail.description
+    health = services.group_health_read(source=services.health_source(), group_id=group_id)
+    by_partition = {(h.topic, h.partition): h for h in health.partitions} if health else {}
     lag_only = request.GET.get("lag") == "1"
     consumer = desc.protocol_type in ("consumer", "")
     settled = desc.state == "Stable"
@@ -141,10 +156,14 @@ def _detail_context(request, group_id: str) -> dict:
     for name in sorted(set(by_topic) | subscribed):
         rows = by_topic.get(name, [])
         shown = [r for r in rows if (r.lag or 0) > 0] if lag_only else rows
+        judged = [
+            by_partition[(name, r.partition)] for r in rows if (name, r.partition) in by_partition
+        ]
         topics.append(
             {
                 "name": name,
-                "rows": shown,
+                "rows": [_Row(r, by_partition.get((name, r.partition))) for r in shown],
+                "status": worst(h.status for h in judged) if judged else None,
                 "partitions": len(rows),
                 "hidden": len(rows) - len(shown),
                 "committed": sum(1 for r in rows if r.committed is not None),
@@ -166,12 +185,14 @@ def _detail_context(request, group_id: str) -> dict:
         "idle_count": sum(1 for m in members if m["idle"]),
         "topics": topics,
         "total_lag": detail.lag.total,
+        "health": health,
         "fallen_behind": sum(t["fallen_behind"] for t in topics),
         "lag_only": lag_only,
         "busy_reason": _busy_reason(desc),
         "can_operate": is_operator(request.user),
         "live_url": reverse("console:group", args=[group_id]) + query,
         "poll_seconds": POLL_SECONDS,
+        "status_meaning": [(str(s), text) for s, text in MEANING.items()],
     }
 
 
