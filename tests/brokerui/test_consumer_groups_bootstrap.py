@@ -174,3 +174,57 @@ def test_an_unreachable_broker_is_one_clear_line(settings, tmp_path, db):
                      "--list", stdout=io.StringIO())  # fmt: skip
     assert "did not answer" in str(info.value) and "\n" not in str(info.value)
     assert not os.path.exists(settings.TIDELOG_DATA_DIR)  # never opened
+
+
+def test_a_sasl_listener_through_command_config(tmp_path, settings, db):
+    """Kafka's --command-config: the client properties of a listener that requires SASL; the
+    broker authorises by role (an operator may reset, a viewer may only look)."""
+    from streams.broker.runtime import Broker
+    from streams.protocol import ListenerConfig
+    from tests.protocol.sasl_users import PASSWORDS, Users
+
+    settings.TIDELOG_DATA_DIR = tmp_path / "unused"
+    broker = Broker.open(
+        tmp_path / "data", kafka_listener=ListenerConfig(port=0, authenticator=Users())
+    )
+    try:
+        broker.store.create_topic(TOPIC, 1)
+        for i in range(3):
+            broker.store.append(TOPIC, b"v%d" % i, partition=0)
+        broker.coordinator.commit_offsets(GROUP, {(TOPIC, 0): 3})
+        host, port = broker.kafka_address
+
+        def config(user: str) -> str:
+            path = tmp_path / f"{user}.properties"
+            path.write_text(
+                "# as for kafka-consumer-groups.sh, with librdkafka's property names\n"
+                "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                f"sasl.username={user}\nsasl.password: {PASSWORDS[user]}\n"
+            )
+            return str(path)
+
+        def reset(user: str) -> str:
+            out = io.StringIO()
+            call_command(
+                "consumer_groups", "--bootstrap-server", f"{host}:{port}",
+                "--command-config", config(user), "--reset-offsets", "--group", GROUP,
+                "--topic", TOPIC, "--to-earliest", "--execute", stdout=out,
+            )  # fmt: skip
+            return out.getvalue()
+
+        def offset() -> int:
+            return broker.coordinator.committed(GROUP)[(TOPIC, 0)].offset
+
+        with pytest.raises(CommandError, match="AUTHORIZATION") as refused:
+            reset("victor")  # a viewer
+        assert "\n" not in str(refused.value) and offset() == 3
+        assert {r["NEW-OFFSET"] for r in rows(reset("olivia"))} == {"0"}  # an operator
+        assert offset() == 0
+    finally:
+        broker.close()
+    with pytest.raises(CommandError, match="only be used with --bootstrap-server"):
+        call_command("consumer_groups", "--command-config", "x", "--list")
+    with pytest.raises(CommandError, match="line 1: expected key=value"):
+        (tmp_path / "bad.properties").write_text("security.protocol\n")
+        call_command("consumer_groups", "--bootstrap-server", "127.0.0.1:9", "--command-config",
+                     str(tmp_path / "bad.properties"), "--list")  # fmt: skip

@@ -1,7 +1,7 @@
 """``manage.py consumer_groups``: Kafka's ``kafka-consumer-groups.sh``, through a running broker
 (``--bootstrap-server``) or over Tidelog's data dir while the server is stopped.
 
-    consumer_groups [--bootstrap-server HOST:PORT[,HOST:PORT]] ACTION ...
+    consumer_groups [--bootstrap-server HOST:PORT[,HOST:PORT] [--command-config FILE]] ACTION ...
 
     consumer_groups --list [--state [STATE,...]]
     consumer_groups --describe --group G [--group G2 ...] [--offsets | --members [--verbose]
@@ -98,12 +98,39 @@ def open_engine(data_dir) -> Iterator[tuple[LogStore, GroupCoordinator]]:
         store.close()
 
 
+def read_command_config(path: str) -> dict[str, str]:
+    """Client properties from `path` (Kafka's ``--command-config``): ``key=value`` (or
+    ``key: value``) lines, ``#`` and ``!`` comments. The keys are librdkafka's (confluent-kafka),
+    e.g. ``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
+    ``ssl.ca.location``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise CommandError(f"--command-config {path}: {exc.strerror}") from None
+    config = {}
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=") if "=" in line else line.partition(":")
+        if not sep or not key.strip():
+            raise CommandError(f"--command-config {path}, line {n}: expected key=value")
+        config[key.strip()] = value.strip()
+    return config
+
+
 @contextlib.contextmanager
-def open_cluster(bootstrap: str | None, data_dir) -> Iterator[tuple[Cluster, AuditSink]]:
+def open_cluster(
+    bootstrap: str | None, data_dir, client_config: dict[str, str] | None = None
+) -> Iterator[tuple[Cluster, AuditSink]]:
     """The Cluster the actions run on, and where their audit records go: a running broker over
-    the Kafka protocol (`bootstrap`: ``host:port[,host:port]``; the database's audit log), or
-    the stopped server's data directory (its ``__audit`` topic and the database)."""
+    the Kafka protocol (`bootstrap`: ``host:port[,host:port]``, with `client_config`; the
+    database's audit log), or the stopped server's data directory (its ``__audit`` topic and
+    the database)."""
     if bootstrap:
+        from confluent_kafka import KafkaException
+
         from streams.cluster.kafka import KafkaCluster, parse_cluster_url
 
         try:
@@ -112,7 +139,12 @@ def open_cluster(bootstrap: str | None, data_dir) -> Iterator[tuple[Cluster, Aud
             raise CommandError(
                 f"--bootstrap-server {bootstrap!r} is not HOST:PORT[,HOST:PORT...]"
             ) from None
-        cluster = KafkaCluster(servers, client_config={"client.id": CLIENT_ID})
+        try:
+            cluster = KafkaCluster(
+                servers, client_config={"client.id": CLIENT_ID, **(client_config or {})}
+            )
+        except KafkaException as exc:  # a property the client does not know
+            raise CommandError(f"--command-config: {exc.args[0].str()}") from None
         try:
             yield cluster, AuditLog(None)
         finally:
@@ -137,6 +169,12 @@ class Command(BaseCommand):
             metavar="HOST:PORT",
             help="A running broker's Kafka listener (host:port[,host:port]); without it the "
             "command opens TIDELOG_DATA_DIR, which needs the server stopped.",
+        )
+        parser.add_argument(
+            "--command-config",
+            metavar="FILE",
+            help="With --bootstrap-server: client properties (key=value lines, librdkafka's "
+            "names), e.g. security.protocol, sasl.mechanism, sasl.username, sasl.password.",
         )
         action = parser.add_mutually_exclusive_group(required=True)
         action.add_argument("--list", action="store_true", help="List all consumer groups.")
@@ -216,8 +254,12 @@ class Command(BaseCommand):
         if quiet:  # the engine's INFO lines (offsets loaded, ...) are noise in a CLI
             streams_log.setLevel(logging.WARNING)
         try:
-            bootstrap = options["bootstrap_server"]
-            with open_cluster(bootstrap, settings.TIDELOG_DATA_DIR) as (cluster, sink):
+            bootstrap, config_file = options["bootstrap_server"], options["command_config"]
+            if config_file and not bootstrap:
+                raise CommandError("--command-config can only be used with --bootstrap-server")
+            client_config = read_command_config(config_file) if config_file else None
+            source = open_cluster(bootstrap, settings.TIDELOG_DATA_DIR, client_config)
+            with source as (cluster, sink):
                 getattr(self, f"_{action}")(cluster, sink, options)
         except TidelogError as exc:
             raise CommandError(str(exc)) from None
