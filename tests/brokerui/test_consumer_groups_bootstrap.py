@@ -10,7 +10,10 @@ from __future__ import annotations
 import io
 import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -19,6 +22,7 @@ from django.core.management import CommandError, call_command
 
 from tests.kafka_servers import TidelogListener
 
+REPO = Path(__file__).resolve().parents[2]
 TOPIC, GROUP, SIZES = "orders", "billing", {0: 4, 1: 6}
 
 
@@ -163,6 +167,24 @@ def test_delete_and_errors_through_the_running_broker(server, data_dir_of, db):
         run(server, "--describe", "--group", "short-lived")
     with pytest.raises(CommandError, match="is not HOST:PORT"):
         call_command("consumer_groups", "--bootstrap-server", "nowhere", "--list")
+
+
+def test_from_a_shell_while_the_broker_runs(server, tmp_path):
+    env = {**os.environ, "TIDELOG_DATA_DIR": str(tmp_path / "console")}
+    args = [sys.executable, "manage.py", "consumer_groups", "--bootstrap-server", server.bootstrap]
+
+    def shell(*more: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*args, *more], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    member(server, "from-a-shell")[0].close()
+    ok = shell("--list")
+    assert ok.returncode == 0 and "from-a-shell" in ok.stdout.splitlines(), ok.stderr
+    assert ok.stderr == ""
+    bad = shell("--describe", "--group", "nope")
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == "CommandError: Consumer group 'nope' does not exist."
 
 
 def test_an_unreachable_broker_is_one_clear_line(settings, tmp_path, db):
