@@ -312,3 +312,25 @@ class UnknownPanel(TidelogError):
     def __init__(self, panel_id: str):
         super().__init__(f"no aggregation job for panel {panel_id!r}")
         self.panel_id = panel_id
+
+
+# --------------------------------------------------------------------------- alerts
+
+
+class InvalidAlertRule(TidelogError):
+    """An alert rule that cannot be kept as given (``streams.alerts``); `field` names the
+    part that is wrong."""
+
+    code = "invalid_alert_rule"
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class UnknownAlertRule(TidelogError):
+    code = "unknown_alert_rule"
+
+    def __init__(self, rule_id: str):
+        super().__init__(f"no alert rule {rule_id!r}")
+        self.rule_id = rule_id

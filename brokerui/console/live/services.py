@@ -5,7 +5,7 @@ A panel is a `MetricPanel` row (the user's, with its `PanelSpec` as JSON) plus a
 the process-wide jobs reading it. Jobs live in memory, so they are re-ensured when a
 panel's page is opened and for every saved panel at start-up (`ensure_saved_panels`). A spec's
 field paths are checked against a sample of the topic's records before it is saved. Creating,
-changing and deleting a panel is audited (through `sink`; None: the process's); it changes
+changing and deleting a panel is audited through the `sink` the caller gives; it changes
 nothing else in the cluster.
 
 Thread-safety: as Django's ORM (one call per request or worker thread).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import DatabaseError, connections
 
@@ -22,6 +23,8 @@ from brokerui.audit import services as audit
 from brokerui.cluster import get_cluster
 from brokerui.console.live import feeds
 from brokerui.console.live.models import MetricPanel
+from streams.broker.metrics import Point
+from streams.broker.metrics.downsample import ChartFeed
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +64,8 @@ def panel_create(
     user,
     name: str,
     spec,
+    sink: audit.AuditSink,
     accept_partial: bool = False,
-    sink: audit.AuditSink | None = None,
 ) -> MetricPanel:
     """Save a validated `PanelSpec` as `user`'s panel (its fields checked against a sample of
     the topic: `panel_check_fields`), start its job, audit it."""
@@ -82,8 +85,8 @@ def panel_update(
     user,
     name: str,
     spec,
+    sink: audit.AuditSink,
     accept_partial: bool = False,
-    sink: audit.AuditSink | None = None,
 ) -> MetricPanel:
     """Change a panel's name and spec (checked as by `panel_create`); its job restarts with
     the new spec."""
@@ -107,7 +110,7 @@ def panel_update(
     return panel
 
 
-def panel_delete(*, panel: MetricPanel, user, sink: audit.AuditSink | None = None) -> None:
+def panel_delete(*, panel: MetricPanel, user, sink: audit.AuditSink) -> None:
     jobs = feeds.panel_jobs()
     if jobs is not None:
         jobs.remove(panel.panel_id)
@@ -144,6 +147,22 @@ def panel_snapshot(panel: MetricPanel) -> dict | None:
         return None
     ensure_panel(panel)
     return feeds.encode_update(jobs.snapshot(panel.panel_id))
+
+
+def metrics_backfill(
+    *, hub, chart: ChartFeed, match: Callable[[str], bool], now_ms: int, since_ms: int | None
+) -> tuple[int, list[list]]:
+    """A live chart's history at its resolution, from `since_ms` (None: its whole range), as
+    rows for the socket; the chart's live windows continue from it. Returns (start, rows)."""
+    since = chart.since(now_ms=now_ms, since_ms=since_ms)
+    history = hub.history(since, resolution_ms=chart.plan.source_ms, match=match)
+    return since, [feeds.as_row(p) for p in chart.backfill(history)]
+
+
+def metrics_live(*, chart: ChartFeed, rows: list[list]) -> list[list]:
+    """Live rows (the hub's windows, as the channel layer carries them) at the chart's
+    resolution: each window they changed, its value so far."""
+    return [feeds.as_row(p) for p in chart.live(Point(*r) for r in rows)]
 
 
 def start_saved_panels() -> threading.Thread:
