@@ -54,6 +54,17 @@ def test_a_rate_is_the_average_of_the_per_second_rates_present(totals, data):
     assert per_second == pytest.approx(sum(totals) / len(totals))
 
 
+@given(st.lists(values, min_size=1, max_size=10), st.data())
+def test_an_event_time_rate_counts_its_missing_windows_as_zeros(totals, data):
+    """Event-time windows exist only where records are: 10 records in 1 second of 10 is
+    1/s over the window, not 10/s."""
+    name = series("group_records_et", "billing")
+    seconds = sorted(data.draw(st.sets(st.integers(0, 9), min_size=len(totals))))[: len(totals)]
+    fine = [Point(name, T0 + s * 1000, SECOND_MS, v) for s, v in zip(seconds, totals, strict=True)]
+    (got,) = downsample(fine, 10 * SECOND_MS, SECOND_MS)
+    assert got.v / (got.w / 1000) == pytest.approx(sum(totals) / 10)
+
+
 @given(st.lists(values, min_size=1, max_size=15))
 def test_a_gauge_keeps_its_peak(lags):
     """15-minute windows from 1-minute rollups: the lag drawn is the highest of the 15."""
