@@ -7,8 +7,7 @@
   "use strict";
 
   // the pure arithmetic, for tests (page.evaluate) and other scripts; set before any early return
-  window.TidelogLive = { etaSeconds: etaSeconds, etaText: etaText, duration: duration,
-                         withGaps: withGaps, movingAverage: movingAverage, xRange: xRange };
+  window.TidelogLive = { withGaps: withGaps, movingAverage: movingAverage, xRange: xRange };
 
   var root = document.querySelector("[data-live-socket]");
   if (!root || root.dataset.liveUnavailable || !window.Plotly) return;
@@ -265,52 +264,6 @@
     } }
   };
 
-  // ------------------------------------------------------------------ time to clear the lag
-
-  function lastMinuteRate(pickKind) {
-    var series = collect(function (kind, parts) { return pickKind(kind, parts) ? "x" : null; })[0];
-    if (!series || !series.ts.length) return null;
-    var end = series.ts[series.ts.length - 1] + state.resolution, sum = 0, span = 0;
-    series.ts.forEach(function (t, i) {
-      if (t >= end - MINUTE) { sum += series.values[i] * state.resolution / 1000; span += state.resolution; }
-    });
-    return span ? sum / (span / 1000) : null;
-  }
-
-  function duration(seconds) {
-    if (seconds < 60) return Math.ceil(seconds) + " s";
-    if (seconds < 3600) return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
-    if (seconds < 86400) return Math.floor(seconds / 3600) + " h " + Math.round(seconds % 3600 / 60) + " min";
-    return Math.round(seconds / 86400) + " d";
-  }
-
-  function drawEta() {
-    var out = root.querySelector("[data-eta-value]");
-    if (!out) return;
-    var lag = collect(function (kind, parts) { return kind === "group_lag" && parts.length === 1 ? "t" : null; })[0];
-    var consume = lastMinuteRate(function (kind) { return kind === "group_records"; });
-    var produce = lastMinuteRate(function (kind, parts) { return kind === "records_in" && parts.length === 1; });
-    if (!lag || !lag.values.length || consume === null) { out.textContent = "–"; return; }
-    var current = lag.values[lag.values.length - 1];
-    out.dataset.lag = current;
-    out.textContent = etaText(current, consume, produce || 0);
-  }
-
-  // seconds until `lag` records are consumed at the last minute's rates (records/s): 0 when
-  // caught up, Infinity when consuming no faster than producing
-  function etaSeconds(lag, consumeRate, produceRate) {
-    if (lag <= 0) return 0;
-    var gain = consumeRate - produceRate;
-    return gain <= 0 ? Infinity : lag / gain;
-  }
-
-  function etaText(lag, consumeRate, produceRate) {
-    var seconds = etaSeconds(lag, consumeRate, produceRate);
-    if (seconds === 0) return "caught up";
-    if (seconds === Infinity) return "not catching up";
-    return "about " + duration(seconds);
-  }
-
   // ------------------------------------------------------------------ drawing
 
   function colours() {
@@ -367,7 +320,6 @@
                           { displayModeBar: false, responsive: true });
     });
     if (any) showEmpty(null);
-    drawEta();
   }
 
   function showEmpty(text) {
@@ -379,54 +331,55 @@
 
   // ------------------------------------------------------------------ user panels
 
+  // the job's logs: an update's are new, a snapshot's all it keeps (the page shows as many)
+  var KEPT = 200;
+
   function setPanel(update, replace) {
     if (!update) { showEmpty("The broker runs without panel jobs."); return; }
     var panel = state.panel;
-    if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: [] };
+    if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: new Map(), late: new Map() };
     update.results.forEach(function (r) {
       var key = r.key === null || r.key === undefined ? "all" : String(r.key);
       (r.replaces || []).forEach(function (bounds) { panel.windows.delete(key + "\u0000" + bounds[0]); });
       panel.windows.set(key + "\u0000" + r.start, r);
-      if (r.correction && !replace) panel.corrections.unshift(r);
     });
-    panel.corrections = panel.corrections.slice(0, 8);
+    // by number: an update that overlaps the snapshot adds nothing twice
+    (update.correction_log || []).forEach(function (c) { panel.corrections.set(c.seq, c); });
+    (update.late_log || []).forEach(function (e) {
+      panel.late.set([e.event_time, e.partition, e.key, e.watermark].join("\u0000"), e);
+    });
+    trimOldest(panel.corrections, KEPT);
+    trimOldest(panel.late, KEPT);
     panel.stats = update;
     if (update.error) showEmpty("This panel stopped: " + update.error);
     var byStart = Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; });
     while (byStart.length > 2000) panel.windows.delete(keyOf(byStart.shift()));
   }
 
+  function trimOldest(map, keep) {
+    var excess = map.size - keep;
+    map.forEach(function (_, k) { if (excess-- > 0) map.delete(k); }); // in insertion order
+  }
+
   function keyOf(r) {
     return (r.key === null || r.key === undefined ? "all" : String(r.key)) + "\u0000" + r.start;
   }
 
-  function resultValue(r) {
-    var wanted = root.dataset.aggregation;
-    if (r.values && wanted in r.values) return r.values[wanted];
-    for (var k in r.values) if (typeof r.values[k] === "number") return r.values[k];
-    return null;
-  }
-
   function drawPanel() {
     var panel = state.panel, figure = root.querySelector("[data-chart]");
-    if (!panel || !figure) return;
-    var keys = {};
-    Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; }).forEach(function (r) {
-      var key = r.key === null || r.key === undefined ? "all" : String(r.key);
-      var s = keys[key] || (keys[key] = { label: key, ts: [], values: [] });
-      s.ts.push(r.start); s.values.push(resultValue(r));
-    });
-    var traces = Object.keys(keys).sort(byLabel).map(function (k) {
-      return trace(keys[k], { mode: "lines+markers", marker: { size: 4 } });
-    });
-    var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
-    figure.dataset.points = points;
-    if (points && !(panel.stats && panel.stats.error)) showEmpty(null);
-    // at least 30 windows (and a minute) wide, so a new panel's first points are not alone
-    var span = Math.max(30 * Number(root.dataset.sizeMs || 1000), MINUTE), now = Date.now();
-    var xRange = [new Date(now - span), new Date(now + Number(root.dataset.sizeMs || 0))];
-    window.Plotly.react(figure, traces, layout(root.dataset.title || "", root.dataset.unit || "", xRange, points === 0),
-                        { displayModeBar: false, responsive: true });
+    if (!panel || !figure || !window.TidelogPanels) return;
+    var drawn = window.TidelogPanels.figure({ windows: panel.windows, late: Array.from(panel.late.values()),
+                                              stats: panel.stats },
+                                            { aggregation: root.dataset.aggregation, colours: colours(),
+                                              sizeMs: Number(root.dataset.sizeMs || 1000), now: Date.now() });
+    figure.dataset.points = drawn.windows;
+    figure.dataset.watermark = panel.stats && panel.stats.watermark !== null ? panel.stats.watermark : "";
+    if (drawn.windows && !(panel.stats && panel.stats.error)) showEmpty(null);
+    var look = layout(root.dataset.title || "", root.dataset.unit || "", drawn.xRange, drawn.windows === 0);
+    look.shapes = drawn.shapes;
+    look.annotations = look.annotations.concat(drawn.annotations);
+    look.margin.t = 48; // room for the watermark's label above the plot
+    window.Plotly.react(figure, drawn.traces, look, { displayModeBar: false, responsive: true });
     drawPanelStats(panel);
   }
 
@@ -441,12 +394,28 @@
     put("corrections", (s.corrections || 0).toLocaleString());
     put("records_read", (s.records_read || 0).toLocaleString());
     put("parse_errors", (s.parse_errors || 0).toLocaleString());
-    var list = root.querySelector("[data-corrections]");
-    if (!list || !panel.corrections.length) return;
-    list.replaceChildren.apply(list, panel.corrections.map(function (r) {
+    var grouped = Boolean(root.dataset.groupBy), aggregation = root.dataset.aggregation;
+    fillList("corrections", s.corrections, Array.from(panel.corrections.values()).reverse(), function (c) {
+      return window.TidelogPanels.correctionText(c, aggregation, grouped);
+    });
+    fillList("late", s.late_count, Array.from(panel.late.values()).reverse(), function (e) {
+      return window.TidelogPanels.lateText(e, grouped);
+    });
+  }
+
+  // a list of the job's latest corrections or late events, newest first, with "(the latest n
+  // of m)" when the counter counts more than the job keeps
+  function fillList(name, total, items, text) {
+    var list = root.querySelector(name === "late" ? "[data-late-events]" : "[data-corrections]");
+    var note = root.querySelector("[data-" + name + "-note]");
+    if (!list) return;
+    total = total || 0;
+    if (note) note.textContent = items.length < total ? "(the latest " + items.length + " of " + total.toLocaleString() + ")" : "";
+    list.dataset.count = items.length;
+    if (!items.length) return;
+    list.replaceChildren.apply(list, items.map(function (item) {
       var li = document.createElement("li");
-      li.textContent = new Date(r.start).toISOString().slice(11, 19) + "–" + new Date(r.end).toISOString().slice(11, 19) +
-        (r.key === null || r.key === undefined ? "" : " · " + r.key) + " → " + resultValue(r) + " (revision " + r.revision + ")";
+      li.textContent = text(item);
       return li;
     }));
   }
