@@ -285,7 +285,7 @@
       legend: { orientation: "h", x: 0, y: -0.42, yanchor: "top", font: { color: c.muted } },
       xaxis: Object.assign({}, axis, { type: "date", range: xRange, title: { text: "time (UTC)", font: { color: c.muted } } }),
       yaxis: Object.assign({}, axis, { rangemode: "tozero", title: { text: plain(unit), font: { color: c.muted } } }),
-      annotations: empty ? [{ text: "no data yet", showarrow: false, xref: "paper", yref: "paper",
+      annotations: empty ? [{ text: typeof empty === "string" ? empty : "no data yet", showarrow: false, xref: "paper", yref: "paper",
                               x: 0.5, y: 0.5, font: { color: c.muted } }] : []
     };
   }
@@ -294,6 +294,11 @@
     if (state.drawPending) return;
     state.drawPending = true;
     window.requestAnimationFrame(function () { state.drawPending = false; draw(); });
+  }
+
+  function emptyText() {
+    return state.resolution < MINUTE ? "no data yet"
+      : "no data yet: drawn from 1-minute rollups, the first one closes at the end of a minute";
   }
 
   function firstT() {
@@ -316,7 +321,7 @@
       }, 0);
       figure.dataset.points = points;
       any = any || points > 0;
-      window.Plotly.react(figure, traces, layout(chart.title, chart.unit, range, points === 0),
+      window.Plotly.react(figure, traces, layout(chart.title, chart.unit, range, points === 0 && emptyText()),
                           { displayModeBar: false, responsive: true });
     });
     if (any) showEmpty(null);

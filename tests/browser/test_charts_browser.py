@@ -51,7 +51,7 @@ def _total(figure: dict) -> dict:
     return trace
 
 
-def _wait_windows(page, n: int) -> None:
+def _wait_windows(page, n: int, timeout: int = WAIT_MS) -> None:
     """Until the all-topics trace has `n` windows (non-null points)."""
     page.wait_for_function(
         f"""n => {{
@@ -60,7 +60,7 @@ def _wait_windows(page, n: int) -> None:
             return t && t.y.filter(v => v !== null).length >= n;
         }}""",
         arg=n,
-        timeout=WAIT_MS,
+        timeout=timeout,
     )
 
 
@@ -146,6 +146,12 @@ def test_charts_pick_their_resolution_fill_the_axis_and_show_gaps(
             arg=step,
         )
     assert page.locator("[data-live-step]").inner_text() == "15-minute windows"
+    # the first rollup after the restart: the average rate of the seconds it measured (not
+    # their total spread over a whole minute), about what the 1-second chart showed
+    _wait_windows(page, 1, timeout=90_000)
+    (y,) = [v for v in _total(_figure(page))["y"] if v is not None]
+    per_second = [v for v in raw if v is not None]
+    assert 0.5 < y / (sum(per_second) / len(per_second)) < 2
     page.locator(".live").screenshot(path="/tmp/charts-24h-dark.png")
 
     # a group's page: lag at its peak per window, the event-time rate with zeros, not gaps
