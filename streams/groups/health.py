@@ -199,6 +199,11 @@ class GroupHealthMonitor:
     def clock(self) -> Callable[[], int]:
         return self._clock
 
+    @property
+    def window(self) -> int:
+        """Commits kept per partition."""
+        return self._windows.window
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> GroupHealthMonitor:
