@@ -63,6 +63,20 @@ class InvalidConfig(TidelogError):
         self.key, self.value, self.reason = key, value, reason
 
 
+class FieldsDoNotFit(InvalidConfig):
+    """A panel's field paths do not fit (some of) the sampled records of its topic
+    (``streams.processing.panels.sample``); ``problems`` are its ``FieldProblem``s, ``partial``
+    says that every field fits some records (saving anyway may make sense)."""
+
+    code = "fields_do_not_fit"
+
+    def __init__(self, problems: list):
+        first = problems[0]
+        super().__init__(first.field, None, "; ".join(p.reason for p in problems))
+        self.problems = list(problems)
+        self.partial = not any(p.fatal for p in problems)
+
+
 class InternalTopic(TidelogError):
     """Internal topics (``__consumer_offsets``, ``__audit``) are written by Tidelog only."""
 

@@ -3,7 +3,8 @@ or its offsets on one topic, and the interactive offset reset: form → preview 
 confirm → result.
 
 Views stay thin: they read and change groups through the Cluster interface, and every change —
-and every refusal of a reset — is written to the audit log.
+and every refusal of a reset — is written to the audit log. A request describes the group once
+(each description is a round trip on an external cluster): what the view read is passed on.
 """
 
 from __future__ import annotations
@@ -415,7 +416,7 @@ def group_reset(request, group_id: str):
         "duration_presets": DURATION_PRESETS,
     }
     if request.method == "POST" and request.POST.get("action") == "apply":
-        return _apply(request, cluster, group_id, context)
+        return _apply(request, cluster, group_id, detail, context)
 
     if request.method == "POST":
         form, choices = _reset_form(cluster, detail, request.POST, request.FILES)
@@ -477,7 +478,7 @@ def _form_errors(form: ResetForm) -> list[tuple[str, str]]:
     return out
 
 
-def _apply(request, cluster, group_id: str, context: dict):
+def _apply(request, cluster, group_id: str, detail, context: dict):
     partial = _partial(request)
     result_template = "console/groups/partials/reset_result.html"
     page_template = result_template if partial else "console/groups/reset_done.html"
@@ -492,7 +493,7 @@ def _apply(request, cluster, group_id: str, context: dict):
     context.update(plan=plan, strategy_label=label, summary=_plan_summary(plan))
     try:
         entry = services.group_reset_apply(
-            cluster=cluster, sink=process_sink(), actor=_actor(request), plan=plan
+            cluster=cluster, sink=process_sink(), actor=_actor(request), plan=plan, detail=detail
         )
     except services.StalePlan as exc:
         # Not applied. If the group has members now, that is the real obstacle (their commits
