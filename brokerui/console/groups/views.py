@@ -121,7 +121,8 @@ def _detail_context(request, group_id: str) -> dict:
     cluster = get_cluster()
     detail = cluster.describe_group(group_id)  # UnknownGroup: the caller answers 404
     desc = detail.description
-    health = services.group_health_read(source=services.health_source(), group_id=group_id)
+    source = services.health_source()
+    health = services.group_health_read(source=source, group_id=group_id)
     by_partition = {(h.topic, h.partition): h for h in health.partitions} if health else {}
     lag_only = request.GET.get("lag") == "1"
     consumer = desc.protocol_type in ("consumer", "")
@@ -193,6 +194,8 @@ def _detail_context(request, group_id: str) -> dict:
         "live_url": reverse("console:group", args=[group_id]) + query,
         "poll_seconds": POLL_SECONDS,
         "status_meaning": [(str(s), text) for s, text in MEANING.items()],
+        "health_window": source.window if source is not None else None,
+        "health_interval_s": source.interval_ms // 1000 if source is not None else None,
     }
 
 
