@@ -31,6 +31,7 @@ from brokerui.console.messages.forms import (
 from brokerui.console.roles import operator_required
 from streams.cluster import BrowseRequest, BrowseResult
 from streams.cluster.browse import decode_cursor, encode_cursor
+from streams.cluster.expressions import ExpressionError
 from streams.errors import (
     OffsetOutOfRange,
     TidelogError,
@@ -50,7 +51,18 @@ MIN_TIME_PER_PARTITION_MS = 2
 AUTO_MAX_RECORDS = 20_000_000
 AUTO_MAX_MS = 60_000
 # query parameters that belong to one scan, not to the query
-_SCAN_PARAMS = ("cursor", "more", "have", "acc_records", "acc_bytes", "acc_ms", "first_prev")
+_SCAN_PARAMS = (
+    "cursor",
+    "more",
+    "have",
+    "acc_records",
+    "acc_bytes",
+    "acc_ms",
+    "acc_errors",
+    "first_error",
+    "in_range",
+    "first_prev",
+)
 _BATCH_OVERHEAD = 61 + 21  # record batch v2 header + one record's framing, roughly
 
 
@@ -108,33 +120,41 @@ def _row(r, mode: str) -> RecordRow:
 class Progress:
     """What this page's scans did, summed over continued requests."""
 
-    records: int
+    records: int  # examined: walked past by the scans (not the read-ahead)
     bytes: int
     ms: float
     stopped: str
     complete: bool
     found: int
+    in_range: int  # records from where the query started to the end of its range
+    eval_errors: int
+    eval_error: str | None
 
     @classmethod
     def of(cls, params, result: BrowseResult, more: bool) -> Progress:
-        acc = (0, 0, 0.0)
+        acc = (0, 0, 0.0, 0, None)
         if more:
             try:
                 acc = (
                     int(params.get("acc_records", 0)),
                     int(params.get("acc_bytes", 0)),
                     float(params.get("acc_ms", 0)),
+                    int(params.get("acc_errors", 0)),
+                    int(params["in_range"]) if params.get("in_range") else None,
                 )
             except ValueError:
                 pass
         have = _int(params.get("have")) if more else 0
         return cls(
-            acc[0] + result.scanned_records,
+            acc[0] + result.examined,
             acc[1] + result.scanned_bytes,
             acc[2] + result.elapsed_ms,
             result.stopped,
             result.complete,
             have + len(result.records),
+            acc[4] if acc[4] is not None else acc[0] + result.in_range,
+            acc[3] + result.eval_errors,
+            result.eval_error or (params.get("first_error") if more else None),
         )
 
     def reason(self, direction: str) -> str:
@@ -231,6 +251,7 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
                 seek=q["seek"],
                 value=form.seek_value,
                 filters=form.filters,
+                expression=form.expression,
                 page_size=max(1, q["size"] - have),
                 cursor=cursor,
                 max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
@@ -238,6 +259,10 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
                 max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
             )
         )
+    except ExpressionError as e:  # it names a function that does not exist
+        form.expression_error = e
+        form.add_error("q", str(e))
+        return render(request, "console/messages/browse.html", context, status=400)
     except TidelogError as e:  # a malformed cursor, a partition removed meanwhile, ...
         form.add_error(None, str(e))
         return render(request, "console/messages/browse.html", context, status=400)
@@ -283,6 +308,9 @@ def _page_context(params, q, result: BrowseResult, more: bool) -> dict:
             acc_records=str(progress.records),
             acc_bytes=str(progress.bytes),
             acc_ms=f"{progress.ms:.1f}",
+            acc_errors=str(progress.eval_errors) if progress.eval_errors else None,
+            in_range=str(progress.in_range),
+            first_error=progress.eval_error,
             first_prev=first_prev,
         )
         context["auto_continue"] = (
