@@ -514,8 +514,7 @@ class GroupViewSet(ApiViewSet):
     @action(detail=True, methods=["delete"], url_path="offsets/<str:topic>")
     def delete_offsets(self, request, group_id: str, topic: str):
         cluster = get_cluster()
-        cluster.describe_group(group_id)  # UnknownGroup: 404
-        deleted = group_services.group_offsets_delete(
+        deleted = group_services.group_offsets_delete(  # UnknownGroup: 404
             cluster=cluster,
             sink=process_sink(),
             actor=self.actor(),

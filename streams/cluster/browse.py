@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator
 
 from streams.cluster.expressions import RecordPredicate
 from streams.errors import InvalidRecord, LogDamaged, OffsetOutOfRange, UnknownPartition
-from streams.log import LogStore, Record
+from streams.log import Record
+from streams.log.reader import LogReader
 
 FIELDS = ("key", "value", "header_key", "header_value")
 OPS = ("contains", "not_contains", "equals")
@@ -147,10 +148,11 @@ def decode_cursor(cursor: str) -> tuple[str, dict[int, int]]:
         raise InvalidRecord(f"malformed page cursor {cursor!r}") from None
 
 
-def browse(store: LogStore, req: BrowseRequest, clock: Callable[[], float] = time.monotonic):
-    """Run one bounded page of a browse; see the module docstring. `store` is a LogStore or
-    anything answering its read questions (``partition_count``, ``offsets``,
-    ``offset_for_timestamp``, ``read``), such as ``kafka_io.ClusterView``."""
+def browse(
+    store: LogReader, req: BrowseRequest, clock: Callable[[], float] = time.monotonic
+) -> BrowseResult:
+    """Run one bounded page of a browse; see the module docstring. `store`: a LogStore, or a
+    ``kafka_io.ClusterView`` over a cluster (see ``LogReader``)."""
     started = clock()
     count = store.partition_count(req.topic)  # UnknownTopic early
     if req.partition is not None and not 0 <= req.partition < count:
@@ -219,15 +221,16 @@ def _start_positions(store, req: BrowseRequest, bounds) -> tuple[str, dict[int, 
     if req.seek == "newest":
         return "backward", {p: end for p, (_, end) in bounds.items()}
     positions = {}
+    value = req.value if req.value is not None else 0  # set for these seeks (__post_init__)
     for p, (start, end) in bounds.items():
         if req.seek == "oldest":
             positions[p] = start
         elif req.seek == "newest-n":
-            positions[p] = max(start, end - max(0, req.value))
+            positions[p] = max(start, end - max(0, value))
         elif req.seek == "offset":
-            positions[p] = min(max(req.value, start), end)
+            positions[p] = min(max(value, start), end)
         else:
-            found = store.offset_for_timestamp(req.topic, p, req.value)
+            found = store.offset_for_timestamp(req.topic, p, value)
             positions[p] = end if found is None else found
     return "forward", positions
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from brokerui.audit.services import Actor, AuditSink
-from streams.cluster import ProduceRequest
+from streams.cluster import Cluster, ProduceRequest
 from streams.errors import TidelogError
 
 
@@ -36,7 +36,7 @@ def partition_summary(results) -> dict[str, dict[str, int]]:
 
 
 def records_produce(
-    *, cluster, sink: AuditSink, actor: Actor, topic: str, records: list[ProduceRequest]
+    *, cluster: Cluster, sink: AuditSink, actor: Actor, topic: str, records: list[ProduceRequest]
 ) -> Produced:
     """Append `records` to `topic` in order, stopping at the first refused (RecordTooLarge, a
     topic deleted meanwhile...); audits what was written."""
@@ -54,7 +54,7 @@ def records_produce(
             "partitions": partition_summary(done.results),
             "tombstones": sum(1 for r in records[:n] if r.value is None),
         }
-        if done.error is not None:
+        if done.error is not None and done.refused_index is not None:
             after["error"] = f"record {done.refused_index + 1} was refused: {done.error}"
         actor.record(sink, "records.produce", f"topic {topic}", after=after)
     return done

@@ -5,8 +5,9 @@ ids (which may hold ``/``) round-trip; build names with `series()` and read them
 `parse_series()`, never by hand.
 
 Kinds and their parts (rates are totals per window: records or bytes; divide by the window's
-length in seconds for a per-second rate; gauges are the value at the window's end, or the peak
-over a 1-minute rollup):
+length in seconds for a per-second rate — a 1-minute rollup of a minute the broker was up for
+only part of holds the mean of its seconds × 60, so that division gives the average rate while
+measured; gauges are the value at the window's end, or the peak over a 1-minute rollup):
 
 ====================  ==================================  ======
 kind                  parts                               type

@@ -278,11 +278,9 @@ class Command(BaseCommand):
         if not exists:
             verb = "was created" if options["execute"] else "will be created by --execute"
             notes.append(f"Note: consumer group '{group}' did not exist; its offsets {verb}.")
-        if not options["execute"] and plan.group_state not in ("Empty", "Dead"):
-            notes.append(
-                f"Warning: consumer group '{group}' is {plan.group_state} with active members; "
-                "--execute is refused until it is Empty (stop its consumers)."
-            )
+        busy = services.busy_reason(plan.group_state)
+        if not options["execute"] and busy:
+            notes.append(f"Warning: {busy} --execute is refused until then.")
         notes.append(fmt.reset_summary(plan, executed=options["execute"]))
         if options["export"]:  # stdout is the CSV alone, fit for --from-file
             self.stdout.write(fmt.export_csv(plan))
