@@ -37,6 +37,9 @@ import re
 from datetime import UTC, datetime
 from typing import Protocol
 
+import cel
+from cel.stdlib import add_stdlib_to_context
+
 from streams.errors import InvalidRecord
 
 VARIABLES = ("key", "value", "headers", "partition", "offset", "timestamp", "timestamp_ms")
@@ -170,8 +173,8 @@ def _position_of(name: str, source: str) -> int | None:
 @dataclasses.dataclass
 class CelPredicate:
     source: str
-    program: object
-    context: object
+    program: cel.Program
+    context: cel.Context
     wanted: frozenset[str]
     errors: int = 0
     first_error: str | None = None
@@ -232,9 +235,6 @@ class CelLanguage:
     name = "CEL"
 
     def compile(self, source: str) -> CelPredicate:
-        import cel
-        from cel.stdlib import add_stdlib_to_context
-
         if not source.strip():
             raise ExpressionError("the expression is empty", source)
         if len(source) > MAX_SOURCE_CHARS:
