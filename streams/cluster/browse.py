@@ -122,6 +122,7 @@ class BrowseResult:
     # what a scan without budgets would have examined ("scanned X of Y")
     in_range: int = 0
     examined: int = 0  # records of the range walked past (scanned_records includes read-ahead)
+    start: tuple[tuple[int, int], ...] = ()  # (partition, position) this scan started from
     # records the expression could not be evaluated on (they did not match), and the first why
     eval_errors: int = 0
     eval_error: str | None = None
@@ -212,6 +213,7 @@ def _result(req, records, scan, stopped, direction, before, after, bounds, clock
         damaged=tuple(sorted(scan.damaged)),
         in_range=in_range,
         examined=scan.examined,
+        start=tuple(sorted(before.items())),
         eval_errors=req.expression.errors if req.expression else 0,
         eval_error=req.expression.first_error if req.expression else None,
     )

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from brokerui.audit.models import AuditEntry
-from brokerui.console.messages import views
+from brokerui.console.messages import services, views
 from brokerui.console.messages.display import show_short, show_value
 from streams.log.records import ProducerRecord
 
@@ -713,7 +713,7 @@ def test_an_oversized_message_is_refused_with_the_limit(operator_client, store):
 def test_a_refusal_by_the_engine_is_a_message_too(operator_client, store, monkeypatch):
     """Near the limit our estimate may pass what the log store refuses: RecordTooLarge."""
     store.create_topic("small", config={"max.message.bytes": "1000"})
-    monkeypatch.setattr(views, "_BATCH_OVERHEAD", 0)
+    monkeypatch.setattr(services, "BATCH_OVERHEAD", 0)
 
     response = _produce(
         operator_client, "small", value="y\n" * 480, per_line="on", key_separator=""

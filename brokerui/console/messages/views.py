@@ -9,9 +9,13 @@ progress line until the page is full, the data ends or the user stops it.
 from __future__ import annotations
 
 import dataclasses
+import secrets
+from pathlib import Path
 from urllib.parse import urlencode
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods
@@ -32,6 +36,7 @@ from brokerui.console.roles import operator_required
 from streams.cluster import BrowseRequest, BrowseResult
 from streams.cluster.browse import decode_cursor, encode_cursor
 from streams.cluster.expressions import ExpressionError
+from streams.cluster.transfer import FORMATS
 from streams.errors import (
     OffsetOutOfRange,
     TidelogError,
@@ -63,7 +68,6 @@ _SCAN_PARAMS = (
     "in_range",
     "first_prev",
 )
-_BATCH_OVERHEAD = 61 + 21  # record batch v2 header + one record's framing, roughly
 
 
 def _topic_or_404(cluster, topic: str):
@@ -213,6 +217,29 @@ def _range_problem(desc, form: BrowseForm) -> str | None:
     return None
 
 
+def _browse_request(topic: str, form: BrowseForm, scanned: int, **changes) -> BrowseRequest:
+    """The engine's request for a valid browse form; `scanned`: partitions it reads."""
+    q = form.cleaned_data
+    return BrowseRequest(
+        topic=topic,
+        partition=q["partition"],
+        seek=q["seek"],
+        value=form.seek_value,
+        filters=form.filters,
+        expression=form.expression,
+        max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
+        max_scan_bytes=SCAN_BYTES,
+        max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
+        **changes,
+    )
+
+
+def _export_links(params) -> list[tuple[str, str]] | None:
+    if not services.export_enabled():
+        return None
+    return [(fmt.upper(), _query(params, format=fmt)) for fmt in FORMATS]
+
+
 @require_GET
 def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     cluster = get_cluster()
@@ -231,6 +258,9 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
         "modes": display.MODES,
         "topic_url": _reverse_or_none("console:topic", topic),
         "produce_url": reverse("console:produce", args=[topic]),
+        "import_url": reverse("console:messages_import", args=[topic]),
+        "export_url": reverse("console:messages_export", args=[topic]),
+        "export_links": _export_links(params),
     }
     if not form.is_valid():
         return render(request, "console/messages/browse.html", context, status=400)
@@ -245,19 +275,7 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     try:
         cursor = _clamped_cursor(q["cursor"], desc) if q["cursor"] else None
         result = cluster.browse(
-            BrowseRequest(
-                topic=topic,
-                partition=q["partition"],
-                seek=q["seek"],
-                value=form.seek_value,
-                filters=form.filters,
-                expression=form.expression,
-                page_size=max(1, q["size"] - have),
-                cursor=cursor,
-                max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
-                max_scan_bytes=SCAN_BYTES,
-                max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
-            )
+            _browse_request(topic, form, scanned, page_size=max(1, q["size"] - have), cursor=cursor)
         )
     except ExpressionError as e:  # it names a function that does not exist
         form.expression_error = e
@@ -394,12 +412,7 @@ def _prefill(cluster, params) -> tuple[dict, list[str], str | None]:
 
 def _too_large(form: ProduceForm, limit: int) -> str | None:
     for i, r in enumerate(form.records, 1):
-        size = (
-            _BATCH_OVERHEAD
-            + len(r.key or b"")
-            + len(r.value or b"")
-            + sum(len(k) + len(v or b"") + 2 for k, v in r.headers)
-        )
+        size = services.batch_size(r)
         if size > limit:
             which = "The message" if len(form.records) == 1 else f"Message {i}"
             return (
@@ -470,3 +483,163 @@ def produce(request: HttpRequest, topic: str) -> HttpResponse:
         target_browse_url=reverse("console:messages", args=[target]),
     )
     return render(request, "console/messages/produce.html", context, status=status)
+
+
+# ================================================================================ export
+
+
+def _query_record(form: BrowseForm) -> dict:
+    """The query as typed, as the export file and the audit log record it."""
+    q = form.cleaned_data
+    return {
+        "expression": q["q"] or None,
+        "filters": [dataclasses.asdict(f) for f in form.filters],
+        "partition": q["partition"],
+        "start": q["seek"],
+        "start_value": form.seek_value,
+    }
+
+
+@require_GET
+def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
+    """What the browse query selects, as a JSON Lines or CSV download, streamed."""
+    cluster = get_cluster()
+    desc = _topic_or_404(cluster, topic)
+    fmt = request.GET.get("format", "jsonl")
+    if not services.export_enabled():
+        raise PermissionDenied(str(services.ExportDisabled()).capitalize() + ".")
+    form = BrowseForm(request.GET, partitions=len(desc.partitions))
+    if fmt not in FORMATS or not form.is_valid():
+        problem = (
+            f"Unknown export format “{fmt}”: use {' or '.join(FORMATS)}."
+            if fmt not in FORMATS
+            else "; ".join(str(e) for errs in form.errors.values() for e in errs)
+        )
+        return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
+    scanned = len(desc.partitions) if form.cleaned_data["partition"] is None else 1
+    try:
+        export = services.records_export(
+            cluster=cluster,
+            sink=process_sink(),
+            actor=Actor(request.user),
+            request=_browse_request(topic, form, scanned),
+            query=_query_record(form),
+            fmt=fmt,
+        )
+    except TidelogError as e:  # an unknown function in the expression, ...
+        return HttpResponse(str(e), status=400, content_type="text/plain; charset=utf-8")
+    response = StreamingHttpResponse(export.chunks, content_type=export.content_type)
+    response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+    response["X-Tidelog-Export-Range"] = ",".join(
+        f"{r['partition']}:{r['from']}-{r['to']}" for r in export.run.range
+    )
+    return response
+
+
+# ================================================================================ import
+
+PREVIEW_RECORDS = 20
+_IMPORTS_KEY = "message_imports"
+
+
+def _import_dir() -> Path:
+    path = Path(settings.TIDELOG_DATA_DIR) / "imports"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _preview_rows(parsed, keep: bool) -> list[dict]:
+    return [
+        {
+            "line": r.line,
+            "partition": r.partition if keep else None,
+            "timestamp_ms": r.timestamp_ms,
+            "key": display.show_short(r.key),
+            "value": display.show_short(r.value),
+            "headers": display.show_headers(r.headers),
+        }
+        for r in parsed.records[:PREVIEW_RECORDS]
+    ]
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def import_messages(request: HttpRequest, topic: str) -> HttpResponse:
+    """Import a JSON Lines file into the topic: upload → preview (count and first records, or
+    every bad line) → confirm. Nothing is written before the confirmation, nor from a file
+    with a bad line."""
+    cluster = get_cluster()
+    _topic_or_404(cluster, topic)
+    context: dict = {
+        "nav": "topics",
+        "topic": topic,
+        "topic_url": _reverse_or_none("console:topic", topic),
+        "browse_url": reverse("console:messages", args=[topic]),
+        "keep_partitions": True,
+    }
+    template = "console/messages/import.html"
+    if cluster.is_internal(topic):
+        context["refused"] = f"“{topic}” is an internal topic; importing into it is refused."
+        return render(request, template, context, status=403)
+    if request.method == "GET":
+        return render(request, template, context)
+    pending = request.session.get(_IMPORTS_KEY, {})
+    token = request.POST.get("token", "")
+    if token:  # confirm or cancel a previewed file
+        entry = pending.pop(token, None)
+        request.session[_IMPORTS_KEY] = pending
+        path = _import_dir() / f"{token}.jsonl"
+        if entry is None or entry["topic"] != topic or not path.exists():
+            context["problem"] = "This preview is no longer pending: upload the file again."
+            return render(request, template, context, status=400)
+        data = path.read_bytes()
+        path.unlink()
+        if request.POST.get("action") != "confirm":
+            context["notice"] = f"Import of {entry['filename']} cancelled; nothing was written."
+            return render(request, template, context)
+        done = services.records_import(
+            cluster=cluster,
+            sink=process_sink(),
+            actor=Actor(request.user),
+            topic=topic,
+            data=data,
+            filename=entry["filename"],
+            keep_partitions=entry["keep"],
+        )
+        context.update(imported=done, filename=entry["filename"])
+        if done.produced is None:  # the topic changed since the preview
+            context["errors"] = done.parsed.errors
+            return render(request, template, context, status=400)
+        context["summary"] = services.partition_summary(done.produced.results)
+        if done.produced.error is not None:
+            return render(request, template, context, status=400)
+        return render(request, template, context)
+
+    upload = request.FILES.get("file")
+    keep = request.POST.get("keep_partitions") == "1"
+    context["keep_partitions"] = keep
+    if upload is None:
+        context["problem"] = "Choose a JSON Lines file (.jsonl) to import."
+        return render(request, template, context, status=400)
+    data = upload.read()
+    parsed = services.records_import_check(
+        cluster=cluster, topic=topic, data=data, keep_partitions=keep
+    )
+    context.update(parsed=parsed, filename=upload.name)
+    if not parsed.ok:
+        context["errors"] = parsed.errors
+        return render(request, template, context, status=400)
+    token = secrets.token_hex(16)
+    (_import_dir() / f"{token}.jsonl").write_bytes(data)
+    pending[token] = {"topic": topic, "filename": upload.name, "keep": keep}
+    request.session[_IMPORTS_KEY] = pending
+    stamps = [r.timestamp_ms for r in parsed.records if r.timestamp_ms is not None]
+    context.update(
+        token=token,
+        rows=_preview_rows(parsed, keep),
+        count=len(parsed.records),
+        first_ts=min(stamps, default=None),
+        last_ts=max(stamps, default=None),
+        meta=parsed.meta,
+    )
+    return render(request, template, context)
