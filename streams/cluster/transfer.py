@@ -50,6 +50,7 @@ ENCODING_NOTE = (
 )
 FORMATS = ("jsonl", "csv")
 PAGE = 1000
+CHUNK_BYTES = 64 * 1024  # what one piece of the streamed file holds, about
 MAX_IMPORT_ERRORS = 20
 _MAX_TIMESTAMP_MS = 253_402_300_799_999
 _RECORD_FIELDS = {
@@ -145,10 +146,15 @@ class ExportRun:
                 return
 
     def jsonl(self) -> Iterator[bytes]:
-        yield _json_line({"tidelog_export": self.meta})
+        """The JSON Lines file in pieces of about CHUNK_BYTES."""
+        buf = bytearray(_json_line({"tidelog_export": self.meta}))
         for r in self.records():
-            yield _json_line(record_object(r))
-        yield _json_line({"tidelog_export_end": self.summary.as_dict()})
+            buf += _json_line(record_object(r))
+            if len(buf) >= CHUNK_BYTES:
+                yield bytes(buf)
+                buf.clear()
+        buf += _json_line({"tidelog_export_end": self.summary.as_dict()})
+        yield bytes(buf)
 
     def csv(self) -> Iterator[bytes]:
         buf = io.StringIO()
@@ -175,7 +181,7 @@ class ExportRun:
             ]
         )
         yield flush()
-        for n, r in enumerate(self.records(), 1):
+        for r in self.records():
             obj = record_object(r)
             when = datetime.fromtimestamp(r.timestamp_ms / 1000, UTC)
             writer.writerow(
@@ -189,7 +195,7 @@ class ExportRun:
                     json.dumps(obj["headers"], ensure_ascii=False),
                 ]
             )
-            if n % 200 == 0:
+            if buf.tell() >= CHUNK_BYTES:
                 yield flush()
         end = json.dumps(self.summary.as_dict())
         buf.write(f"# tidelog export end: {end}\r\n")

@@ -196,3 +196,45 @@ def test_cancel_writes_nothing_and_viewers_cannot_import(operator_client, viewer
     assert broker.store.offsets("target", 0) == (0, 0)
     operator_client.force_login(viewer)
     assert _upload(operator_client, "target", b'{"value": "1"}\n').status_code == 403
+
+
+def test_under_asgi_the_export_is_streamed_piece_by_piece(viewer, broker, monkeypatch):
+    """Daphne serves the console: given a sync iterator Django would read it whole into memory
+    before sending, so the export hands it an async one, and pieces leave while pages remain."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    from streams.cluster import transfer
+
+    broker.store.create_topic("big", partitions=1)
+    for i in range(3000):
+        broker.store.append("big", b"v" * 100, key=b"k%d" % i, timestamp_ms=T0 + i)
+    monkeypatch.setattr(transfer, "PAGE", 500)  # 6 pages
+    pages: list[int] = []
+    real = transfer.ExportRun.records
+
+    def counting(self):
+        for r in real(self):
+            if r.offset % 500 == 0:  # a page begins
+                pages.append(r.offset)
+            yield r
+
+    monkeypatch.setattr(transfer.ExportRun, "records", counting)
+
+    async def first_piece_then_rest():
+        client = AsyncClient()
+        await client.aforce_login(viewer)
+        response = await client.get(
+            reverse("console:messages_export", args=["big"]), {"seek": "oldest"}
+        )
+        assert response.is_async  # Django iterates it without reading it all first
+        it = aiter(response.streaming_content)
+        first = await anext(it)
+        seen_after_first = len(pages)
+        rest = [piece async for piece in it]
+        return first, seen_after_first, rest
+
+    first, seen_after_first, rest = async_to_sync(first_piece_then_rest)()
+    assert seen_after_first < 6  # the first piece left before the last page was read
+    lines = (first + b"".join(rest)).splitlines()
+    assert len(lines) == 3002 and json.loads(lines[-1])["tidelog_export_end"]["records"] == 3000

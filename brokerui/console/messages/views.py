@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
@@ -500,6 +503,22 @@ def _query_record(form: BrowseForm) -> dict:
     }
 
 
+def _streamed(
+    request: HttpRequest, chunks: Iterator[bytes]
+) -> Iterator[bytes] | AsyncIterator[bytes]:
+    """`chunks` as the server can stream them: under ASGI (Daphne) an async iterator that pulls
+    one piece at a time (given a sync one, Django would read it whole into memory first)."""
+    if not isinstance(request, ASGIRequest):
+        return chunks
+    step = sync_to_async(lambda: next(chunks, None), thread_sensitive=True)
+
+    async def pieces() -> AsyncIterator[bytes]:
+        while (piece := await step()) is not None:
+            yield piece
+
+    return pieces()
+
+
 @require_GET
 def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
     """What the browse query selects, as a JSON Lines or CSV download, streamed."""
@@ -528,7 +547,9 @@ def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
         )
     except TidelogError as e:  # an unknown function in the expression, ...
         return HttpResponse(str(e), status=400, content_type="text/plain; charset=utf-8")
-    response = StreamingHttpResponse(export.chunks, content_type=export.content_type)
+    response = StreamingHttpResponse(
+        _streamed(request, export.chunks), content_type=export.content_type
+    )
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
     response["X-Tidelog-Export-Range"] = ",".join(
         f"{r['partition']}:{r['from']}-{r['to']}" for r in export.run.range
