@@ -237,6 +237,12 @@ class HealthSource(Protocol):
 
     def all_groups(self, now_ms: int | None = None) -> dict[str, GroupHealth]: ...
 
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def interval_ms(self) -> int: ...
+
 
 def health_source() -> HealthSource | None:
     """The built-in broker's monitor; None on an external cluster (TIDELOG_CLUSTER), whose
