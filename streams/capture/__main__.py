@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 
+from streams.capture.pgoutput import format_lsn
 from streams.capture.postgres import (
     DEFAULT_PUBLICATION,
     DEFAULT_SERVER,
@@ -68,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capture: PostgreSQL: {str(exc).strip()}", file=sys.stderr)
         return 2
     print(
-        f"capture stopped: {stats.transactions} transactions, {stats.records} records, "
-        f"confirmed LSN {stats.confirmed_lsn}",
+        f"capture stopped: {stats.transactions} transactions, {stats.records} records written, "
+        f"{stats.skipped_records} replayed records already in the log skipped, "
+        f"confirmed LSN {format_lsn(stats.confirmed_lsn)}",
         file=sys.stderr,
     )
     return 0

@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streams.capture.postgres import POSITION_HEADER, PostgresCapture
 from tests.kafka_servers import REPO_ROOT
@@ -32,7 +32,10 @@ def read_topic(bootstrap: str, topic: str) -> list[Record]:
         {"bootstrap.servers": bootstrap, "group.id": "capture-test", "enable.auto.commit": False}
     )
     try:
-        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        try:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        except KafkaException:  # not created yet
+            return []
         consumer.assign([TopicPartition(topic, 0, 0)])
         out: list[Record] = []
         deadline = time.monotonic() + DEADLINE_S
