@@ -38,6 +38,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pg.add_argument(
         "--server", default=DEFAULT_SERVER, help="topic prefix: topics are SERVER.SCHEMA.TABLE"
     )
+    pg.add_argument(
+        "--snapshot",
+        action="store_true",
+        help="also read the tables' current rows (DBLog chunks while the stream runs, op r)",
+    )
+    pg.add_argument("--chunk-rows", type=int, default=1024, help="rows per snapshot chunk")
     pg.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
 
@@ -55,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         slot=args.slot,
         publication=args.publication,
         server=args.server,
+        snapshot_tables=tables if args.snapshot else (),
+        chunk_rows=args.chunk_rows,
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: capture.stop())

@@ -165,15 +165,17 @@ def change_event(
     lsn: int,
     begin: pgoutput.Begin,
     ts_ms: int,
+    snapshot: str = "false",
 ) -> bytes:
-    """The value of one change event (op ``c``, ``u``, ``d`` or ``r``)."""
+    """The value of one change event (op ``c``, ``u``, ``d``; ``r`` a snapshot's read, with
+    `snapshot` ``"incremental"`` as in Debezium's incremental snapshots)."""
     rel = table.relation
     source = {
         "version": VERSION,
         "connector": CONNECTOR,
         "name": table.server,
         "ts_ms": begin.commit_ts_us // 1000,
-        "snapshot": "false",
+        "snapshot": snapshot,
         "db": table.database,
         "sequence": json.dumps([str(begin.final_lsn), str(lsn)]),
         "schema": rel.namespace,

@@ -38,8 +38,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.capture import envelope, pgoutput
+from streams.capture import envelope, pgoutput, snapshot
 from streams.capture.envelope import TableSchema
+from streams.capture.snapshot import ChunkWindow, SnapshotJob
 
 log = logging.getLogger(__name__)
 
@@ -296,6 +297,8 @@ class PostgresCapture:
         server: str = DEFAULT_SERVER,
         producer_config: dict[str, Any] | None = None,
         status_interval_s: float = 1.0,
+        snapshot_tables: Sequence[str] = (),
+        chunk_rows: int = snapshot.DEFAULT_CHUNK_ROWS,
     ) -> None:
         self.dsn = dsn
         self.table_names = list(tables)
@@ -316,9 +319,50 @@ class PostgresCapture:
         self._confirmed = 0
         self._sent_confirmed = 0
         self.ready = threading.Event()
+        self.chunk_rows = chunk_rows
+        self.snapshots: list[SnapshotJob] = []  # every snapshot asked for, with its progress
+        self._jobs: deque[SnapshotJob] = deque()  # those not done, in order
+        self._window: ChunkWindow | None = None
+        self._paused = threading.Event()
+        self._lock = threading.Lock()
+        self._initial_snapshots = list(snapshot_tables)
 
     def stop(self) -> None:
         self._stop.set()
+
+    # -- snapshots (thread-safe: the console or a signal handler may call these) -----------
+
+    def request_snapshot(
+        self, table: str, *, keys: Sequence[dict[str, Any]] | None = None
+    ) -> SnapshotJob:
+        """Queues a DBLog snapshot of a captured table (or of the rows with these keys)."""
+        schema_name, name = split_table_name(table)
+        info = next(
+            (t for t in self._tables.values() if (t.schema, t.name) == (schema_name, name)), None
+        )
+        if info is None:
+            raise CaptureError(f"table {schema_name}.{name} is not captured by this source")
+        if keys is not None:
+            for key in keys:
+                if set(key) != set(info.key_columns):
+                    raise CaptureError(
+                        f"a key of {info.qualified_name} names {sorted(info.key_columns)}, "
+                        f"not {sorted(key)}"
+                    )
+        job = SnapshotJob(
+            info.oid, info.qualified_name, list(keys) if keys is not None else None, self.chunk_rows
+        )
+        with self._lock:
+            self.snapshots.append(job)
+            self._jobs.append(job)
+        return job
+
+    def pause_snapshots(self) -> None:
+        """No new chunk starts until `resume_snapshots` (the stream goes on)."""
+        self._paused.set()
+
+    def resume_snapshots(self) -> None:
+        self._paused.clear()
 
     def topic_for(self, table: TableInfo) -> str:
         return f"{self.server}.{table.schema}.{table.name}"
@@ -352,15 +396,22 @@ class PostgresCapture:
         from psycopg2.extras import LogicalReplicationConnection
 
         conn, sink = self.setup()
-        conn.close()
+        conn.autocommit = True  # watermarks and snapshot chunks, each committed on its own
+        self._db = conn
         self.sink = sink
+        for table in self._initial_snapshots:
+            self.request_snapshot(table)
         repl = psycopg2.connect(self.dsn, connection_factory=LogicalReplicationConnection)
         cursor = repl.cursor()
         try:
             cursor.start_replication(
                 slot_name=self.slot,
                 decode=False,
-                options={"proto_version": "1", "publication_names": self.publication},
+                options={
+                    "proto_version": "1",
+                    "publication_names": self.publication,
+                    "messages": "true",  # the snapshots' watermarks
+                },
                 status_interval=self.status_interval_s,
             )
             self.ready.set()
@@ -372,6 +423,8 @@ class PostgresCapture:
             )
             while not self._stop.is_set():
                 msg = cursor.read_message()
+                if self._window is None and self._jobs and not self._paused.is_set():
+                    self._start_chunk()
                 if msg is not None:
                     self._handle(pgoutput.decode(msg.payload), msg.data_start)
                     sink.producer.poll(0)
@@ -387,6 +440,7 @@ class PostgresCapture:
                 log.warning("%d records not acknowledged at stop; they will be resent", remaining)
         finally:
             repl.close()
+            conn.close()
         return self.stats
 
     # -- confirmation ------------------------------------------------------------------------
@@ -416,6 +470,8 @@ class PostgresCapture:
             self._relation(msg)
         elif isinstance(msg, pgoutput.Insert | pgoutput.Update | pgoutput.Delete):
             self._change(msg, lsn)
+        elif isinstance(msg, pgoutput.Message):
+            self._watermark(msg, lsn)
         elif isinstance(msg, pgoutput.Truncate):
             self.stats.truncates += 1
             names = [self._tables[r].qualified_name for r in msg.relation_ids if r in self._tables]
@@ -472,13 +528,16 @@ class PostgresCapture:
 
         if isinstance(msg, pgoutput.Insert):
             after = schema.row(msg.new)
+            self._supersede(msg.relation_id, schema.key_of(after))
             self._emit(txn, schema, schema.key_of(after), event("c", None, after))
         elif isinstance(msg, pgoutput.Update):
             after = schema.row(msg.new)
             before = schema.row(msg.old) if msg.old is not None else None
             key = schema.key_of(after)
+            self._supersede(msg.relation_id, key)
             if before is not None and schema.key_of(before) != key:
                 old_key = schema.key_of(before)
+                self._supersede(msg.relation_id, old_key)
                 self._emit(txn, schema, old_key, event("d", before, None))
                 self._emit(txn, schema, old_key, None)
                 self._emit(txn, schema, key, event("c", None, after))
@@ -487,8 +546,73 @@ class PostgresCapture:
         else:
             before = schema.row(msg.old)
             key = schema.key_of(before)
+            self._supersede(msg.relation_id, key)
             self._emit(txn, schema, key, event("d", before, None))
             self._emit(txn, schema, key, None)  # the tombstone
+
+    # -- DBLog chunks ------------------------------------------------------------------------
+
+    def _start_chunk(self) -> None:
+        with self._lock:
+            job = self._jobs[0]
+        info = self._tables[job.oid]
+        schema = snapshot.table_schema(
+            self._db,
+            job.oid,
+            info.key_columns,
+            topic=self.topic_for(info),
+            server=self.server,
+            database=self.database,
+        )
+        self._window = snapshot.read_chunk(self._db, job, schema)
+
+    def _supersede(self, relation_id: int, key: bytes) -> None:
+        """A change inside a chunk's window: the stream has that row, newer; drop it."""
+        window = self._window
+        if window is not None and window.open and window.job.oid == relation_id:
+            if window.rows.pop(key, None) is not None:
+                window.job.rows_dropped += 1
+
+    def _watermark(self, msg: pgoutput.Message, lsn: int) -> None:
+        mark = snapshot.parse_watermark(msg)
+        window = self._window
+        if mark is None or window is None or mark[1] != window.id:
+            return  # not ours, or a window of before a restart
+        if mark[0] == "low":
+            window.open = True
+            return
+        txn = self._require_txn(msg)
+        ts_ms = int(time.time() * 1000)
+        for key, row in window.rows.items():
+            value = envelope.change_event(
+                window.schema,
+                op="r",
+                before=None,
+                after=row,
+                lsn=lsn,
+                begin=txn.begin,
+                ts_ms=ts_ms,
+                snapshot="incremental",
+            )
+            self._emit(txn, window.schema, key, value)
+        job = window.job
+        job.chunks += 1
+        job.rows_written += len(window.rows)
+        job.as_of_lsn = txn.begin.final_lsn
+        job.last_key = window.last_key if window.last_key is not None else job.last_key
+        self._window = None
+        if not window.full:
+            job.done = True
+            with self._lock:
+                self._jobs.popleft()
+            log.info(
+                "snapshot of %s done: %d rows in %d chunks (%d superseded by changes), as of %s",
+                job.table,
+                job.rows_written,
+                job.chunks,
+                job.rows_dropped,
+                pgoutput.format_lsn(job.as_of_lsn),
+            )
 
     def _emit(
         self, txn: _Transaction, schema: TableSchema, key: bytes, value: bytes | None

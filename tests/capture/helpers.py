@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
 
+import psycopg2
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streams.capture.postgres import POSITION_HEADER, PostgresCapture
@@ -127,3 +129,68 @@ def run_capture(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         capture_command(*args), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, **kwargs
     )
+
+
+class Writer(threading.Thread):
+    """Inserts, updates (version + 1) and deletes rows of its own key range, one transaction
+    each (some of three changes), recording every committed change as (op, id, version): unique,
+    as a key's versions go on counting after a delete."""
+
+    def __init__(self, dsn: str, number: int, stop: threading.Event, existing: int = 0) -> None:
+        super().__init__(daemon=True)
+        self.dsn, self.stop = dsn, stop
+        self.keys = range(number * 1000 + 1, number * 1000 + 40)
+        self.rows: dict[int, int] = {}  # id -> version
+        self.versions: dict[int, int] = {}  # id -> last version ever (a re-insert goes on)
+        self.changes: list[tuple[str, int, int]] = []
+        self.random = random.Random(number)
+        self.error: BaseException | None = None
+        for key in self.keys:  # rows 1..existing were there before (version 0)
+            if key <= existing:
+                self.rows[key] = self.versions[key] = 0
+
+    def _one(self, cur) -> tuple[str, int, int]:
+        key = self.random.choice(self.keys)
+        version = self.rows.get(key)
+        if version is None:
+            version = self.versions.get(key, -1) + 1
+            cur.execute(
+                "INSERT INTO accounts VALUES (%s, %s, %s)", (key, version, "x" * (key % 50))
+            )
+            return ("c", key, version)
+        if self.random.random() < 0.25:
+            cur.execute("DELETE FROM accounts WHERE id = %s", (key,))
+            return ("d", key, version)
+        cur.execute("UPDATE accounts SET version = version + 1 WHERE id = %s", (key,))
+        return ("u", key, version + 1)
+
+    def run(self) -> None:
+        try:
+            conn = psycopg2.connect(self.dsn)
+            while not self.stop.is_set():
+                done = []
+                with conn.cursor() as cur:
+                    for _ in range(3 if self.random.random() < 0.2 else 1):
+                        op, key, version = self._one(cur)
+                        if op == "d":
+                            del self.rows[key]
+                        else:
+                            self.rows[key] = self.versions[key] = version
+                        done.append((op, key, version))
+                conn.commit()
+                self.changes.extend(done)
+                time.sleep(self.random.random() / 500)
+            conn.close()
+        except BaseException as exc:
+            self.error = exc
+
+
+def events(records) -> list[tuple[str, int, int]]:
+    """(op, id, version) of each event (a delete's from its before image), tombstones left out."""
+    out = []
+    for r in records:
+        if r.value is None:
+            continue
+        row = r.value["before"] if r.value["op"] == "d" else r.value["after"]
+        out.append((r.value["op"], row["id"], row["version"]))
+    return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import json
-import random
 import signal
 import subprocess
 import threading
@@ -18,7 +17,9 @@ from streams.capture.postgres import PostgresCapture
 from tests.capture.helpers import (
     DEADLINE_S,
     CaptureThread,
+    Writer,
     capture_command,
+    events,
     fold,
     read_topic,
     slot_for,
@@ -56,67 +57,6 @@ def _confirmed_lsn(dsn: str) -> str | None:
         row = cur.fetchone()
     conn.close()
     return row and row[0]
-
-
-class Writer(threading.Thread):
-    """Inserts, updates (version + 1) and deletes rows of its own key range, one transaction
-    each (some of three changes), recording every committed change as (op, id, version): unique,
-    as a key's versions go on counting after a delete."""
-
-    def __init__(self, dsn: str, number: int, stop: threading.Event) -> None:
-        super().__init__(daemon=True)
-        self.dsn, self.stop = dsn, stop
-        self.keys = range(number * 1000 + 1, number * 1000 + 40)
-        self.rows: dict[int, int] = {}  # id -> version
-        self.versions: dict[int, int] = {}  # id -> last version ever (a re-insert goes on)
-        self.changes: list[tuple[str, int, int]] = []
-        self.random = random.Random(number)
-        self.error: BaseException | None = None
-
-    def _one(self, cur) -> tuple[str, int, int]:
-        key = self.random.choice(self.keys)
-        version = self.rows.get(key)
-        if version is None:
-            version = self.versions.get(key, -1) + 1
-            cur.execute(
-                "INSERT INTO accounts VALUES (%s, %s, %s)", (key, version, "x" * (key % 50))
-            )
-            return ("c", key, version)
-        if self.random.random() < 0.25:
-            cur.execute("DELETE FROM accounts WHERE id = %s", (key,))
-            return ("d", key, version)
-        cur.execute("UPDATE accounts SET version = version + 1 WHERE id = %s", (key,))
-        return ("u", key, version + 1)
-
-    def run(self) -> None:
-        try:
-            conn = psycopg2.connect(self.dsn)
-            while not self.stop.is_set():
-                done = []
-                with conn.cursor() as cur:
-                    for _ in range(3 if self.random.random() < 0.2 else 1):
-                        op, key, version = self._one(cur)
-                        if op == "d":
-                            del self.rows[key]
-                        else:
-                            self.rows[key] = self.versions[key] = version
-                        done.append((op, key, version))
-                conn.commit()
-                self.changes.extend(done)
-                time.sleep(self.random.random() / 500)
-            conn.close()
-        except BaseException as exc:
-            self.error = exc
-
-
-def _events(records) -> list[tuple[str, int, int]]:
-    out = []
-    for r in records:
-        if r.value is None:
-            continue
-        row = r.value["before"] if r.value["op"] == "d" else r.value["after"]
-        out.append((r.value["op"], row["id"], row["version"]))
-    return out
 
 
 def _start(dsn: str, bootstrap: str, log) -> subprocess.Popen:
@@ -167,7 +107,7 @@ def test_kill_9_mid_stream_loses_nothing_and_duplicates_nothing(pg_dsn, bootstra
 
     records = read_topic(bootstrap, TOPIC)
     committed = [change for w in writers for change in w.changes] + [("c", 0, 0)]
-    captured = _events(records)
+    captured = events(records)
     assert set(committed) - set(captured) == set(), "changes lost"
     assert set(captured) - set(committed) == set(), "changes that never happened"
     duplicated = {e: n for e, n in collections.Counter(captured).items() if n > 1}
