@@ -311,6 +311,7 @@ class PostgresCapture:
         self.stats = CaptureStats()
         self._stop = threading.Event()
         self._failure: BaseException | None = None
+        self.sink: KafkaSink | None = None
         self._tables: dict[int, TableInfo] = {}
         self._schemas: dict[int, TableSchema] = {}
         self._last_positions: dict[str, tuple[int, int]] = {}
@@ -441,6 +442,7 @@ class PostgresCapture:
         finally:
             repl.close()
             conn.close()
+            self.sink = None  # the producer's and admin client's threads and sockets go with it
         return self.stats
 
     # -- confirmation ------------------------------------------------------------------------

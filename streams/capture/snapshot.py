@@ -121,7 +121,9 @@ def read_chunk(conn: Any, job: SnapshotJob, schema: TableSchema) -> ChunkWindow:
             key_row, sql.SQL(", ").join(sql.Placeholder() * len(keys))
         )
         params = list(job.last_key)
-    query += sql.SQL(" ORDER BY {}").format(sql.SQL(", ").join(keys))
+    query += sql.SQL(" ORDER BY {}").format(  # by position: the text columns share the names
+        sql.SQL(", ").join(sql.Literal(i + 1) for i in range(len(keys)))
+    )
     if job.keys is None:
         query += sql.SQL(" LIMIT {}").format(sql.Literal(job.chunk_rows))
 
