@@ -4,6 +4,8 @@ through the change stream, a row changed inside its chunk's window dropped from 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import threading
 import time
 
@@ -12,7 +14,16 @@ import pytest
 
 from streams.capture import snapshot
 from streams.capture.postgres import CaptureError
-from tests.capture.helpers import CaptureThread, Writer, fold, read_topic, wait_for
+from tests.capture.helpers import (
+    CaptureThread,
+    Writer,
+    capture_command,
+    fold,
+    read_topic,
+    slot_for,
+    wait_for,
+)
+from tests.kafka_servers import REPO_ROOT
 
 TOPIC = "tidelog.public.accounts"
 
@@ -128,3 +139,22 @@ def test_snapshots_of_chosen_keys_and_pause_resume(pg_dsn, bootstrap):
     assert [r.key["id"] for r in records[:2]] == [7, 21]
     assert [r.key["id"] for r in records[2:]] == list(range(1, 31))
     assert fold(records) == _table(pg_dsn)
+
+
+def test_the_command_line_snapshots_with_snapshot(pg_dsn, bootstrap, tmp_path):
+    _accounts(pg_dsn, 50)
+    log_path = tmp_path / "capture.log"
+    cmd = capture_command(pg_dsn, "accounts", bootstrap, "--slot", slot_for(pg_dsn))
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [*cmd, "--snapshot", "--chunk-rows", "20"], cwd=REPO_ROOT, stdout=log, stderr=log
+        )
+        try:
+            wait_for(lambda: len(read_topic(bootstrap, TOPIC)) >= 50, "50 records")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(60) == 0, log_path.read_text()[-3000:]
+    records = read_topic(bootstrap, TOPIC)
+    assert [(r.key["id"], r.value["op"]) for r in records] == [(i, "r") for i in range(1, 51)]
+    assert fold(records) == _table(pg_dsn)
+    assert "snapshot of public.accounts done: 50 rows in 3 chunks" in log_path.read_text()
