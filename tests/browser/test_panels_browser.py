@@ -66,6 +66,7 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
         _api_post(page, server, "/api/v1/topics/late-orders/records", body)
 
     produce((1000, 1), (12_000, 2))  # watermark t0 + 12 s: [t0, +10 s) within its lateness
+    _api_post(page, server, "/api/v1/topics/late-orders/records", [{"value": '{"total": 1}'}])
 
     # a field path the records do not have: refused with the reason, nothing typed is lost
     page.goto(server + "/panels/")
@@ -80,18 +81,27 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
     page.click("#panel-form button[type=submit]")
     page.wait_for_selector("#value_field-msg.field-error")
     message = page.locator("#value_field-msg").inner_text()
-    assert "field 'totl' missing in 2 of 2 sampled records; fields there: total, ts" in message
+    assert "field 'totl' missing in 3 of 3 sampled records; fields there: total, ts" in message
+    assert page.locator("#id_accept_partial").count() == 0  # no record fits: no way round
     assert page.input_value("#id_name") == "Late orders"
     assert page.input_value("#id_lateness_s") == "5"
     assert page.url == server + "/panels/"
     page.screenshot(path=str(SCREENSHOTS / "panels-field-check.png"), full_page=True)
 
-    page.fill("#id_value_field", "total")
+    page.fill("#id_value_field", "total")  # now only the record without ts does not fit
+    page.click("#panel-form button[type=submit]")
+    page.wait_for_selector("#id_accept_partial")  # every field fits some records: offered
+    assert page.locator("#value_field-msg.field-error").count() == 0
+    assert "field 'ts' missing in 1 of 3 sampled records" in page.inner_text("#time_field-msg")
+    assert page.input_value("#id_value_field") == "total"
+    page.screenshot(path=str(SCREENSHOTS / "panels-field-check-partial.png"), full_page=True)
+    page.check("#id_accept_partial")  # saved anyway: that record counts as unreadable
     page.click("#panel-form button[type=submit]")
     page.wait_for_url(re.compile(r".*/panels/\d+/$"))  # the panel's own URL
     panel_url = page.url
     _wait_live(page)
-    _stat(page, "records_read", "2")
+    _stat(page, "records_read", "3")
+    _stat(page, "parse_errors", "1")
 
     produce((2000, 4))  # within the allowed lateness: corrects [t0, +10 s) from 1 to 5
     _stat(page, "corrections", "1")
@@ -130,6 +140,7 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
     check_lists()
     page.screenshot(path=str(SCREENSHOTS / "panels-live.png"), full_page=True)
 
+    assert page.locator("[data-stat=records_read]").inner_text() == "6"
     page.reload()  # the list comes from the job's snapshot: it agrees with the counter
     assert page.url == panel_url
     _wait_live(page)
