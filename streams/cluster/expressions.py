@@ -240,7 +240,16 @@ def _extensions() -> dict:
     expression calls matters: each one in the context costs time on every evaluation."""
     context = cel.Context()
     add_stdlib_to_context(context)
-    return context.functions
+    return {k: f for k, f in context.functions.items() if k not in _REFUSED}
+
+
+# lists.range(n) builds a list of n numbers: one expression could take all memory
+_REFUSED = frozenset({"lists.range"})
+
+
+def _namespaces() -> set[str]:
+    """``math``, ``sets``, ``base64``, ``strings``: they look like variables to the parser."""
+    return {k.split(".")[0] for k in _extensions() if "." in k}
 
 
 class CelLanguage:
@@ -262,15 +271,21 @@ class CelLanguage:
         except (ValueError, RuntimeError) as exc:
             raise self._syntax_error(str(exc), source) from None
         names = set(program.variables())
-        for name in sorted(names - set(VARIABLES) - _TYPE_NAMES):
+        for name in sorted(names - set(VARIABLES) - _TYPE_NAMES - _namespaces()):
             if not re.search(_BOUND.format(re.escape(name)), source):
                 raise ExpressionError(
                     f"unknown variable “{name}”; the variables are {', '.join(VARIABLES)}",
                     source,
                     _position_of(name, source),
                 )
+        # a namespaced call (math.greatest) is reported as its last part, its namespace a variable
         called = set(program.functions())
-        functions = {k: f for k, f in _extensions().items() if k in called}
+        functions = {
+            k: f
+            for k, f in _extensions().items()
+            if k in called
+            or ("." in k and k.split(".", 1)[1] in called and k.split(".")[0] in names)
+        }
         return CelPredicate(source, program, functions, frozenset(names & set(VARIABLES)))
 
     @staticmethod

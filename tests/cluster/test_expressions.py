@@ -111,3 +111,11 @@ def test_the_scan_says_how_many_of_how_many_it_examined(cluster):
     assert result.stopped == "scan limit of 1 records"
     found, result = keys(cluster, 'key == "k39"')
     assert found == ["k39"] and result.complete and result.scanned_records == 40
+
+
+def test_namespaced_extensions_work_and_lists_range_is_refused(cluster):
+    assert keys(cluster, "has(value.n) && math.greatest([value.n, 37]) == 38")[0] == ["k38"]
+    assert keys(cluster, 'base64.encode(bytes(key)) == "azE="')[0] == ["k1"]  # "k1"
+    with pytest.raises(ExpressionError, match="unknown variable “lists”") as err:
+        CEL.compile("lists.range(100000000).size() > 0")  # would fill memory
+    assert err.value.column == 1
