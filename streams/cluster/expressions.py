@@ -234,6 +234,38 @@ class CelPredicate:
         return False
 
 
+_MACRO = re.compile(r"\.\s*(all|exists_one|exists|map|filter)\s*$")
+
+
+def _nested_macro(source: str) -> int | None:
+    """Where a comprehension macro (all, exists, exists_one, map, filter) sits inside another's
+    arguments, or None. Nested, they multiply: two over a 100,000-element list are 10^10 steps
+    for one record, which no scan budget can stop."""
+    stack: list[bool] = []  # per open parenthesis: a macro's?
+    quote = ""
+    i = 0
+    while i < len(source):
+        c = source[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif source.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif c in "\"'":
+            quote = c * 3 if source.startswith(c * 3, i) else c
+            i += len(quote) - 1
+        elif c == "(":
+            m = _MACRO.search(source, 0, i)
+            if m and any(stack):
+                return m.start(1)
+            stack.append(bool(m))
+        elif c == ")" and stack:
+            stack.pop()
+        i += 1
+    return None
+
+
 @functools.cache
 def _extensions() -> dict:
     """cel-go's string, math, list... extensions (``cel.stdlib``), by name. Passing only those an
@@ -270,6 +302,14 @@ class CelLanguage:
             program = cel.compile(source)
         except (ValueError, RuntimeError) as exc:
             raise self._syntax_error(str(exc), source) from None
+        nested = _nested_macro(source)
+        if nested is not None:
+            raise ExpressionError(
+                "a comprehension (all, exists, map, filter) inside another is not allowed here: "
+                "its cost multiplies with the size of the lists",
+                source,
+                nested,
+            )
         names = set(program.variables())
         for name in sorted(names - set(VARIABLES) - _TYPE_NAMES - _namespaces()):
             if not re.search(_BOUND.format(re.escape(name)), source):

@@ -119,3 +119,15 @@ def test_namespaced_extensions_work_and_lists_range_is_refused(cluster):
     with pytest.raises(ExpressionError, match="unknown variable “lists”") as err:
         CEL.compile("lists.range(100000000).size() > 0")  # would fill memory
     assert err.value.column == 1
+
+
+def test_a_comprehension_inside_another_is_refused_where_it_starts(cluster):
+    source = 'headers.exists(h, [h].exists(x, x == "src"))'
+    with pytest.raises(ExpressionError, match="inside another") as err:
+        CEL.compile(source)
+    assert source[err.value.column - 1 :].startswith("exists(x")
+    # one after the other is fine, as is the word in a string
+    found, _ = keys(
+        cluster, 'headers.exists(h, h == "src") && [1].all(x, x > 0) && key != ".map(a, b.all("'
+    )
+    assert len(found) == 40
