@@ -26,6 +26,10 @@ Beyond CEL's standard functions, ``lowerAscii``, ``upperAscii``, ``trim``, ``spl
 case-insensitive matching: ``value.name.lowerAscii().contains("alice")`` or
 ``value.name.matches("(?i)alice")``.
 
+Refused when compiling, at the character concerned: unknown variables, a comprehension macro
+nested inside another (their cost multiplies with list sizes, and no scan budget can stop one
+evaluation), and ``lists.range`` (one call could fill memory).
+
 A record the expression cannot be evaluated on (``value.amount`` where the value has no
 ``amount``; guard with ``has(value.amount)``) does not match; the predicate counts those and keeps
 the first reason, and a scan reports them.
