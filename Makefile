@@ -14,9 +14,25 @@ NODE_STAMP := $(NODE_TESTS)/node_modules/.installed
 export TIDELOG_HTTP_PORT ?= 8000
 SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm
 
-.PHONY: run test bench lint venv system-deps node-deps
+NATIVE := streams/log/_cdecode.so
+NATIVE_SRC := streams/log/_cdecode.pyx
+
+.PHONY: run test bench lint venv system-deps node-deps native
 
 venv: $(STAMP)
+
+# Tidelog's compiled record decoder (Cython -> C -> a module beside its source; see
+# streams/log/records.py). Without a C compiler the log reads with aiokafka's reader instead,
+# and `make` says so; tests/log/test_records_native.py fails then, so CI cannot miss it.
+native: $(NATIVE)
+
+$(NATIVE): $(NATIVE_SRC) $(STAMP)
+	@$(PY) -m cython -3 -o streams/log/_cdecode.c $(NATIVE_SRC) && \
+	$${CC:-cc} -shared -fPIC -O2 -Wall \
+		-I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		streams/log/_cdecode.c -o $@ || \
+	echo "warning: could not build $@ (a C compiler and Python's headers are needed);" \
+		"the log decodes with aiokafka's reader instead" >&2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +42,7 @@ $(STAMP): requirements.txt requirements-dev.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(STAMP)
+run: $(STAMP) native
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py ensure_admin
 	$(PY) manage.py runserver --noreload --nostatic 127.0.0.1:$(TIDELOG_HTTP_PORT)
@@ -47,7 +63,7 @@ system-deps:
 		echo "warning: missing$$missing; install with: sudo apt-get install$$missing" >&2; \
 	fi
 
-test: $(STAMP) system-deps node-deps
+test: $(STAMP) native system-deps node-deps
 	$(PY) -m pytest
 
 # The Node Kafka clients (KafkaJS, @platformatic/kafka) of tests/protocol, exactly as locked in
@@ -62,7 +78,7 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json $(NODE_TESTS)/package-lock.json
 
 # make bench            all benchmarks in tests/bench/bench_*.py
 # make bench BENCH=log  only tests/bench/bench_log.py
-bench: $(BENCH_STAMP) system-deps
+bench: $(BENCH_STAMP) native system-deps
 	$(PY) -m tests.bench $(BENCH)
 
 # Benchmark peers (requirements-bench.txt) on top of the dev requirements.
@@ -70,6 +86,8 @@ $(BENCH_STAMP): requirements-bench.txt $(STAMP)
 	$(PY) -m pip install --quiet -r requirements-bench.txt
 	touch $@
 
+# ruff's lint and format checks, and mypy over the Cluster seam (files in pyproject.toml)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy  # the Cluster Protocol and its implementations (pyproject.toml [tool.mypy])

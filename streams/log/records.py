@@ -26,19 +26,21 @@ All varints are zig-zag encoded, as in protobuf.
 Because the CRC does not cover baseOffset, the store assigns offsets to a client's batch by
 patching the first 8 bytes; the rest is stored byte for byte.
 
-Reads decode with aiokafka's compiled record-batch reader (``aiokafka.record._crecords``,
-Cython) when it imports, and with this module's pure-Python decoder otherwise; the two return
-identical records (tests/log/test_records_compiled.py). Neither checks the CRC: reads trust a
-validated log, as before. Any error in the compiled reader (a corrupt record, a header key that
-is not UTF-8) and any batch it would misread (record attributes with the high bit set) go
-through the pure decoder, whose records or CorruptRecord are then the answer. New batches'
-records are encoded by aiokafka's compiled builder (the same bytes as the pure encoder, kept as
-its fallback). ``decoder()`` and ``encoder()`` say which code is in use.
+Reads decode with Tidelog's own compiled decoder (``streams/log/_cdecode.pyx``, Cython, built
+by ``make``) when it is built, else with aiokafka's compiled record-batch reader
+(``aiokafka.record._crecords``), else with this module's pure-Python decoder; all three return
+identical records (tests/log/test_records_native.py, test_records_compiled.py). The pure
+decoder is the reference: the compiled ones defer to it on anything unexpected (a corrupt
+record, a field wider than it should be, a batch aiokafka would misread), and its records or
+CorruptRecord are then the answer. None of them checks the CRC: reads trust a validated log.
+New batches' records are encoded by aiokafka's compiled builder (the same bytes as the pure
+encoder, kept as its fallback). ``decoder()`` and ``encoder()`` say which code is in use.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -54,6 +56,10 @@ except ImportError:  # aiokafka missing, or installed without its C extensions
     _compiled_batch = _compiled_builder = None
 # (imported with the module, not on first use: importing aiokafka loads its asyncio client too,
 # ~0.15 s, which a process's first append or read should not wait for)
+try:  # Tidelog's own compiled decoder, built in place by `make` (streams/log/_cdecode.pyx)
+    from streams.log._cdecode import decode_body as _native_body
+except ImportError:  # not built (no C compiler, or run outside make): aiokafka's, else pure
+    _native_body = None
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -526,7 +532,9 @@ def _compiled():
 
 
 def decoder() -> str:
-    """Which code decodes whole batches: ``"aiokafka-c"`` or ``"python"``."""
+    """Which code decodes batches: ``"tidelog-c"``, ``"aiokafka-c"`` or ``"python"``."""
+    if _native_body is not None:
+        return "tidelog-c"
     return "python" if _compiled()[0] is None else "aiokafka-c"
 
 
@@ -537,8 +545,17 @@ def encoder() -> str:
 
 def _decode_whole(batch: bytes | memoryview, h: BatchHeader, body: bytes | None) -> list[Record]:
     """Every record of a validated batch; `body` is its decompressed records section (None
-    when the batch is not compressed). The compiled reader when there is one, else (or when it
-    fails on this batch) the pure-Python decoder."""
+    when the batch is not compressed). The native decoder when it is built, else aiokafka's
+    compiled reader, else (or when either defers on this batch) the pure-Python decoder."""
+    if _native_body is not None:
+        got = _decode_native(
+            memoryview(batch)[HEADER_SIZE : h.size] if body is None else body,
+            h,
+            _INT64_MIN,
+            _NO_LIMIT,
+        )
+        if got is not None:
+            return got[0]
     if _compiled_batch is not None:
         out = _decode_compiled(batch, h, body)
         if out is not None:
@@ -736,6 +753,32 @@ def _decode_range_compiled(
 
 
 _new_record = tuple.__new__
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+_NO_LIMIT = sys.maxsize
+
+
+def _decode_native(
+    body, h: BatchHeader, skip_below: int, limit: int, max_bytes: int = -1, force_first=True
+) -> tuple[list[Record], int, bool] | None:
+    """``_decode_body`` through the native decoder (``streams/log/_cdecode.pyx``); None when it
+    is not built or defers to the pure decoder on this batch."""
+    if _native_body is None or not _INT64_MIN <= skip_below <= _INT64_MAX:
+        return None
+    return _native_body(
+        body,
+        h.base_offset,
+        h.base_timestamp,
+        bool(h.attributes & ATTR_LOG_APPEND_TIME),
+        h.max_timestamp,
+        h.count,
+        h.count == h.last_offset_delta + 1,
+        skip_below,
+        max(min(limit, _NO_LIMIT), -_NO_LIMIT),
+        max(min(max_bytes, _NO_LIMIT), -1),
+        force_first,
+        Record,
+    )
 
 
 def _decode_body(
@@ -1015,6 +1058,9 @@ def decode_from(
     if start_offset <= h.base_offset and limit >= h.count and (max_bytes < 0 or max_bytes >= end):
         # the common case of sequential reads: every record of the batch, no budget to watch
         return _decode_whole(batch, h, body if h.codec else None), end, True
+    got = _decode_native(body, h, start_offset, limit, max_bytes, force_first)
+    if got is not None:
+        return got
     if _compiled_batch is not None and (limit >= 4 or start_offset - h.base_offset >= 64):
         # (a read of a record or three near the start is quicker without the set-up)
         got = _decode_range_compiled(

@@ -676,6 +676,85 @@ def test_apply_refuses_a_forged_or_foreign_plan(operator_client, cluster):
     assert committed(cluster) == BILLING and committed(cluster, "other") == {("orders", 0): 1}
 
 
+# ------------------------------------------------------------------------------ one description
+
+
+@pytest.fixture
+def describes(monkeypatch):
+    """Counts the describe_group calls of the real LocalCluster (each is a DescribeGroups and
+    an OffsetFetch round trip on an external cluster); `describes.take()` returns the count
+    since the last take."""
+    from streams.cluster import LocalCluster
+
+    real = LocalCluster.describe_group
+
+    class Counter:
+        n = 0
+
+        def take(self) -> int:
+            n, self.n = self.n, 0
+            return n
+
+    counter = Counter()
+
+    def counting(self, group_id):
+        counter.n += 1
+        return real(self, group_id)
+
+    monkeypatch.setattr(LocalCluster, "describe_group", counting)
+    return counter
+
+
+def test_each_group_request_describes_the_group_once(operator_client, cluster, describes):
+    """Pages, previews, every outcome of an apply, the CSV, deletes and the JSON API."""
+    c, group = operator_client, reverse("console:group", args=["billing"])
+    reset = reverse("console:group_reset", args=["billing"])
+    csv = reverse("console:group_reset_csv", args=["billing"])
+    seen = {}
+
+    def count(name, response, status=200):
+        assert response.status_code == status, (name, response.status_code)
+        seen[name] = describes.take()
+        return response
+
+    count("detail", c.get(group))
+    count("detail (live)", c.get(group, {"lag": "1"}, **HX))
+    count("reset page", c.get(reset))
+    count("gate", c.get(reset, {"gate": "1", "changes": "3"}, **HX))
+    html = text(count("preview", preview(c, strategy="to-earliest")))
+    count("csv of the preview", c.post(csv, {"plan": token_of(html)}))
+    count("csv planned now", c.get(csv, {"scope": "all", "strategy": "to-latest"}))
+    body = text(count("apply", apply(c, token_of(html))))
+    assert 'id="reset-applied"' in body
+    cluster.coordinator.commit_offsets("billing", {("orders", 0): 7})  # the preview goes stale
+    body = text(count("apply (stale)", apply(c, token_of(html))))
+    assert 'id="reset-stale"' in body
+    # stale because a member joined and committed: the apply names it and the staleness
+    html = text(preview(c, strategy="to-latest"))
+    member = active_member(cluster.coordinator, "billing")
+    generation = cluster.coordinator.describe_group("billing").generation
+    cluster.coordinator.commit_offsets(
+        "billing", {("orders", 0): 8}, member_id=member, generation=generation
+    )
+    describes.take()
+    body = text(count("apply (refused, stale)", apply(c, token_of(html))))
+    assert 'id="reset-refused"' in body and member in body and "changed from 7 to 8" in body
+    cluster.coordinator.leave_group("billing", member)
+
+    api = "/api/v1/groups/billing"
+    count("api describe", c.get(api))
+    reset_body = {"strategy": "to-earliest", "scope": "all_topics", "dry_run": False}
+    count("api reset", c.post(f"{api}/reset", reset_body, content_type="application/json"))
+    count("api delete offsets", c.delete(f"{api}/offsets/payments"))
+    delete_offsets = reverse("console:group_delete_offsets", args=["billing"])
+    count("delete offsets", c.post(delete_offsets, {"topic": "orders"}), 302)
+    cluster.coordinator.commit_offsets("other", {("orders", 0): 1})
+    count("delete", c.post(reverse("console:group_delete", args=["other"])), 302)
+    count("api delete", c.delete(api), 204)
+    # the CSV of a previewed plan carries the plan itself: no description at all
+    assert seen == {**dict.fromkeys(seen, 1), "csv of the preview": 0}, seen
+
+
 def test_gate_polls_the_group_state(operator_client, cluster):
     url = reverse("console:group_reset", args=["billing"])
     html = text(operator_client.get(url, {"gate": "1", "changes": "2"}, **HX))

@@ -63,6 +63,16 @@ def batches(draw, codecs=CODECS, max_records=40) -> bytes:
     )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _aiokafka_behind_the_entry_points():
+    """These tests hold aiokafka's reader to the pure decoder through the public entry points
+    too, so Tidelog's own compiled decoder (ahead of aiokafka's when built; tested in
+    test_records_native.py) is set aside here."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rb, "_native_body", None)
+        yield
+
+
 def body_of(batch: bytes, h: rb.BatchHeader) -> bytes | None:
     if not h.codec:
         return None
@@ -261,6 +271,7 @@ def test_without_aiokafka_the_store_reads_with_the_pure_decoder(tmp_path):
         f"""
         import sys
         sys.modules["aiokafka"] = None  # import aiokafka -> ImportError
+        sys.modules["streams.log._cdecode"] = None  # and Tidelog's own decoder not built
         from streams.log import LogStore, ProducerRecord
         from streams.log import records
         store = LogStore.open({str(tmp_path)!r})

@@ -1,0 +1,206 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""Tidelog's compiled decoder of a record batch's records section (Kafka record format v2).
+
+One function, ``decode_body``, with the contract of ``streams.log.records._decode_body`` (the
+pure-Python decoder, which stays the reference): the records with offset >= `skip_below`, at
+most `limit`, within `max_bytes` of encoded record bytes. It builds the ``Record`` tuples
+itself, which is where the time of a sequential read went (aiokafka's compiled reader decodes
+quickly but hands back objects that cost as much again to turn into records).
+
+It is strict where the pure decoder is lenient or raises: on anything it does not expect — a
+length or a field running past its record, a varint wider than 64 bits, an offset or a
+timestamp outside int64, a negative count — it returns None and the caller decodes the batch
+with the pure decoder, so a corrupt batch gets that decoder's records or its CorruptRecord.
+A property test (tests/log/test_records_native.py) holds the two to the same answers.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.list cimport PyList_Append
+from cpython.ref cimport PyObject, Py_INCREF
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+
+
+cdef extern from "Python.h":
+    ctypedef struct _TypeObject "PyTypeObject":
+        PyObject* (*tp_alloc)(_TypeObject*, Py_ssize_t)
+    void _tuple_set "PyTuple_SET_ITEM"(PyObject*, Py_ssize_t, PyObject*)
+    void _decref "Py_DECREF"(PyObject*)
+    void PyObject_GC_UnTrack(void*)
+
+
+cdef inline bint _varint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                         int64_t* out) noexcept nogil:
+    """The zig-zag varint at pos[0], read no further than `end`; False (nothing moved) when it
+    runs past `end` or is wider than 64 bits."""
+    cdef Py_ssize_t i = pos[0]
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while True:
+        if i >= end:
+            return False
+        b = p[i]
+        i += 1
+        if shift == 63 and b > 1:
+            return False
+        result |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            return False
+    pos[0] = i
+    out[0] = (<int64_t>(result >> 1)) ^ -(<int64_t>(result & 1))
+    return True
+
+
+cdef inline bint _add(int64_t a, int64_t b, int64_t* out) noexcept nogil:
+    """a + b into out; False when it would leave int64."""
+    if (b > 0 and a > INT64_MAX - b) or (b < 0 and a < INT64_MIN - b):
+        return False
+    out[0] = a + b
+    return True
+
+
+cdef int _append_record(list out, _TypeObject* record_type, object offset, object timestamp,
+                        object key, object value, object headers) except -1:
+    """A ``record_type`` (a tuple subclass with no fields of its own: a NamedTuple) of the five
+    values appended to `out`: allocated and filled as CPython's tuple.__new__ does for a
+    subclass, without the argument tuple that calling it would build first.
+
+    The record is then untracked by the cycle collector, as CPython's collector untracks a
+    plain tuple of atomic values the first time it sees one: ints, bytes, None and a tuple of
+    (str, bytes-or-None) pairs cannot be part of a reference cycle. A read of 1000 records
+    would otherwise set off a collection that walks them all, and again in each older
+    generation they reach — most of a sequential read's time, measured."""
+    cdef PyObject* r = record_type.tp_alloc(record_type, 5)
+    if r == NULL:
+        raise MemoryError()
+    Py_INCREF(offset)
+    _tuple_set(r, 0, <PyObject*>offset)
+    Py_INCREF(timestamp)
+    _tuple_set(r, 1, <PyObject*>timestamp)
+    Py_INCREF(key)
+    _tuple_set(r, 2, <PyObject*>key)
+    Py_INCREF(value)
+    _tuple_set(r, 3, <PyObject*>value)
+    Py_INCREF(headers)
+    _tuple_set(r, 4, <PyObject*>headers)
+    PyObject_GC_UnTrack(r)
+    try:
+        PyList_Append(out, <object>r)
+    finally:
+        _decref(r)
+    return 0
+
+
+cdef object _bytes_or_none(const unsigned char* p, Py_ssize_t rec_end, Py_ssize_t* pos,
+                           bint* ok):
+    """A length-prefixed byte string (negative length: None) inside the record; sets ok[0] to
+    False when it runs past the record."""
+    cdef int64_t n
+    cdef Py_ssize_t i
+    if not _varint(p, rec_end, pos, &n):
+        ok[0] = False
+        return None
+    if n < 0:
+        return None
+    i = pos[0]
+    if n > rec_end - i:
+        ok[0] = False
+        return None
+    pos[0] = i + <Py_ssize_t>n
+    return PyBytes_FromStringAndSize(<char*>(p + i), <Py_ssize_t>n)
+
+
+cdef object _headers(const unsigned char* p, Py_ssize_t rec_end, Py_ssize_t* pos, bint* ok):
+    """The record's headers as a tuple of (str key, bytes-or-None value); the key decoded as
+    UTF-8 with replacement characters, as the pure decoder does."""
+    cdef int64_t n, klen
+    cdef int64_t k
+    cdef Py_ssize_t i
+    cdef list out
+    if not _varint(p, rec_end, pos, &n) or n < 0:
+        ok[0] = False
+        return None
+    if n == 0:
+        return ()
+    out = []
+    for k in range(n):
+        if not _varint(p, rec_end, pos, &klen) or klen < 0 or klen > rec_end - pos[0]:
+            ok[0] = False
+            return None
+        i = pos[0]
+        key = PyUnicode_DecodeUTF8(<char*>(p + i), <Py_ssize_t>klen, "replace")
+        pos[0] = i + <Py_ssize_t>klen
+        value = _bytes_or_none(p, rec_end, pos, ok)
+        if not ok[0]:
+            return None
+        pair = (key, value)
+        PyObject_GC_UnTrack(<PyObject*>pair)  # atomic: see _append_record
+        out.append(pair)
+    result = tuple(out)
+    PyObject_GC_UnTrack(<PyObject*>result)
+    return result
+
+
+def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bint log_append,
+                int64_t max_ts, Py_ssize_t count, bint gapless, int64_t skip_below,
+                Py_ssize_t limit, Py_ssize_t max_bytes, bint force_first, type record_type):
+    """(records, encoded bytes of those returned, whether the end of the batch was reached),
+    as ``_decode_body``; None when the pure decoder must answer (see the module's docstring).
+
+    `body`: the records section (decompressed); `base`, `base_ts`, `max_ts`, `count`: from the
+    batch header; `log_append`: its LogAppendTime flag (every record then has `max_ts`);
+    `gapless`: count == last offset delta + 1, so the records below `skip_below` can be
+    stepped over by their lengths; `max_bytes` < 0: no byte budget."""
+    if not issubclass(record_type, tuple) or count < 0:
+        return None
+    cdef const unsigned char* p = &body[0] if body.shape[0] else NULL
+    cdef Py_ssize_t end = body.shape[0]
+    cdef Py_ssize_t pos = 0, rec_end
+    cdef Py_ssize_t used = 0
+    cdef int64_t length, tsd, od, offset, ts, k, skip
+    cdef bint ok = True
+    cdef list out = []
+    cdef _TypeObject* tp = <_TypeObject*>record_type
+    if skip_below > base and gapless:
+        if base < 0:
+            return None
+        skip = skip_below - base
+        if skip > count:
+            skip = count
+        for k in range(skip):
+            if not _varint(p, end, &pos, &length) or length < 0 or length > end - pos:
+                return None
+            pos += <Py_ssize_t>length
+        count -= <Py_ssize_t>skip
+    for k in range(count):
+        if not _varint(p, end, &pos, &length) or length < 6 or length > end - pos:
+            return None
+        rec_end = pos + <Py_ssize_t>length
+        pos += 1  # the record's attributes byte (unused in v2)
+        if not _varint(p, rec_end, &pos, &tsd) or not _varint(p, rec_end, &pos, &od):
+            return None
+        if not _add(base, od, &offset):
+            return None
+        if offset < skip_below:
+            pos = rec_end
+            continue
+        if max_bytes >= 0 and used + length > max_bytes and (len(out) or not force_first):
+            return out, used, False
+        used += <Py_ssize_t>length
+        key = _bytes_or_none(p, rec_end, &pos, &ok)
+        value = _bytes_or_none(p, rec_end, &pos, &ok) if ok else None
+        headers = _headers(p, rec_end, &pos, &ok) if ok else None
+        if not ok or pos != rec_end:
+            return None
+        if log_append:
+            ts = max_ts
+        elif not _add(base_ts, tsd, &ts):
+            return None
+        _append_record(out, tp, offset, ts, key, value, headers)
+        if len(out) >= limit:
+            return out, used, pos >= end
+    return out, used, True
