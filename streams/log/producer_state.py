@@ -13,9 +13,10 @@
   Without a snapshot for a partition only its active segment is scanned (the tail). Producers
   idle for a day (Kafka's ``producer.id.expiration.ms``) are forgotten at the next snapshot.
 
-Thread-safety: one lock guards all state. The listener calls `check_batches` for a record set
-and `record` for each batch it then writes without yielding in between (on its event loop), so
-no other append to that partition can interleave between the checks and the writes.
+Thread-safety: one lock guards all state. ``streams.log.produce`` calls `check_batches` for a
+record set and `record` for each batch it then writes, on the listener's event loop without
+yielding in between, so no other client append to that partition interleaves between the
+checks and the writes.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import threading
 from typing import NamedTuple
 
 from streams.errors import OutOfOrderSequence, ProducerFenced
-from streams.log import LogStore
 from streams.log.checkpoint import write_atomic
 from streams.log.records import BatchHeader
+from streams.log.store import LogStore
 
 log = logging.getLogger(__name__)
 
