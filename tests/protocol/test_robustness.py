@@ -185,8 +185,8 @@ def test_every_api_answers_requests_with_default_fields_without_internal_errors(
 
 # APIs Kafka defines that Tidelog does not serve (never advertised), each at a version whose
 # response has a top-level error_code: DescribeClientQuotas, DescribeAcls, DescribeLogDirs,
-# DescribeUserScramCredentials, AddPartitionsToTxn, DescribeQuorum
-UNSERVED = [(48, 1), (29, 1), (35, 4), (50, 0), (24, 4), (55, 1)]
+# DescribeUserScramCredentials, ListTransactions, DescribeQuorum
+UNSERVED = [(48, 1), (29, 1), (35, 4), (50, 0), (66, 0), (55, 1)]
 
 
 @pytest.mark.parametrize(("api_key", "version"), UNSERVED)
