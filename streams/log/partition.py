@@ -580,8 +580,10 @@ class PartitionLog:
 
     def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
         """Records from `offset` on, at most `max_records` and `max_bytes` of encoded records
-        (always at least one record when any is available). An empty list before the high
-        watermark means compaction removed every record in [offset, high watermark).
+        (always at least one record when any is available). Transaction markers (control
+        batches) are not records and are skipped. An empty list before the high watermark
+        means compaction removed every record in [offset, high watermark) or only markers
+        are there.
 
         Every batch read is checked (CRC-32C): reads stop before damage, and an offset inside
         a damaged range raises LogDamaged (Kafka's CORRUPT_MESSAGE), never garbled records."""
@@ -597,6 +599,9 @@ class PartitionLog:
                 if h.base_offset >= limit:
                     return
                 if h.next_offset <= offset:
+                    continue
+                if h.is_control:  # a transaction marker: no record for readers
+                    offset = h.next_offset
                     continue
                 recs, used, complete = rb.decode_from(
                     batch, h, offset, max_records - len(out), max(budget, 0), not out

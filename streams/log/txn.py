@@ -141,6 +141,11 @@ class PartitionTxns:
             os.close(fd)
 
     def save_checkpoint(self, lso: int) -> None:
+        """Record where the next open scans from: `lso`, or the first offset of an abort
+        whose index entry is not on disk yet, if lower."""
+        unsaved = self._unsaved
+        if unsaved:
+            lso = min(lso, *(a.first_offset for a in unsaved))
         checkpoint.write_atomic(os.path.join(self.directory, CHECKPOINT_FILE), b"%d\n" % lso)
 
     def load(self, plog) -> None:

@@ -142,7 +142,7 @@ class TransactionCoordinator:
         self._txns: dict[str, TxnMetadata] = {}
         # producer id -> (epoch, partitions) of its ongoing transaction (see verify_produce)
         self._ongoing: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
-        self._transactional_pids: set[int] = set()
+        self._epochs: dict[int, int] = {}  # producer id of a transactional id -> its epoch
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -171,7 +171,7 @@ class TransactionCoordinator:
             offset = batch[-1].offset + 1
         with self._lock:
             for meta in self._txns.values():
-                self._transactional_pids.add(meta.producer_id)
+                self._epochs[meta.producer_id] = meta.producer_epoch
                 if meta.state == TxnState.ONGOING:
                     self._ongoing[meta.producer_id] = (
                         meta.producer_epoch,
@@ -237,7 +237,6 @@ class TransactionCoordinator:
             meta = self._txns.get(transactional_id)
             if meta is None:
                 meta = TxnMetadata(transactional_id, self.allocate_id(), -1, timeout_ms)
-                self._transactional_pids.add(meta.producer_id)
             elif producer_id >= 0 and (
                 producer_id != meta.producer_id or producer_epoch != meta.producer_epoch
             ):
@@ -343,9 +342,14 @@ class TransactionCoordinator:
         producer must have an ongoing transaction of this epoch holding this partition."""
         entry = self._ongoing.get(h.producer_id)
         if entry is None:
-            if h.producer_id not in self._transactional_pids:
+            current = self._epochs.get(h.producer_id)
+            if current is None:
                 raise InvalidProducerIdMapping(
                     f"producer {h.producer_id} has no transactional id (InitProducerId first)"
+                )
+            if h.producer_epoch < current:
+                raise ProducerFenced(
+                    f"producer {h.producer_id} epoch {h.producer_epoch} is fenced (epoch {current})"
                 )
             raise InvalidTxnState(
                 f"producer {h.producer_id} epoch {h.producer_epoch} has no ongoing transaction"
@@ -434,9 +438,9 @@ class TransactionCoordinator:
             self._ongoing.pop(meta.producer_id, None)
             meta.producer_id = self.allocate_id()
             meta.producer_epoch = 0
-            self._transactional_pids.add(meta.producer_id)
         else:
             meta.producer_epoch += 1
+        self._epochs[meta.producer_id] = meta.producer_epoch
 
     def _end(self, meta: TxnMetadata, commit: bool, now: int) -> None:
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
