@@ -86,6 +86,8 @@ $(BENCH_STAMP): requirements-bench.txt $(STAMP)
 	$(PY) -m pip install --quiet -r requirements-bench.txt
 	touch $@
 
+# ruff's lint and format checks, and mypy over the Cluster seam (files in pyproject.toml)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy  # the Cluster Protocol and its implementations (pyproject.toml [tool.mypy])

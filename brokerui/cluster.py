@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import atexit
 import threading
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from streams.cluster import LocalCluster
+from streams.cluster import Cluster, LocalCluster
+
+if TYPE_CHECKING:
+    from streams.cluster.kafka import KafkaCluster
 
 _lock = threading.Lock()
-_external: dict[str, object] = {}
+_external: dict[str, KafkaCluster] = {}
 _panels: dict[str, tuple] = {}  # url -> (PanelJobs, the KafkaCluster it reads through)
 
 
-def get_cluster():
+def get_cluster() -> Cluster:
     """The process's Cluster: LocalCluster or KafkaCluster (same interface)."""
     url = getattr(settings, "TIDELOG_CLUSTER", None)
     if url:
@@ -44,7 +48,7 @@ def cluster_context(request) -> dict:
     return {"external_cluster": is_external()}
 
 
-def external_cluster(url: str):
+def external_cluster(url: str) -> KafkaCluster:
     from streams.cluster.kafka import KafkaCluster
 
     with _lock:

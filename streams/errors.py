@@ -63,6 +63,20 @@ class InvalidConfig(TidelogError):
         self.key, self.value, self.reason = key, value, reason
 
 
+class FieldsDoNotFit(InvalidConfig):
+    """A panel's field paths do not fit (some of) the sampled records of its topic
+    (``streams.processing.panels.sample``); ``problems`` are its ``FieldProblem``s, ``partial``
+    says that every field fits some records (saving anyway may make sense)."""
+
+    code = "fields_do_not_fit"
+
+    def __init__(self, problems: list):
+        first = problems[0]
+        super().__init__(first.field, None, "; ".join(p.reason for p in problems))
+        self.problems = list(problems)
+        self.partial = not any(p.fatal for p in problems)
+
+
 class InternalTopic(TidelogError):
     """Internal topics (``__consumer_offsets``, ``__audit``) are written by Tidelog only."""
 
@@ -339,3 +353,25 @@ class UnknownPanel(TidelogError):
     def __init__(self, panel_id: str):
         super().__init__(f"no aggregation job for panel {panel_id!r}")
         self.panel_id = panel_id
+
+
+# --------------------------------------------------------------------------- alerts
+
+
+class InvalidAlertRule(TidelogError):
+    """An alert rule that cannot be kept as given (``streams.alerts``); `field` names the
+    part that is wrong."""
+
+    code = "invalid_alert_rule"
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class UnknownAlertRule(TidelogError):
+    code = "unknown_alert_rule"
+
+    def __init__(self, rule_id: str):
+        super().__init__(f"no alert rule {rule_id!r}")
+        self.rule_id = rule_id

@@ -1,5 +1,6 @@
-"""Account actions: the user's own API token and password change. Each is audited with the
-audit writer (brokerui.audit.services.record), like every other change.
+"""Account actions: the user's own API token and password change, and failed logins. Each is
+audited through the `AuditSink` the caller passes (the views and the login signal receiver give
+the process's, ``brokerui.audit.services.process_sink()``), like every other change.
 
 One token per user (Django REST framework's ``authtoken``): creating a new one replaces the old
 one, so a leaked token is rotated by creating a new one and revoked by revoking it.
@@ -13,7 +14,7 @@ from datetime import datetime
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from brokerui.audit.services import record
+from brokerui.audit.services import AuditSink
 
 SHOWN_PREFIX = 6  # characters of a stored token shown on the page (the whole key only once)
 
@@ -31,12 +32,12 @@ def token_get(*, user) -> TokenInfo | None:
     return TokenInfo(prefix=token.key[:SHOWN_PREFIX], created=token.created)
 
 
-def token_create(*, user) -> str:
+def token_create(*, user, sink: AuditSink) -> str:
     """A new token for `user`, replacing (and so revoking) any previous one; returns its key."""
     with transaction.atomic():
         replaced = Token.objects.filter(user=user).delete()[0] > 0
         token = Token.objects.create(user=user)
-    record(
+    sink.record(
         user,
         "token.create",
         _target(user),
@@ -46,20 +47,20 @@ def token_create(*, user) -> str:
     return token.key
 
 
-def token_revoke(*, user) -> bool:
+def token_revoke(*, user, sink: AuditSink) -> bool:
     """Delete `user`'s token; False when there was none (nothing is audited then)."""
     token = Token.objects.filter(user=user).first()
     if token is None:
         return False
     before = {"token": token.key[:SHOWN_PREFIX] + "…", "created": token.created.isoformat()}
     token.delete()
-    record(user, "token.revoke", _target(user), before=before)
+    sink.record(user, "token.revoke", _target(user), before=before)
     return True
 
 
-def password_change_record(*, user) -> None:
+def password_change_record(*, user, sink: AuditSink) -> None:
     """Audit a password change (Django's form has already set and saved the new password)."""
-    record(user, "user.password_change", _target(user))
+    sink.record(user, "user.password_change", _target(user))
 
 
 def _target(user) -> str:
@@ -74,6 +75,7 @@ def login_failure_record(
     limit: int,
     locked_out: bool,
     via: str | None = None,
+    sink: AuditSink,
 ) -> None:
     """Audit a failed login (the throttle counted it): `failures` of `limit` for that user
     name or address; `locked_out` when this failure started the lockout; `via` names a sign-in
@@ -83,6 +85,6 @@ def login_failure_record(
         details["via"] = via
     target = f"user {username[:150]}"
     who = f"anonymous from {address or 'unknown address'}"
-    record(None, "user.login_failed", target, after=details, who=who)
+    sink.record(None, "user.login_failed", target, after=details, who=who)
     if locked_out:
-        record(None, "user.locked_out", target, after=details, who=who)
+        sink.record(None, "user.locked_out", target, after=details, who=who)

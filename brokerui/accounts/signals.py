@@ -9,6 +9,7 @@ import logging
 from django.conf import settings
 
 from brokerui.accounts import services
+from brokerui.audit.services import process_sink
 
 log = logging.getLogger("brokerui.accounts")
 
@@ -70,4 +71,5 @@ def login_failed(sender, credentials: dict, request=None, **kwargs) -> None:
         limit=limit,
         locked_out=locked and failures == limit,
         via=via,
+        sink=process_sink(),
     )

@@ -14,6 +14,7 @@ from django.urls import reverse_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from brokerui.accounts import services
+from brokerui.audit.services import process_sink
 
 NEW_TOKEN_SESSION_KEY = "accounts.new_token"  # the new key, shown once on the next page view
 
@@ -33,14 +34,16 @@ def account(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def token_create(request: HttpRequest) -> HttpResponse:
-    request.session[NEW_TOKEN_SESSION_KEY] = services.token_create(user=request.user)
+    request.session[NEW_TOKEN_SESSION_KEY] = services.token_create(
+        user=request.user, sink=process_sink()
+    )
     messages.success(request, "New API token created. Copy it now: it is shown only once.")
     return redirect("account")
 
 
 @require_POST
 def token_revoke(request: HttpRequest) -> HttpResponse:
-    if services.token_revoke(user=request.user):
+    if services.token_revoke(user=request.user, sink=process_sink()):
         messages.success(request, "API token revoked: requests sending it now get 401.")
     else:
         messages.info(request, "You had no API token.")
@@ -59,7 +62,7 @@ class PasswordChangeView(auth_views.PasswordChangeView):
 
     def form_valid(self, form):
         response = super().form_valid(form)  # keeps this session logged in
-        services.password_change_record(user=self.request.user)
+        services.password_change_record(user=self.request.user, sink=process_sink())
         messages.success(
             self.request,
             "Password changed. Your other sessions are logged out; your API token still works.",

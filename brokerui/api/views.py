@@ -479,17 +479,16 @@ class GroupViewSet(ApiViewSet):
         v = _valid(s.Reset, request.data)
         if not v["dry_run"] and not is_operator(request.user):
             raise PermissionDenied(OPERATOR_MESSAGE, code=OPERATOR_CODE)
-        cluster = get_cluster()
-        strategy = _strategy(v)
-        plan = group_services.group_reset_plan(
-            cluster=cluster, group_id=group_id, strategy=strategy, scopes=[_scope(v)]
+        done = group_services.group_reset(
+            cluster=get_cluster(),
+            sink=process_sink(),
+            actor=self.actor(),
+            group_id=group_id,
+            strategy=_strategy(v),
+            scopes=[_scope(v)],
+            execute=not v["dry_run"],
         )
-        executed = False
-        if not v["dry_run"]:
-            group_services.group_reset_apply(
-                cluster=cluster, sink=process_sink(), actor=self.actor(), plan=plan
-            )
-            executed = True
+        plan, executed = done.plan, done.executed
         executable = plan.group_state in EMPTY_STATES
         body = {
             "group_id": group_id,
@@ -514,8 +513,7 @@ class GroupViewSet(ApiViewSet):
     @action(detail=True, methods=["delete"], url_path="offsets/<str:topic>")
     def delete_offsets(self, request, group_id: str, topic: str):
         cluster = get_cluster()
-        cluster.describe_group(group_id)  # UnknownGroup: 404
-        deleted = group_services.group_offsets_delete(
+        deleted = group_services.group_offsets_delete(  # UnknownGroup: 404
             cluster=cluster,
             sink=process_sink(),
             actor=self.actor(),

@@ -9,8 +9,8 @@ action suffixed ``.refused``.
 Where records go is explicit: an `AuditSink` (the Protocol services take). `AuditLog` is the
 one implementation, over the database and the ``__audit`` topic of the `LogStore` it is given
 (None: the database only). `process_sink()` wires the process's own: the built-in broker's
-store, or none on an external cluster. `record(...)` writes through `sink` (default: the
-process's).
+store, or none on an external cluster; only the edges (views, signal receivers) call it, and
+pass what it returns to the services. `record(...)` writes through the `sink` it is given.
 """
 
 from __future__ import annotations
@@ -153,8 +153,7 @@ def record(
     after=None,
     source: str = "console",
     who: str | None = None,
-    sink: AuditSink | None = None,
+    sink: AuditSink,
 ) -> AuditEntry:
-    """Persist one audit entry through `sink` (None: `process_sink()`); returns it."""
-    sink = sink if sink is not None else process_sink()
+    """Persist one audit entry through `sink`; returns it."""
     return sink.record(user, action, target, before=before, after=after, source=source, who=who)

@@ -1,9 +1,10 @@
-"""Console routes. Each area (topics, messages, groups, audit, live panels) owns its routes
+"""Console routes. Each area (topics, messages, groups, audit, live panels, alerts) owns its routes
 and views."""
 
 from django.urls import path
 
 from brokerui.console import views
+from brokerui.console.alerts import urls as alert_urls
 from brokerui.console.audit_log import urls as audit_urls
 from brokerui.console.groups import urls as group_urls
 from brokerui.console.live import urls as live_urls
@@ -19,4 +20,5 @@ urlpatterns = [
     *group_urls.urlpatterns,
     *audit_urls.urlpatterns,
     *live_urls.urlpatterns,
+    *alert_urls.urlpatterns,
 ]

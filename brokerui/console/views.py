@@ -1,8 +1,9 @@
 """Console pages outside the areas: the overview at `/`.
 
 The overview answers "is everything all right?" at a glance: totals, the topics taking the most
-writes right now, and the consumer groups that are behind. It refreshes itself every 10 s while the
-tab is visible (htmx polling, dropped while a refresh is still in flight).
+writes right now, and the consumer groups by status (Burrow's rules, worst first). It refreshes
+itself every 10 s while the tab is visible (htmx polling, dropped while a refresh is still in
+flight).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from brokerui.cluster import get_cluster
+from brokerui.console.alerts import services as alert_services
+from brokerui.console.groups import services as group_services
 from brokerui.console.topics.stats import RATE_WINDOW_MS, TopicRow, now_ms, topic_rate
 from streams.errors import UnknownTopic
 
@@ -28,7 +31,11 @@ def home(request: HttpRequest) -> HttpResponse:
     busiest = sorted(
         rows, key=lambda r: (r.rate, r.topic.last_append_ms or -1, r.topic.name), reverse=True
     )[:BUSIEST]
-    groups = sorted(cluster.list_groups(), key=lambda g: (-g.total_lag, g.group_id))
+    health = group_services.groups_health_read(source=group_services.health_source())
+    groups = sorted(
+        cluster.list_groups(),
+        key=lambda g: (-_rank(health.get(g.group_id)), -g.total_lag, g.group_id),
+    )
     context = {
         "nav": "overview",
         "now_ms": now,
@@ -45,7 +52,9 @@ def home(request: HttpRequest) -> HttpResponse:
         "busiest": busiest,
         "groups": groups[:GROUPS],
         "group_count": len(groups),
-        "lagging": sum(1 for g in groups if g.total_lag),
+        "health": health,
+        "status_counts": group_services.status_counts(health),
+        "alerts": alert_services.alerts_read(alerts=alert_services.alerts_source()),
         "behind": sum(1 for g in groups if g.fallen_behind),
         "total_lag": sum(g.total_lag for g in groups),
         "rate_window_s": RATE_WINDOW_MS // 1000,
@@ -53,6 +62,10 @@ def home(request: HttpRequest) -> HttpResponse:
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "console/topics/partials/overview.html", context)
     return render(request, "console/home.html", context)
+
+
+def _rank(health) -> int:
+    return health.status.rank if health is not None else -1
 
 
 def _rate(cluster, summary, now) -> float:

@@ -7,18 +7,26 @@
   "use strict";
 
   // the pure arithmetic, for tests (page.evaluate) and other scripts; set before any early return
-  window.TidelogLive = { etaSeconds: etaSeconds, etaText: etaText, duration: duration };
+  window.TidelogLive = { withGaps: withGaps, movingAverage: movingAverage, xRange: xRange };
 
   var root = document.querySelector("[data-live-socket]");
   if (!root || root.dataset.liveUnavailable || !window.Plotly) return;
 
   var MINUTE = 60000;
-  var RANGE_RESOLUTION = { 300000: 1000, 900000: 1000, 3600000: MINUTE }; // 60 min: 1-min rollups
+  // the server picks the resolution from the range (streams/broker/metrics/downsample.py):
+  // 5 min: 1 s, 15 min: 10 s, 60 min: 1 min, 6 h: 5 min, 24 h: 15 min; this is only the guess
+  // shown until its first answer
+  var RANGE_RESOLUTION = { 300000: 1000, 900000: 10000, 3600000: MINUTE, 21600000: 5 * MINUTE,
+                           86400000: 15 * MINUTE };
+  var SMOOTH_WINDOWS = 5; // the smoothed line: a trailing moving average of 5 windows
+  // rates whose windows exist only where records are (SPARSE_KINDS in streams/broker/metrics/
+  // series.py): a missing window is a zero there, not a gap
+  var SPARSE_KINDS = { group_records_et: true };
   var isPanel = root.dataset.liveScope === "panel";
   var indicator = root.querySelector(".live-indicator");
   var state = {
-    range: 900000, resolution: 1000, socket: null, backoff: 1000, retry: null,
-    series: {}, meta: {}, lastT: null, panel: null, drawPending: false
+    range: 900000, resolution: 10000, socket: null, backoff: 1000, retry: null,
+    series: {}, meta: {}, lastT: null, panel: null, drawPending: false, smooth: false
   };
 
   // ------------------------------------------------------------------ the socket
@@ -37,7 +45,7 @@
 
   function subscribe(since) {
     var message = { type: "subscribe", scope: root.dataset.liveScope, name: root.dataset.liveName,
-                    resolution: state.resolution, range_ms: state.range };
+                    range_ms: state.range };
     if (since !== null) message.since = since;
     send(message);
   }
@@ -68,7 +76,7 @@
   }
 
   function resume() {
-    send({ type: "resume", since: state.lastT });
+    send({ type: "resume", since: state.lastT }); // inclusive: the last window may be open
     if (state.socket) setIndicator("live");
   }
 
@@ -87,12 +95,16 @@
   // ------------------------------------------------------------------ metric data
 
   function addPoints(message) {
-    if (message.resolution !== state.resolution) return; // an answer to an older subscription
+    if (message.range_ms !== undefined && message.range_ms !== state.range) return; // older answer
+    if (message.resolution && message.resolution !== state.resolution) {
+      state.resolution = message.resolution;
+      showResolution();
+    }
     Object.assign(state.meta, message.series);
     message.points.forEach(function (row) {
       var name = row[0], t = row[1];
       var windows = state.series[name] || (state.series[name] = new Map());
-      windows.set(t, { v: row[3], w: row[2] }); // a correction (rev > 0) replaces the window
+      windows.set(t, { v: row[3], w: row[2] }); // a correction or the open window, grown: replaced
       if (state.lastT === null || t > state.lastT) state.lastT = t;
     });
     prune();
@@ -111,12 +123,13 @@
 
   // [{label, kind, parts, points: [[t, value]]}] for the series `pick(kind, parts)` names
   function collect(pick) {
-    var out = {};
+    var out = {}, sparse = {};
     Object.keys(state.series).forEach(function (name) {
       var meta = state.meta[name];
       if (!meta) return;
       var label = pick(meta[0], meta[1]);
       if (label === null || label === undefined) return;
+      if (SPARSE_KINDS[meta[0]]) sparse[label] = true;
       var entry = out[label] || (out[label] = new Map());
       state.series[name].forEach(function (point, t) {
         entry.set(t, (entry.get(t) || 0) + perSecond(meta[0], point)); // same label: summed
@@ -124,8 +137,45 @@
     });
     return Object.keys(out).sort(byLabel).map(function (label) {
       var ts = Array.from(out[label].keys()).sort(function (a, b) { return a - b; });
-      return { label: label, ts: ts, values: ts.map(function (t) { return out[label].get(t); }) };
+      return { label: label, ts: ts, values: ts.map(function (t) { return out[label].get(t); }),
+               step: state.resolution, sparse: !!sparse[label] };
     });
+  }
+
+  // A series' windows as Plotly x/y: a null after each window whose next one is missing, so a
+  // gap (a stopped server, a topic not there yet) is drawn as a gap, not bridged by a line; for
+  // a sparse series (`zeros`), the missing windows are zeros instead
+  function withGaps(ts, values, step, zeros) {
+    var x = [], y = [];
+    for (var i = 0; i < ts.length; i++) {
+      if (i > 0 && ts[i] - ts[i - 1] > step) {
+        if (!zeros) { x.push(ts[i - 1] + step); y.push(null); }
+        else for (var t = ts[i - 1] + step; t < ts[i]; t += step) { x.push(t); y.push(0); }
+      }
+      x.push(ts[i]); y.push(values[i]);
+    }
+    return { x: x, y: y };
+  }
+
+  // The smoothed line: the mean of each window and the (up to) n - 1 before it, restarting after
+  // a gap (a null), so a gap stays a gap
+  function movingAverage(y, n) {
+    var out = [], run = [];
+    y.forEach(function (v) {
+      if (v === null) { run = []; out.push(null); return; }
+      run.push(v);
+      if (run.length > n) run.shift();
+      out.push(run.reduce(function (a, b) { return a + b; }, 0) / run.length);
+    });
+    return out;
+  }
+
+  // The x axis over the data there is: from the first window (at most the range back) to now,
+  // at least two windows (and 10 s) wide
+  function xRange(firstT, now, range, step) {
+    var start = now - range;
+    if (firstT !== null && firstT > start) start = Math.max(now - range, Math.min(firstT, now - Math.max(2 * step, 10000)));
+    return [start, now];
   }
 
   function byLabel(a, b) {
@@ -140,6 +190,7 @@
   }
 
   function trace(s, extra) {
+    if (s.step) return metricTrace(s, extra);
     return Object.assign({
       type: "scatter", mode: "lines", name: plain(s.label), line: { width: 1.5, shape: "hv" },
       x: s.ts.map(function (t) { return new Date(t); }), y: s.values,
@@ -147,8 +198,28 @@
     }, extra || {});
   }
 
+  // a live metric: gaps as nulls, a marker only on a window with no neighbour (a line needs
+  // two), optionally smoothed
+  function metricTrace(s, extra) {
+    var xy = withGaps(s.ts, s.values, s.step, s.sparse);
+    var y = state.smooth ? movingAverage(xy.y, SMOOTH_WINDOWS) : xy.y;
+    var sizes = y.map(function (v, i) {
+      var alone = v !== null && (i === 0 || y[i - 1] === null) && (i === y.length - 1 || y[i + 1] === null);
+      return alone ? 5 : 0;
+    });
+    var base = {
+      type: "scatter", mode: "lines+markers", name: plain(s.label), connectgaps: false,
+      line: { width: 1.5, shape: state.smooth ? "spline" : "linear", smoothing: 0.6 },
+      marker: { size: sizes }, x: xy.x.map(function (t) { return new Date(t); }), y: y,
+      hovertemplate: "%{y:,.4~r}" + (state.smooth ? " (smoothed)" : "")
+    };
+    extra = extra || {};
+    if (extra.line) extra = Object.assign({}, extra, { line: Object.assign({}, base.line, extra.line) });
+    return Object.assign(base, extra);
+  }
+
   function emphasise(s) {
-    return /^(all topics|total)/.test(s.label) ? trace(s, { line: { width: 3, shape: "hv" } }) : trace(s);
+    return /^(all topics|total)/.test(s.label) ? trace(s, { line: { width: 3 } }) : trace(s);
   }
 
   var CHARTS = {
@@ -188,56 +259,10 @@
         return null;
       }).map(function (s) {
         var dash = s.label.indexOf("event") >= 0 ? "dot" : s.label.indexOf("produced") >= 0 ? "dash" : "solid";
-        return trace(s, { line: { width: 2, dash: dash, shape: "hv" } });
+        return trace(s, { line: { width: 2, dash: dash } });
       });
     } }
   };
-
-  // ------------------------------------------------------------------ time to clear the lag
-
-  function lastMinuteRate(pickKind) {
-    var series = collect(function (kind, parts) { return pickKind(kind, parts) ? "x" : null; })[0];
-    if (!series || !series.ts.length) return null;
-    var end = series.ts[series.ts.length - 1] + state.resolution, sum = 0, span = 0;
-    series.ts.forEach(function (t, i) {
-      if (t >= end - MINUTE) { sum += series.values[i] * state.resolution / 1000; span += state.resolution; }
-    });
-    return span ? sum / (span / 1000) : null;
-  }
-
-  function duration(seconds) {
-    if (seconds < 60) return Math.ceil(seconds) + " s";
-    if (seconds < 3600) return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
-    if (seconds < 86400) return Math.floor(seconds / 3600) + " h " + Math.round(seconds % 3600 / 60) + " min";
-    return Math.round(seconds / 86400) + " d";
-  }
-
-  function drawEta() {
-    var out = root.querySelector("[data-eta-value]");
-    if (!out) return;
-    var lag = collect(function (kind, parts) { return kind === "group_lag" && parts.length === 1 ? "t" : null; })[0];
-    var consume = lastMinuteRate(function (kind) { return kind === "group_records"; });
-    var produce = lastMinuteRate(function (kind, parts) { return kind === "records_in" && parts.length === 1; });
-    if (!lag || !lag.values.length || consume === null) { out.textContent = "–"; return; }
-    var current = lag.values[lag.values.length - 1];
-    out.dataset.lag = current;
-    out.textContent = etaText(current, consume, produce || 0);
-  }
-
-  // seconds until `lag` records are consumed at the last minute's rates (records/s): 0 when
-  // caught up, Infinity when consuming no faster than producing
-  function etaSeconds(lag, consumeRate, produceRate) {
-    if (lag <= 0) return 0;
-    var gain = consumeRate - produceRate;
-    return gain <= 0 ? Infinity : lag / gain;
-  }
-
-  function etaText(lag, consumeRate, produceRate) {
-    var seconds = etaSeconds(lag, consumeRate, produceRate);
-    if (seconds === 0) return "caught up";
-    if (seconds === Infinity) return "not catching up";
-    return "about " + duration(seconds);
-  }
 
   // ------------------------------------------------------------------ drawing
 
@@ -260,7 +285,7 @@
       legend: { orientation: "h", x: 0, y: -0.42, yanchor: "top", font: { color: c.muted } },
       xaxis: Object.assign({}, axis, { type: "date", range: xRange, title: { text: "time (UTC)", font: { color: c.muted } } }),
       yaxis: Object.assign({}, axis, { rangemode: "tozero", title: { text: plain(unit), font: { color: c.muted } } }),
-      annotations: empty ? [{ text: "no data yet", showarrow: false, xref: "paper", yref: "paper",
+      annotations: empty ? [{ text: typeof empty === "string" ? empty : "no data yet", showarrow: false, xref: "paper", yref: "paper",
                               x: 0.5, y: 0.5, font: { color: c.muted } }] : []
     };
   }
@@ -271,21 +296,35 @@
     window.requestAnimationFrame(function () { state.drawPending = false; draw(); });
   }
 
+  function emptyText() {
+    return state.resolution < MINUTE ? "no data yet"
+      : "no data yet: drawn from 1-minute rollups, the first one closes at the end of a minute";
+  }
+
+  function firstT() {
+    var first = null;
+    Object.keys(state.series).forEach(function (name) {
+      state.series[name].forEach(function (_, t) { if (first === null || t < first) first = t; });
+    });
+    return first;
+  }
+
   function draw() {
     if (isPanel) { drawPanel(); return; }
     var now = Date.now(), any = false;
-    var xRange = [new Date(now - state.range), new Date(now)];
+    var range = xRange(firstT(), now, state.range, state.resolution).map(function (t) { return new Date(t); });
     root.querySelectorAll("[data-chart]").forEach(function (figure) {
       var chart = CHARTS[figure.dataset.chart];
       var traces = chart.traces();
-      var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
+      var points = traces.reduce(function (n, t) {
+        return n + t.y.filter(function (v) { return v !== null; }).length; // gaps are no points
+      }, 0);
       figure.dataset.points = points;
       any = any || points > 0;
-      window.Plotly.react(figure, traces, layout(chart.title, chart.unit, xRange, points === 0),
+      window.Plotly.react(figure, traces, layout(chart.title, chart.unit, range, points === 0 && emptyText()),
                           { displayModeBar: false, responsive: true });
     });
     if (any) showEmpty(null);
-    drawEta();
   }
 
   function showEmpty(text) {
@@ -297,54 +336,55 @@
 
   // ------------------------------------------------------------------ user panels
 
+  // the job's logs: an update's are new, a snapshot's all it keeps (the page shows as many)
+  var KEPT = 200;
+
   function setPanel(update, replace) {
     if (!update) { showEmpty("The broker runs without panel jobs."); return; }
     var panel = state.panel;
-    if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: [] };
+    if (replace || !panel) panel = state.panel = { windows: new Map(), corrections: new Map(), late: new Map() };
     update.results.forEach(function (r) {
       var key = r.key === null || r.key === undefined ? "all" : String(r.key);
       (r.replaces || []).forEach(function (bounds) { panel.windows.delete(key + "\u0000" + bounds[0]); });
       panel.windows.set(key + "\u0000" + r.start, r);
-      if (r.correction && !replace) panel.corrections.unshift(r);
     });
-    panel.corrections = panel.corrections.slice(0, 8);
+    // by number: an update that overlaps the snapshot adds nothing twice
+    (update.correction_log || []).forEach(function (c) { panel.corrections.set(c.seq, c); });
+    (update.late_log || []).forEach(function (e) {
+      panel.late.set([e.event_time, e.partition, e.key, e.watermark].join("\u0000"), e);
+    });
+    trimOldest(panel.corrections, KEPT);
+    trimOldest(panel.late, KEPT);
     panel.stats = update;
     if (update.error) showEmpty("This panel stopped: " + update.error);
     var byStart = Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; });
     while (byStart.length > 2000) panel.windows.delete(keyOf(byStart.shift()));
   }
 
+  function trimOldest(map, keep) {
+    var excess = map.size - keep;
+    map.forEach(function (_, k) { if (excess-- > 0) map.delete(k); }); // in insertion order
+  }
+
   function keyOf(r) {
     return (r.key === null || r.key === undefined ? "all" : String(r.key)) + "\u0000" + r.start;
   }
 
-  function resultValue(r) {
-    var wanted = root.dataset.aggregation;
-    if (r.values && wanted in r.values) return r.values[wanted];
-    for (var k in r.values) if (typeof r.values[k] === "number") return r.values[k];
-    return null;
-  }
-
   function drawPanel() {
     var panel = state.panel, figure = root.querySelector("[data-chart]");
-    if (!panel || !figure) return;
-    var keys = {};
-    Array.from(panel.windows.values()).sort(function (a, b) { return a.start - b.start; }).forEach(function (r) {
-      var key = r.key === null || r.key === undefined ? "all" : String(r.key);
-      var s = keys[key] || (keys[key] = { label: key, ts: [], values: [] });
-      s.ts.push(r.start); s.values.push(resultValue(r));
-    });
-    var traces = Object.keys(keys).sort(byLabel).map(function (k) {
-      return trace(keys[k], { mode: "lines+markers", marker: { size: 4 } });
-    });
-    var points = traces.reduce(function (n, t) { return n + t.x.length; }, 0);
-    figure.dataset.points = points;
-    if (points && !(panel.stats && panel.stats.error)) showEmpty(null);
-    // at least 30 windows (and a minute) wide, so a new panel's first points are not alone
-    var span = Math.max(30 * Number(root.dataset.sizeMs || 1000), MINUTE), now = Date.now();
-    var xRange = [new Date(now - span), new Date(now + Number(root.dataset.sizeMs || 0))];
-    window.Plotly.react(figure, traces, layout(root.dataset.title || "", root.dataset.unit || "", xRange, points === 0),
-                        { displayModeBar: false, responsive: true });
+    if (!panel || !figure || !window.TidelogPanels) return;
+    var drawn = window.TidelogPanels.figure({ windows: panel.windows, late: Array.from(panel.late.values()),
+                                              stats: panel.stats },
+                                            { aggregation: root.dataset.aggregation, colours: colours(),
+                                              sizeMs: Number(root.dataset.sizeMs || 1000), now: Date.now() });
+    figure.dataset.points = drawn.windows;
+    figure.dataset.watermark = panel.stats && panel.stats.watermark !== null ? panel.stats.watermark : "";
+    if (drawn.windows && !(panel.stats && panel.stats.error)) showEmpty(null);
+    var look = layout(root.dataset.title || "", root.dataset.unit || "", drawn.xRange, drawn.windows === 0);
+    look.shapes = drawn.shapes;
+    look.annotations = look.annotations.concat(drawn.annotations);
+    look.margin.t = 48; // room for the watermark's label above the plot
+    window.Plotly.react(figure, drawn.traces, look, { displayModeBar: false, responsive: true });
     drawPanelStats(panel);
   }
 
@@ -359,12 +399,28 @@
     put("corrections", (s.corrections || 0).toLocaleString());
     put("records_read", (s.records_read || 0).toLocaleString());
     put("parse_errors", (s.parse_errors || 0).toLocaleString());
-    var list = root.querySelector("[data-corrections]");
-    if (!list || !panel.corrections.length) return;
-    list.replaceChildren.apply(list, panel.corrections.map(function (r) {
+    var grouped = Boolean(root.dataset.groupBy), aggregation = root.dataset.aggregation;
+    fillList("corrections", s.corrections, Array.from(panel.corrections.values()).reverse(), function (c) {
+      return window.TidelogPanels.correctionText(c, aggregation, grouped);
+    });
+    fillList("late", s.late_count, Array.from(panel.late.values()).reverse(), function (e) {
+      return window.TidelogPanels.lateText(e, grouped);
+    });
+  }
+
+  // a list of the job's latest corrections or late events, newest first, with "(the latest n
+  // of m)" when the counter counts more than the job keeps
+  function fillList(name, total, items, text) {
+    var list = root.querySelector(name === "late" ? "[data-late-events]" : "[data-corrections]");
+    var note = root.querySelector("[data-" + name + "-note]");
+    if (!list) return;
+    total = total || 0;
+    if (note) note.textContent = items.length < total ? "(the latest " + items.length + " of " + total.toLocaleString() + ")" : "";
+    list.dataset.count = items.length;
+    if (!items.length) return;
+    list.replaceChildren.apply(list, items.map(function (item) {
       var li = document.createElement("li");
-      li.textContent = new Date(r.start).toISOString().slice(11, 19) + "–" + new Date(r.end).toISOString().slice(11, 19) +
-        (r.key === null || r.key === undefined ? "" : " · " + r.key) + " → " + resultValue(r) + " (revision " + r.revision + ")";
+      li.textContent = text(item);
       return li;
     }));
   }
@@ -381,14 +437,34 @@
     state.resolution = RANGE_RESOLUTION[state.range] || 1000;
     state.series = {}; state.lastT = null; // a new range: backfilled afresh
     root.dataset.liveRange = state.range;
+    showResolution();
     subscribe(null);
     scheduleDraw();
   });
+
+  var smoothToggle = root.querySelector("[data-smooth]");
+  if (smoothToggle) smoothToggle.addEventListener("click", function () {
+    state.smooth = !state.smooth;
+    smoothToggle.setAttribute("aria-pressed", state.smooth ? "true" : "false");
+    root.dataset.liveSmooth = state.smooth ? "1" : "";
+    scheduleDraw();
+  });
+
+  function stepText(ms) {
+    return ms < MINUTE ? ms / 1000 + "-second" : ms / MINUTE + "-minute";
+  }
+
+  function showResolution() {
+    root.dataset.liveResolution = state.resolution;
+    var out = root.querySelector("[data-live-step]");
+    if (out) out.textContent = stepText(state.resolution) + " windows";
+  }
 
   // the theme toggle flips data-theme on <html>: redraw in the new colours
   new MutationObserver(scheduleDraw).observe(document.documentElement,
                                              { attributes: true, attributeFilter: ["data-theme"] });
   setInterval(function () { if (!document.hidden) scheduleDraw(); }, 5000); // x axis moves on
   root.dataset.liveRange = state.range;
+  showResolution();
   connect();
 })();

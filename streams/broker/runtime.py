@@ -35,6 +35,8 @@ class Broker:
         demo: DemoTraffic | None = None,
         metrics=None,
         panels=None,
+        health=None,
+        alerts=None,
     ):
         self.data_dir = data_dir
         self._store = store
@@ -42,6 +44,8 @@ class Broker:
         self._demo = demo
         self._metrics = metrics
         self._panels = panels
+        self._health = health
+        self._alerts = alerts
         self._listener = None  # the Kafka listener, set by open()
         self._closed = False
         self._close_lock = threading.Lock()
@@ -55,26 +59,35 @@ class Broker:
         metrics: bool = True,
         kafka_listener: ListenerConfig | None = None,
         coordinator_options: dict | None = None,
+        health: bool = True,
     ) -> Broker:
         """Open the store in `data_dir` (created if missing) and start the background work:
         the metrics hub and the panel jobs (unless `metrics` is False) and demo traffic.
 
         With `kafka_listener`, a Kafka wire-protocol listener runs in its own thread (see
         `kafka_address`); `coordinator_options` go to `GroupCoordinator` (e.g. a short
-        ``initial_rebalance_delay_ms``). Raises `DataDirLocked` when another process holds the
-        directory.
+        ``initial_rebalance_delay_ms``). With `health` (the default) a `GroupHealthMonitor`
+        keeps every group's window of commits and judges it (`health`), and the alert rules
+        are evaluated after each of its samples (`alerts`). Raises
+        `DataDirLocked` when another process holds the directory.
         """
+        from streams.alerts import Alerts
         from streams.broker.metrics import MetricsHub
         from streams.groups import GroupCoordinator
+        from streams.groups.health import GroupHealthMonitor
         from streams.log import LogStore
         from streams.processing.panels import PanelJobs
 
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         store = LogStore.open(data_dir)
-        coordinator = hub = panels = None
+        coordinator = hub = panels = monitor = alerts = None
         try:
             coordinator = GroupCoordinator(store, **(coordinator_options or {})).start()
+            if health:
+                monitor = GroupHealthMonitor(store, coordinator)
+                alerts = Alerts(store, monitor).start()
+                monitor.start()
             if metrics:
                 hub = MetricsHub(store, coordinator).start()
                 panels = PanelJobs(store).start()
@@ -82,12 +95,12 @@ class Broker:
             if traffic is not None:
                 traffic.start()
         except BaseException:
-            for part in (panels, hub, coordinator):
+            for part in (panels, hub, monitor, alerts, coordinator):
                 if part is not None:
                     part.close()
             store.close()
             raise
-        broker = cls(data_dir, store, coordinator, traffic, hub, panels)
+        broker = cls(data_dir, store, coordinator, traffic, hub, panels, monitor, alerts)
         if kafka_listener is not None:
             broker.start_kafka_listener(kafka_listener)
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
@@ -130,6 +143,16 @@ class Broker:
         return self._panels
 
     @property
+    def health(self):
+        """The `GroupHealthMonitor` judging consumer groups (None when opened without)."""
+        return self._health
+
+    @property
+    def alerts(self):
+        """The broker's `Alerts`: rules, engine, webhook deliveries (None without health)."""
+        return self._alerts
+
+    @property
     def kafka_address(self) -> tuple[str, int] | None:
         """(host, port) the Kafka listener accepts connections on; None without one."""
         return self._listener.address if self._listener is not None else None
@@ -152,7 +175,7 @@ class Broker:
             self._listener.stop()
         if self._demo is not None:
             self._demo.stop()
-        for part in (self._panels, self._metrics):
+        for part in (self._panels, self._metrics, self._health, self._alerts):
             if part is not None:
                 part.close()
         self._coordinator.close()

@@ -4,7 +4,8 @@ broker, in one place.
 ``LocalCluster`` serves it from the broker in this process (log store + group coordinator);
 ``streams.cluster.kafka.KafkaCluster`` serves the same methods from any Kafka-protocol cluster
 (Tidelog's listener, Apache Kafka, Redpanda). The web layer only ever sees this interface,
-never a segment file.
+declared as the ``Cluster`` Protocol, never a segment file. Both classes are checked against the
+Protocol by the type checker (``make lint`` runs mypy), so they cannot drift apart.
 
 Writes are services with keyword arguments (``create_topic(name=..., partitions=...)``); reads
 return frozen dataclasses shaped for display. Errors are the engine's domain errors.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from streams.cluster.browse import BrowseRequest, BrowseResult, Filter, browse
 from streams.errors import InternalTopic, InvalidRecord, UnknownTopic
@@ -28,12 +30,14 @@ from streams.groups import (
     plan_reset,
 )
 from streams.groups.coordinator import GroupDescription
-from streams.log import AppendResult, LogStore, TopicDescription
+from streams.log import AppendResult, LogStore, Record, TopicDescription
+from streams.log.reader import LogReader
 from streams.log.store import is_internal
 
 __all__ = [
     "BrowseRequest",
     "BrowseResult",
+    "Cluster",
     "Filter",
     "GroupDetail",
     "GroupSummary",
@@ -70,6 +74,8 @@ class GroupSummary:
 class GroupDetail:
     description: GroupDescription
     lag: GroupLag
+    # topics the group has committed offsets for that no longer exist (not in `lag`)
+    deleted_topics: tuple[str, ...] = ()
 
     @property
     def idle_members(self) -> list[str]:
@@ -96,10 +102,81 @@ class PurgeResult:
         return sum(self.after[p] - self.before[p] for p in self.after)
 
 
+class Cluster(Protocol):
+    """What the console, the JSON API, the command line and the panel jobs may ask of a broker:
+    ``LocalCluster`` (in-process) and ``streams.cluster.kafka.KafkaCluster`` (any Kafka-protocol
+    cluster) implement it. Keyword-only arguments are part of the contract."""
+
+    # ------------------------------------------------------------------ topics
+
+    def list_topics(
+        self, *, include_internal: bool = False, name_filter: str = ""
+    ) -> list[TopicSummary]: ...
+
+    def describe_topic(self, name: str) -> TopicDescription: ...
+
+    def topic_groups(self, name: str) -> list[tuple[str, str, int]]: ...
+
+    def create_topic(
+        self, *, name: str, partitions: int = 1, config: dict | None = None
+    ) -> TopicDescription: ...
+
+    def alter_topic_config(
+        self, *, name: str, set_: dict | None = None, delete: Sequence[str] = ()
+    ) -> TopicDescription: ...
+
+    def add_partitions(self, *, name: str, total: int) -> TopicDescription: ...
+
+    def delete_topic(self, *, name: str) -> None: ...
+
+    def purge(
+        self,
+        *,
+        topic: str,
+        partitions: Sequence[int] | None = None,
+        before_offset: int | None = None,
+        before_timestamp_ms: int | None = None,
+    ) -> PurgeResult: ...
+
+    # ------------------------------------------------------------------ records
+
+    def browse(self, request: BrowseRequest) -> BrowseResult: ...
+
+    def produce(self, *, topic: str, records: Sequence[ProduceRequest]) -> list[AppendResult]: ...
+
+    def read(
+        self, *, topic: str, partition: int, offset: int, max_records: int = 100
+    ) -> list[Record]: ...
+
+    def offset_for_timestamp(
+        self, *, topic: str, partition: int, timestamp_ms: int
+    ) -> int | None: ...
+
+    def partition_offsets(self, *, topic: str) -> list[tuple[int, int]]: ...
+
+    # ------------------------------------------------------------------ groups
+
+    def list_groups(self) -> list[GroupSummary]: ...
+
+    def describe_group(self, group_id: str) -> GroupDetail: ...
+
+    def plan_reset(
+        self, *, group_id: str, strategy: ResetStrategy, scope: ResetScope
+    ) -> ResetPlan: ...
+
+    def execute_reset(self, *, plan: ResetPlan) -> None: ...
+
+    def delete_group(self, *, group_id: str) -> None: ...
+
+    def delete_group_offsets(self, *, group_id: str, topic: str) -> list[tuple[str, int]]: ...
+
+    def is_internal(self, topic: str) -> bool: ...
+
+
 class LocalCluster:
     """The Cluster interface over an in-process store and coordinator."""
 
-    def __init__(self, store: LogStore, coordinator: GroupCoordinator):
+    def __init__(self, store: LogStore, coordinator: GroupCoordinator) -> None:
         self.store = store
         self.coordinator = coordinator
 
@@ -142,17 +219,19 @@ class LocalCluster:
             out.append((group_id, state, lag.by_topic().get(name, 0)))
         return out
 
-    def create_topic(self, *, name: str, partitions: int = 1, config: dict | None = None):
+    def create_topic(
+        self, *, name: str, partitions: int = 1, config: dict | None = None
+    ) -> TopicDescription:
         _refuse_internal(name, "created")
         return self.store.create_topic(name, partitions, config or {})
 
     def alter_topic_config(
         self, *, name: str, set_: dict | None = None, delete: Sequence[str] = ()
-    ):
+    ) -> TopicDescription:
         _refuse_internal(name, "reconfigured")
         return self.store.alter_config(name, set_ or {}, tuple(delete))
 
-    def add_partitions(self, *, name: str, total: int):
+    def add_partitions(self, *, name: str, total: int) -> TopicDescription:
         _refuse_internal(name, "given partitions")
         return self.store.add_partitions(name, total)
 
@@ -196,7 +275,9 @@ class LocalCluster:
             )
         return out
 
-    def read(self, *, topic: str, partition: int, offset: int, max_records: int = 100):
+    def read(
+        self, *, topic: str, partition: int, offset: int, max_records: int = 100
+    ) -> list[Record]:
         return self.store.read(topic, partition, offset, max_records=max_records)
 
     def offset_for_timestamp(self, *, topic: str, partition: int, timestamp_ms: int) -> int | None:
@@ -228,10 +309,10 @@ class LocalCluster:
         return out
 
     def describe_group(self, group_id: str) -> GroupDetail:
-        return GroupDetail(
-            self.coordinator.describe_group(group_id),
-            group_lag(self.coordinator, self.store, group_id),
-        )
+        desc = self.coordinator.describe_group(group_id)
+        committed = {t for t, _ in self.coordinator.committed(group_id)}
+        deleted = tuple(sorted(committed - set(self.store.list_topics())))
+        return GroupDetail(desc, group_lag(self.coordinator, self.store, group_id), deleted)
 
     def plan_reset(self, *, group_id: str, strategy: ResetStrategy, scope: ResetScope) -> ResetPlan:
         return plan_reset(self.coordinator, self.store, group_id, strategy, scope)
@@ -253,6 +334,12 @@ class LocalCluster:
         return is_internal(topic)
 
 
+if TYPE_CHECKING:  # mypy (make lint) holds LocalCluster to the Protocol, signature by signature
+
+    def _conforms(cluster: LocalCluster) -> Cluster:
+        return cluster
+
+
 def refuse_compacted_purge(topic: str, cleanup_policy: str) -> None:
     """Compact-only topics refuse purges by offset, with the reason, as Kafka does."""
     if cleanup_policy == "compact":
@@ -265,7 +352,7 @@ def refuse_compacted_purge(topic: str, cleanup_policy: str) -> None:
 
 
 def purge_targets(
-    offsets_source,
+    offsets_source: LogReader,
     topic: str,
     partitions: Sequence[int],
     before_offset: int | None,
@@ -273,7 +360,7 @@ def purge_targets(
 ) -> tuple[dict[int, int], dict[int, int]]:
     """(log start offsets now, DeleteRecords targets) per partition: below `before_offset`
     (clamped to the partition), before `before_timestamp_ms`, or everything (neither given).
-    `offsets_source` has ``offsets(topic, p)`` and ``offset_for_timestamp(topic, p, ts)``."""
+    `offsets_source`: the store, or a cluster view."""
     before, targets = {}, {}
     for p in partitions:
         start, end = offsets_source.offsets(topic, p)

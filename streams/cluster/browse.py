@@ -25,8 +25,10 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 
+from streams.cluster.expressions import RecordPredicate
 from streams.errors import InvalidRecord, LogDamaged, OffsetOutOfRange, UnknownPartition
-from streams.log import LogStore, Record
+from streams.log import Record
+from streams.log.reader import LogReader
 
 FIELDS = ("key", "value", "header_key", "header_value")
 OPS = ("contains", "not_contains", "equals")
@@ -69,11 +71,14 @@ class BrowseRequest:
     seek: str = "newest"
     value: int | None = None  # N for newest-n, the offset, or the timestamp in ms
     filters: tuple[Filter, ...] = ()
+    expression: RecordPredicate | None = None  # compiled once, evaluated per record
     page_size: int = 50
     cursor: str | None = None
     max_scan_records: int = 200_000
     max_scan_bytes: int = 64 << 20
     max_time_ms: int = 2_000
+    # ((partition, end offset), ...): read no further than these (an export's snapshot)
+    until: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.seek not in SEEKS:
@@ -113,6 +118,14 @@ class BrowseResult:
     direction: str  # "forward" (oldest first) or "backward" (newest first)
     # damaged ranges of the log the scan stepped over: (partition, first offset, end offset)
     damaged: tuple[tuple[int, int, int], ...] = ()
+    # records between this scan's start positions and the end of the range in its direction:
+    # what a scan without budgets would have examined ("scanned X of Y")
+    in_range: int = 0
+    examined: int = 0  # records of the range walked past (scanned_records includes read-ahead)
+    start: tuple[tuple[int, int], ...] = ()  # (partition, position) this scan started from
+    # records the expression could not be evaluated on (they did not match), and the first why
+    eval_errors: int = 0
+    eval_error: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -136,16 +149,20 @@ def decode_cursor(cursor: str) -> tuple[str, dict[int, int]]:
         raise InvalidRecord(f"malformed page cursor {cursor!r}") from None
 
 
-def browse(store: LogStore, req: BrowseRequest, clock: Callable[[], float] = time.monotonic):
-    """Run one bounded page of a browse; see the module docstring. `store` is a LogStore or
-    anything answering its read questions (``partition_count``, ``offsets``,
-    ``offset_for_timestamp``, ``read``), such as ``kafka_io.ClusterView``."""
+def browse(
+    store: LogReader, req: BrowseRequest, clock: Callable[[], float] = time.monotonic
+) -> BrowseResult:
+    """Run one bounded page of a browse; see the module docstring. `store`: a LogStore, or a
+    ``kafka_io.ClusterView`` over a cluster (see ``LogReader``)."""
     started = clock()
     count = store.partition_count(req.topic)  # UnknownTopic early
     if req.partition is not None and not 0 <= req.partition < count:
         raise UnknownPartition(req.topic, req.partition, count)
     partitions = [req.partition] if req.partition is not None else list(range(count))
     bounds = {p: store.offsets(req.topic, p) for p in partitions}
+    if req.until:
+        until = dict(req.until)
+        bounds = {p: (lo, min(hi, max(lo, until.get(p, hi)))) for p, (lo, hi) in bounds.items()}
     if req.cursor:
         direction, positions = decode_cursor(req.cursor)
         # a cursor is user input (it travels in URLs): keep it inside each partition's range
@@ -164,6 +181,7 @@ def browse(store: LogStore, req: BrowseRequest, clock: Callable[[], float] = tim
 
 def _result(req, records, scan, stopped, direction, before, after, bounds, clock):
     if direction == "forward":
+        in_range = sum(max(0, bounds[p][1] - o) for p, o in before.items())
         more = any(after[p] < bounds[p][1] for p in after)
         next_cursor = encode_cursor("forward", after) if more else None
         prev_cursor = (
@@ -172,6 +190,7 @@ def _result(req, records, scan, stopped, direction, before, after, bounds, clock
             else None
         )
     else:
+        in_range = sum(max(0, o - bounds[p][0]) for p, o in before.items())
         more = any(after[p] > bounds[p][0] for p in after)
         next_cursor = encode_cursor("backward", after) if more else None
         prev_cursor = (
@@ -192,6 +211,11 @@ def _result(req, records, scan, stopped, direction, before, after, bounds, clock
         prev_cursor=prev_cursor,
         direction=direction,
         damaged=tuple(sorted(scan.damaged)),
+        in_range=in_range,
+        examined=scan.examined,
+        start=tuple(sorted(before.items())),
+        eval_errors=req.expression.errors if req.expression else 0,
+        eval_error=req.expression.first_error if req.expression else None,
     )
 
 
@@ -199,15 +223,16 @@ def _start_positions(store, req: BrowseRequest, bounds) -> tuple[str, dict[int, 
     if req.seek == "newest":
         return "backward", {p: end for p, (_, end) in bounds.items()}
     positions = {}
+    value = req.value if req.value is not None else 0  # set for these seeks (__post_init__)
     for p, (start, end) in bounds.items():
         if req.seek == "oldest":
             positions[p] = start
         elif req.seek == "newest-n":
-            positions[p] = max(start, end - max(0, req.value))
+            positions[p] = max(start, end - max(0, value))
         elif req.seek == "offset":
-            positions[p] = min(max(req.value, start), end)
+            positions[p] = min(max(value, start), end)
         else:
-            found = store.offset_for_timestamp(req.topic, p, req.value)
+            found = store.offset_for_timestamp(req.topic, p, value)
             positions[p] = end if found is None else found
     return "forward", positions
 
@@ -220,6 +245,7 @@ class _Scan:
         self.started, self.clock = started, clock
         self.records = 0
         self.bytes = 0
+        self.examined = 0  # records the page walked past (read-ahead not counted)
         self.damaged: set[tuple[int, int, int]] = set()  # (partition, first, end) stepped over
 
     def _budget_left(self) -> str | None:
@@ -301,6 +327,7 @@ class _Scan:
         heapq.heapify(heap)
         out: list[tuple[int, Record]] = []
         filters = self.req.filters
+        expression = self.req.expression
         examined = 0
         while heap:
             if len(out) >= self.req.page_size:
@@ -309,9 +336,12 @@ class _Scan:
             if stop:
                 return out, stop, pos
             examined += 1
+            self.examined = examined
             *_, p, r = heapq.heappop(heap)
             pos[p] = r.offset + 1 if forward else r.offset
-            if all(f.matches(r) for f in filters):
+            if all(f.matches(r) for f in filters) and (
+                expression is None or expression.matches(r, p)
+            ):
                 out.append((p, r))
             nxt = next(iters[p], None)
             if nxt is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from confluent_kafka import (
@@ -38,6 +39,7 @@ from confluent_kafka.admin import (
 
 from streams import errors as se
 from streams.cluster import (
+    Cluster,
     GroupDetail,
     GroupSummary,
     ProduceRequest,
@@ -49,7 +51,8 @@ from streams.cluster import (
 from streams.cluster.browse import BrowseRequest, BrowseResult, browse
 from streams.cluster.kafka_io import ClusterView, GroupView, KafkaClients, domain_error, result
 from streams.groups import GroupLag, ResetPlan, ResetScope, ResetStrategy, group_lag, plan_reset
-from streams.log import AppendResult, TopicDescription
+from streams.groups.coordinator import GroupDescription
+from streams.log import AppendResult, Record, TopicDescription
 from streams.log.config import LONG_MAX, SCHEMA, validate_topic_name
 from streams.log.store import PartitionDescription, is_internal
 
@@ -58,6 +61,8 @@ from streams.log.store import PartitionDescription, is_internal
 KAFKA_DEFAULTS = {key: default for key, (default, *_) in SCHEMA.items()}
 KAFKA_DEFAULTS["flush.messages"] = str(LONG_MAX)
 ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
+# a topic's config as the cluster reports it, and the keys set on the topic itself
+TopicConfigs = tuple[dict[str, str], set[str]]
 
 
 def parse_cluster_url(url: str) -> str:
@@ -78,13 +83,15 @@ class KafkaCluster:
 
     external = True  # the console hides local-only features (live metrics, segment files)
 
-    def __init__(self, bootstrap: str, *, timeout_s: float = 10.0, client_config=None):
+    def __init__(
+        self, bootstrap: str, *, timeout_s: float = 10.0, client_config: dict | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.clients = KafkaClients(bootstrap, timeout_s, client_config)
         self.timeout = timeout_s
 
     @classmethod
-    def from_url(cls, url: str, **kwargs) -> KafkaCluster:
+    def from_url(cls, url: str, **kwargs: Any) -> KafkaCluster:
         return cls(parse_cluster_url(url), **kwargs)
 
     def close(self) -> None:
@@ -105,7 +112,7 @@ class KafkaCluster:
         view.prefetch((n, p) for n in names for p in range(view.partition_count(n)))
         return [self._summary(view, n, configs.get(n, ({}, set()))) for n in names]
 
-    def _summary(self, view: ClusterView, name: str, config) -> TopicSummary:
+    def _summary(self, view: ClusterView, name: str, config: TopicConfigs) -> TopicSummary:
         d = self._describe(view, name, config, {})
         return TopicSummary(
             name=name,
@@ -125,7 +132,9 @@ class KafkaCluster:
         tps = [(name, p) for p in range(view.partition_count(name))]
         return self._describe(view, name, config, view.last_timestamps(tps))
 
-    def _describe(self, view, name, config_and_set, last: dict) -> TopicDescription:
+    def _describe(
+        self, view: ClusterView, name: str, config_and_set: TopicConfigs, last: dict
+    ) -> TopicDescription:
         config, overridden = config_and_set
         parts = []
         for p in range(view.partition_count(name)):
@@ -142,7 +151,7 @@ class KafkaCluster:
             created_ms=0,
         )
 
-    def _configs(self, names: Sequence[str]) -> dict[str, tuple[dict[str, str], set[str]]]:
+    def _configs(self, names: Sequence[str]) -> dict[str, TopicConfigs]:
         """Per topic: its config as the cluster reports it, and the keys set on the topic."""
         if not names:
             return {}
@@ -179,7 +188,9 @@ class KafkaCluster:
                 out.append((gid, desc.state, lag.by_topic().get(name, 0)))
         return out
 
-    def create_topic(self, *, name: str, partitions: int = 1, config: dict | None = None):
+    def create_topic(
+        self, *, name: str, partitions: int = 1, config: dict | None = None
+    ) -> TopicDescription:
         _refuse_internal(name, "created")
         validate_topic_name(name)
         config = {k: str(v) for k, v in (config or {}).items()}
@@ -202,7 +213,7 @@ class KafkaCluster:
 
     def alter_topic_config(
         self, *, name: str, set_: dict | None = None, delete: Sequence[str] = ()
-    ):
+    ) -> TopicDescription:
         _refuse_internal(name, "reconfigured")
         self._view().partition_count(name)
         ops = [
@@ -217,7 +228,7 @@ class KafkaCluster:
             result(future, self.timeout + 1, topic=name)
         return self.describe_topic(name)
 
-    def add_partitions(self, *, name: str, total: int):
+    def add_partitions(self, *, name: str, total: int) -> TopicDescription:
         _refuse_internal(name, "given partitions")
         current = self._view().partition_count(name)
         if total <= current:
@@ -287,7 +298,7 @@ class KafkaCluster:
     def _produce_one(self, topic: str, r: ProduceRequest) -> AppendResult:
         producer = self.clients.producer()
         outcome: list = []
-        kwargs = {"key": r.key, "value": r.value, "headers": list(r.headers)}
+        kwargs: dict[str, Any] = {"key": r.key, "value": r.value, "headers": list(r.headers)}
         if r.partition is not None:
             kwargs["partition"] = r.partition
         if r.timestamp_ms is not None:
@@ -306,7 +317,9 @@ class KafkaCluster:
             raise domain_error(err, topic=topic)
         return AppendResult(topic, msg.partition(), msg.offset(), msg.timestamp()[1])
 
-    def read(self, *, topic: str, partition: int, offset: int, max_records: int = 100):
+    def read(
+        self, *, topic: str, partition: int, offset: int, max_records: int = 100
+    ) -> list[Record]:
         return self._view().read(topic, partition, offset, max_records)
 
     def offset_for_timestamp(self, *, topic: str, partition: int, timestamp_ms: int) -> int | None:
@@ -340,12 +353,18 @@ class KafkaCluster:
         return out
 
     def describe_group(self, group_id: str) -> GroupDetail:
-        groups = GroupView(self.clients)
+        groups, view = GroupView(self.clients), self._view()
+        desc = self._known(groups, group_id)
+        lag = group_lag(groups, view, group_id)  # fetches the topics' metadata into `view`
+        committed = {t for t, _ in groups.committed(group_id)}
+        return GroupDetail(desc, lag, tuple(sorted(committed - set(view.topics()))))
+
+    def _known(self, groups: GroupView, group_id: str) -> GroupDescription:
         desc = groups.describe_group(group_id)
         if not desc.members and not groups.committed(group_id):
             # Kafka describes any id (as Dead or Empty); the console wants "no such group"
             raise se.UnknownGroup(group_id)
-        return GroupDetail(desc, group_lag(groups, self._view(), group_id))
+        return desc
 
     def group_lag(self, group_id: str) -> GroupLag:
         return group_lag(GroupView(self.clients), self._view(), group_id)
@@ -387,7 +406,7 @@ class KafkaCluster:
         if desc.members or desc.state in ACTIVE_STATES:
             raise se.GroupNotEmpty(group_id, desc.state, [m.member_id for m in desc.members])
 
-    def _reset_error(self, exc, group_id: str) -> se.TidelogError:
+    def _reset_error(self, exc: KafkaError | BaseException, group_id: str) -> se.TidelogError:
         err = exc
         if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
             err = exc.args[0]
@@ -404,8 +423,8 @@ class KafkaCluster:
         return domain_error(err, group=group_id)
 
     def delete_group(self, *, group_id: str) -> None:
-        groups = GroupView(self.clients)
-        self.describe_group(group_id)  # UnknownGroup
+        groups = GroupView(self.clients)  # one DescribeGroups and OffsetFetch for both checks
+        self._known(groups, group_id)  # UnknownGroup
         self._refuse_active(groups, group_id)
         futures = self.clients.admin.delete_consumer_groups(
             [group_id], request_timeout=self.timeout
@@ -423,6 +442,12 @@ class KafkaCluster:
 
     def is_internal(self, topic: str) -> bool:
         return is_internal(topic)
+
+
+if TYPE_CHECKING:  # mypy (make lint) holds KafkaCluster to the Protocol, signature by signature
+
+    def _conforms(cluster: KafkaCluster) -> Cluster:
+        return cluster
 
 
 def _refuse_internal(topic: str, action: str) -> None:

@@ -27,7 +27,7 @@ import enum
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future
 
 from streams.errors import (
@@ -486,11 +486,11 @@ class GroupCoordinator:
     def commit_offsets(
         self,
         group_id: str,
-        offsets: dict[TopicPartition, int | tuple[int, str]],
+        offsets: Mapping[TopicPartition, int | tuple[int, str]],
         *,
         member_id: str = "",
         generation: int = -1,
-        expect: dict[TopicPartition, int | None] | None = None,
+        expect: Mapping[TopicPartition, int | None] | None = None,
     ) -> None:
         """OffsetCommit, all partitions in one atomic write.
 

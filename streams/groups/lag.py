@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from streams.groups.coordinator import GroupCoordinator
-from streams.log import LogStore
+from streams.groups.reader import GroupReader
+from streams.log.reader import LogReader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,7 @@ class GroupLag:
         return sorted({p.topic for p in self.partitions})
 
 
-def group_lag(coordinator: GroupCoordinator, store: LogStore, group_id: str) -> GroupLag:
+def group_lag(coordinator: GroupReader, store: LogReader, group_id: str) -> GroupLag:
     """Lag for every partition the group has committed offsets for or is assigned."""
     desc = coordinator.describe_group(group_id)
     committed = coordinator.committed(group_id)
@@ -72,7 +72,7 @@ def group_lag(coordinator: GroupCoordinator, store: LogStore, group_id: str) -> 
             continue  # the topic was deleted (or shrank): its offsets are stale
         start, end = store.offsets(topic, partition)
         c = committed.get(tp)
-        owner = owners.get(tp, (None, None, None))
+        member_id, client_id, host = owners.get(tp, (None, None, None))
         rows.append(
             PartitionLag(
                 topic,
@@ -80,7 +80,9 @@ def group_lag(coordinator: GroupCoordinator, store: LogStore, group_id: str) -> 
                 c.offset if c else None,
                 start,
                 end,
-                *owner,
+                member_id,
+                client_id,
+                host,
                 c.commit_timestamp_ms if c else None,
             )
         )

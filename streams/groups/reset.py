@@ -32,7 +32,8 @@ from collections.abc import Callable, Sequence
 
 from streams.errors import InvalidResetSpec, UnknownPartition, UnknownTopic
 from streams.groups.coordinator import GroupCoordinator
-from streams.log import LogStore
+from streams.groups.reader import GroupReader
+from streams.log.reader import LogReader
 from streams.log.store import wall_clock_ms
 
 STRATEGIES = (
@@ -231,8 +232,8 @@ class ResetPlan:
 
 
 def plan_reset(
-    coordinator: GroupCoordinator,
-    store: LogStore,
+    coordinator: GroupReader,
+    store: LogReader,
     group_id: str,
     strategy: ResetStrategy,
     scope: ResetScope,
@@ -310,7 +311,7 @@ def execute_plan(coordinator: GroupCoordinator, plan: ResetPlan) -> None:
 
 def _partitions_in_scope(store, committed, strategy, scope) -> list[tuple[str, int]]:
     if strategy.kind == "from-file":
-        tps = sorted(strategy.value)  # type: ignore[arg-type]
+        tps = sorted(strategy.value)
     elif scope.all_topics:
         known = set(store.list_topics())
         # offsets left behind by deleted topics cannot be reset: they are skipped

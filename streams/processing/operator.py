@@ -102,6 +102,7 @@ class LateEvent(NamedTuple):
     value: object
     event_time: int
     partition: int
+    watermark: int | None = None  # the watermark that made it late (its windows had closed)
 
 
 Event = tuple[object, object, int | None, int]
@@ -660,7 +661,7 @@ class WindowOperator:
     def _late(self, key: object, value: object, t: int, p: int) -> None:
         self._late_count += 1
         if self._side:
-            self.side_output.append(LateEvent(key, value, t, p))
+            self.side_output.append(LateEvent(key, value, t, p, self._wm))
 
     def _all_windows(self) -> Iterable[list]:
         yield from self._fixed.values()

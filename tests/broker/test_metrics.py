@@ -7,6 +7,8 @@ simulated second, as the hub's thread does just after each second boundary."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from streams.broker.metrics import METRICS_TOPIC, MetricsHub, parse_series, series
@@ -88,6 +90,24 @@ def test_one_minute_rollup_sums_rates_and_keeps_peak_gauges(engine, clock):
     assert got[series("end_offset", "orders", 0)] == {T0: 60}
 
 
+def test_a_minute_measured_in_part_rolls_up_to_its_average_rate(engine, clock):
+    """A broker started half-way through a minute: 2 records a second for its 30 seconds is
+    2/s — the rollup says 120 a minute, not the 60 counted (which would draw 1/s)."""
+    store, coordinator = engine
+    clock.advance(30_000)
+    hub = MetricsHub(store, coordinator, clock=clock)
+    hub.tick()
+    minute_points = []
+    for _ in range(30):
+        store.append("orders", b"v", partition=0)
+        store.append("orders", b"v", partition=1)
+        minute_points += [p for p in _second(clock, hub) if p.w == 60_000]
+    got = _by_series(minute_points, w=60_000)
+    assert got[series("records_in", "orders")] == {T0: 120}
+    assert got[series("records_in", "orders", 0)] == {T0: 60}
+    assert got[series("end_offset", "orders", 0)] == {T0: 30}  # a gauge: its peak
+
+
 def test_history_survives_a_restart(tmp_path, clock):
     store = LogStore.open(tmp_path / "data", clock=clock, background=False)
     store.create_topic("orders", 1, {})
@@ -105,6 +125,43 @@ def test_history_survives_a_restart(tmp_path, clock):
     hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
     got = hub.history(T0, match=lambda s: s == series("records_in", "orders"))
     assert got == want
+    store.close()
+
+
+def test_rollups_are_kept_in_a_partition_of_their_own_and_read_from_it(tmp_path, clock):
+    """The 6-hour and 24-hour charts read a day of 1-minute rollups: partition 1 of
+    ``__metrics`` holds only those (one small record a minute), partition 0 the 1-second
+    windows; a restart two hours later still finds the rollup (past the in-memory hour)."""
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    store.create_topic("orders", 1, {})
+    hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    hub.tick()
+    for _ in range(61):
+        store.append("orders", b"v")
+        _second(clock, hub)
+    assert store.partition_count(METRICS_TOPIC) == 2
+    rollups = store.read(METRICS_TOPIC, 1, 0, 100, 1 << 20)
+    assert len(rollups) == 1
+    seconds = store.read(METRICS_TOPIC, 0, 0, 100, 1 << 20)
+    assert len(seconds) == 61
+    assert {p[2] for r in seconds for p in json.loads(r.value)["p"]} == {1000}
+    assert {p[2] for p in json.loads(rollups[0].value)["p"]} == {60_000}
+    store.close()
+
+    clock.advance(2 * 3600_000)
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    name = series("records_in", "orders")
+    got = hub.history(T0, resolution_ms=60_000, match=lambda s: s == name)
+    assert [(p.t, p.w, p.v) for p in got] == [(T0, 60_000, 60)]
+    store.close()
+
+
+def test_a_metrics_topic_of_one_partition_gets_its_rollup_partition(tmp_path, clock):
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    store.create_topic(METRICS_TOPIC, 1, {})  # as an earlier version made it
+    MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    assert store.partition_count(METRICS_TOPIC) == 2
     store.close()
 
 

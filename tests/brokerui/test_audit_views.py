@@ -9,9 +9,10 @@ import pytest
 from django.urls import reverse
 
 from brokerui.audit.models import AuditEntry
-from brokerui.audit.services import record
+from brokerui.audit.services import AuditLog
 
 HX = {"HTTP_HX_REQUEST": "true"}
+record = AuditLog(None).record  # the database, which the page reads
 
 
 @pytest.fixture

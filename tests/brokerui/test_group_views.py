@@ -197,8 +197,20 @@ def test_detail_committed_end_lag_commit_time_and_topic_totals(viewer_client, cl
     assert rows == {"0": "5", "1": "0"}  # orders-2 was never committed nor assigned
     assert re.search(r'class="grp-topic-lag"[^>]*>5<', orders)  # total per topic
     assert "ago</time>" in orders  # commit time
-    assert "No active members" in html and "can be reset" in html
+    assert "No active members" in html and "an operator can reset its offsets" in html
     assert "Empty" in html
+
+
+def test_an_empty_group_tells_each_role_what_it_can_do(client, viewer, operator, cluster):
+    url = reverse("console:group", args=["billing"])  # Empty, no members
+    client.force_login(viewer)
+    viewer = re.search(r'<p class="muted" id="no-members">(.*?)</p>', text(client.get(url)))
+    assert "can be reset" not in viewer.group(1)
+    assert "an operator can reset its offsets or delete it" in viewer.group(1)
+    assert "audit log" in viewer.group(1)
+    client.force_login(operator)
+    operator = re.search(r'id="no-members">(.*?)</p>', text(client.get(url)))
+    assert "its offsets can be reset and the group deleted" in operator.group(1)
 
 
 def test_detail_flags_partitions_that_fell_behind_retention(viewer_client, cluster):
@@ -615,6 +627,34 @@ def test_member_joining_between_preview_and_apply_is_a_clear_refusal(operator_cl
     assert entry.after["offsets"] == {"orders": {"0": 0, "1": 0}, "payments": {"0": 0}}
 
 
+def header_state(html: str) -> tuple[str, bool]:
+    """The state in the reset page's header (#reset-group-state), and whether it is sent out of
+    band (htmx replaces the header's with it)."""
+    m = re.search(r'<span [^>]*id="reset-group-state"([^>]*)>([^<]*)</span>', html)
+    assert m, "no group state for the header"
+    return m.group(2), 'hx-swap-oob="true"' in m.group(1)
+
+
+def test_a_refused_apply_shows_the_state_that_refused_it(operator_client, cluster):
+    """Empty at preview time; a member joins; the refusal and the page header both name the
+    state the coordinator refused in (not the Empty of the preview)."""
+    page = text(operator_client.get(reverse("console:group_reset", args=["billing"])))
+    assert header_state(page) == ("Empty", False)
+    token = token_of(text(preview(operator_client, strategy="to-earliest")))
+    active_member(cluster.coordinator, "billing", client_id="late-joiner")
+    body = text(apply(operator_client, token))
+    assert 'id="reset-refused"' in body
+    assert header_state(body) == ("Stable", True)  # replaces the header's "Empty"
+    assert "is Stable, not Empty" in body
+    page = text(apply(operator_client, token, htmx=False))  # the result page, without htmx
+    assert header_state(page) == ("Stable", False) and "is Stable, not Empty" in page
+    # the gate's poll keeps the header in step with the state it reports
+    gate = text(
+        operator_client.get(reverse("console:group_reset", args=["billing"]), {"gate": "1"}, **HX)
+    )
+    assert header_state(gate) == ("Stable", True) and "The group is Stable" in gate
+
+
 def test_apply_refuses_a_preview_that_went_stale(operator_client, cluster):
     html = text(preview(operator_client, strategy="to-earliest"))
     cluster.coordinator.commit_offsets("billing", {("orders", 0): 7})  # someone else's reset
@@ -634,6 +674,85 @@ def test_apply_refuses_a_forged_or_foreign_plan(operator_client, cluster):
     body = text(apply(operator_client, token, group="other"))
     assert "another consumer group" in body
     assert committed(cluster) == BILLING and committed(cluster, "other") == {("orders", 0): 1}
+
+
+# ------------------------------------------------------------------------------ one description
+
+
+@pytest.fixture
+def describes(monkeypatch):
+    """Counts the describe_group calls of the real LocalCluster (each is a DescribeGroups and
+    an OffsetFetch round trip on an external cluster); `describes.take()` returns the count
+    since the last take."""
+    from streams.cluster import LocalCluster
+
+    real = LocalCluster.describe_group
+
+    class Counter:
+        n = 0
+
+        def take(self) -> int:
+            n, self.n = self.n, 0
+            return n
+
+    counter = Counter()
+
+    def counting(self, group_id):
+        counter.n += 1
+        return real(self, group_id)
+
+    monkeypatch.setattr(LocalCluster, "describe_group", counting)
+    return counter
+
+
+def test_each_group_request_describes_the_group_once(operator_client, cluster, describes):
+    """Pages, previews, every outcome of an apply, the CSV, deletes and the JSON API."""
+    c, group = operator_client, reverse("console:group", args=["billing"])
+    reset = reverse("console:group_reset", args=["billing"])
+    csv = reverse("console:group_reset_csv", args=["billing"])
+    seen = {}
+
+    def count(name, response, status=200):
+        assert response.status_code == status, (name, response.status_code)
+        seen[name] = describes.take()
+        return response
+
+    count("detail", c.get(group))
+    count("detail (live)", c.get(group, {"lag": "1"}, **HX))
+    count("reset page", c.get(reset))
+    count("gate", c.get(reset, {"gate": "1", "changes": "3"}, **HX))
+    html = text(count("preview", preview(c, strategy="to-earliest")))
+    count("csv of the preview", c.post(csv, {"plan": token_of(html)}))
+    count("csv planned now", c.get(csv, {"scope": "all", "strategy": "to-latest"}))
+    body = text(count("apply", apply(c, token_of(html))))
+    assert 'id="reset-applied"' in body
+    cluster.coordinator.commit_offsets("billing", {("orders", 0): 7})  # the preview goes stale
+    body = text(count("apply (stale)", apply(c, token_of(html))))
+    assert 'id="reset-stale"' in body
+    # stale because a member joined and committed: the apply names it and the staleness
+    html = text(preview(c, strategy="to-latest"))
+    member = active_member(cluster.coordinator, "billing")
+    generation = cluster.coordinator.describe_group("billing").generation
+    cluster.coordinator.commit_offsets(
+        "billing", {("orders", 0): 8}, member_id=member, generation=generation
+    )
+    describes.take()
+    body = text(count("apply (refused, stale)", apply(c, token_of(html))))
+    assert 'id="reset-refused"' in body and member in body and "changed from 7 to 8" in body
+    cluster.coordinator.leave_group("billing", member)
+
+    api = "/api/v1/groups/billing"
+    count("api describe", c.get(api))
+    reset_body = {"strategy": "to-earliest", "scope": "all_topics", "dry_run": False}
+    count("api reset", c.post(f"{api}/reset", reset_body, content_type="application/json"))
+    count("api delete offsets", c.delete(f"{api}/offsets/payments"))
+    delete_offsets = reverse("console:group_delete_offsets", args=["billing"])
+    count("delete offsets", c.post(delete_offsets, {"topic": "orders"}), 302)
+    cluster.coordinator.commit_offsets("other", {("orders", 0): 1})
+    count("delete", c.post(reverse("console:group_delete", args=["other"])), 302)
+    count("api delete", c.delete(api), 204)
+    # the CSV of a previewed plan carries the plan itself: no description at all
+    assert seen == {**dict.fromkeys(seen, 1), "csv of the preview": 0}, seen
 
 
 def test_gate_polls_the_group_state(operator_client, cluster):

@@ -50,54 +50,78 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log_path: Path) -> N
     pytest.fail(f"server did not answer on {url} within 60 s:\n{log_path.read_text()}")
 
 
-@pytest.fixture
-def server(tmp_path):
-    """Base URL of a running Tidelog server; stopped with SIGTERM, which must exit cleanly."""
-    port = _free_port()
-    env = {
-        **os.environ,
-        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-        "TIDELOG_DEMO": "1",
-        "TIDELOG_DEBUG": "0",
-        "TIDELOG_HTTP_PORT": str(port),
-        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("DATABASE_URL", None)
-    env.pop("REDIS_URL", None)
-    manage = [sys.executable, str(REPO_DIR / "manage.py")]
-    subprocess.run(
-        [*manage, "migrate", "--noinput"],
-        env=env,
-        cwd=REPO_DIR,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    log_path = tmp_path / "server.log"
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [*manage, "runserver", "--noreload", "--nostatic", f"127.0.0.1:{port}"],
-            env=env,
+class ServerProcess:
+    """A Tidelog server on one data directory and port; `stop()` (SIGTERM, which must exit
+    cleanly) and `start()` again restart it on the same data, as an operator would."""
+
+    def __init__(self, tmp_path: Path):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp_path / "server.log"
+        self.proc: subprocess.Popen | None = None
+        self.env = {
+            **os.environ,
+            "TIDELOG_DATA_DIR": str(tmp_path / "data"),
+            "TIDELOG_DEMO": "1",
+            "TIDELOG_DEBUG": "0",
+            "TIDELOG_HTTP_PORT": str(self.port),
+            "DJANGO_SETTINGS_MODULE": "brokerui.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.env.pop("DATABASE_URL", None)
+        self.env.pop("REDIS_URL", None)
+        self.manage = [sys.executable, str(REPO_DIR / "manage.py")]
+        subprocess.run(
+            [*self.manage, "migrate", "--noinput"],
+            env=self.env,
             cwd=REPO_DIR,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_serving(url + "/", proc, log_path)
-        yield url
-    finally:
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log_file:
+            self.proc = subprocess.Popen(
+                [*self.manage, "runserver", "--noreload", "--nostatic", f"127.0.0.1:{self.port}"],
+                env=self.env,
+                cwd=REPO_DIR,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        _wait_until_serving(self.url + "/", self.proc, self.log_path)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            pytest.fail(f"server ignored SIGTERM for 30 s:\n{log_path.read_text()}")
-    log_text = log_path.read_text()
-    assert proc.returncode == 0, log_text
-    assert "broker on" in log_text and "closed" in log_text, log_text
+            pytest.fail(f"server ignored SIGTERM for 30 s:\n{self.log_path.read_text()}")
+        log_text = self.log_path.read_text()
+        assert proc.returncode == 0, log_text
+        assert "broker on" in log_text and "closed" in log_text, log_text
+
+
+@pytest.fixture
+def server_process(tmp_path):
+    """The running `ServerProcess` (a test may restart it); stopped at the end."""
+    server = ServerProcess(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def server(server_process):
+    """Base URL of a running Tidelog server; stopped with SIGTERM, which must exit cleanly."""
+    return server_process.url
 
 
 @pytest.fixture

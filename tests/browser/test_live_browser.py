@@ -99,20 +99,6 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     _wait_live(page)
     _wait_points(page, "group_lag", 2)
     _wait_points(page, "group_rate", 2)
-    page.wait_for_function(
-        "() => document.querySelector('[data-eta-value]').textContent.trim() !== '–'",
-        timeout=WAIT_MS,
-    )
-    eta = page.locator("[data-eta-value]").inner_text()
-    assert eta == "caught up" or eta == "not catching up" or eta.startswith("about ")
-    # the arithmetic behind it, with fixed numbers: lag ÷ (consume rate − produce rate)
-    assert page.evaluate("() => TidelogLive.etaSeconds(600, 20, 10)") == 60
-    assert page.evaluate("() => TidelogLive.etaText(600, 20, 10)") == "about 1 min 0 s"
-    assert page.evaluate("() => TidelogLive.etaText(90, 13, 10)") == "about 30 s"
-    assert page.evaluate("() => TidelogLive.etaText(600, 10, 10)") == "not catching up"
-    assert page.evaluate("() => TidelogLive.etaText(600, 5, 10)") == "not catching up"
-    assert page.evaluate("() => TidelogLive.etaText(0, 20, 10)") == "caught up"
-    assert page.evaluate("() => TidelogLive.etaText(0, 5, 10)") == "caught up"
     page.click("[data-theme-toggle]")  # the charts follow the theme
     page.wait_for_timeout(300)
     page.locator(".live").screenshot(path=str(SCREENSHOTS / "live-group-dark.png"))

@@ -306,3 +306,114 @@ def test_processing_imports_without_django():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=repo
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def late_orders_panel(store, clock):
+    """Sum of total in 10 s windows with 5 s of allowed lateness, event time from ts."""
+    clock.set(T0 + 60_000)
+    jobs = PanelJobs(store, clock=clock)
+    spec = PanelSpec("orders", "sum", value_field="total", time_field="ts", lateness_ms=5000)
+    put(store, 0, order(T0 + 1000, 1), T0 + 1000)
+    put(store, 0, order(T0 + 12_000, 2), T0 + 12_000)  # [T0, +10 s) fired, within grace
+    jobs.ensure("p", spec)
+    jobs.poll_once()
+    return jobs
+
+
+def test_corrections_are_logged_with_old_and_new_values(store, clock):
+    jobs = late_orders_panel(store, clock)
+    seen: list[PanelUpdate] = []
+    jobs.subscribe(seen.append)
+    put(store, 0, order(T0 + 2000, 4), T0 + 2000)  # corrects [T0, +10 s): 1 -> 5
+    put(store, 0, order(T0 + 3000, 10), T0 + 3000)  # and again in the same poll: 5 -> 15
+    jobs.poll_once()
+    log = [(c.start - T0, c.old, c.new, c.revision) for c in seen[-1].correction_log]
+    assert log == [(0, {"sum": 1}, {"sum": 5}, 1), (0, {"sum": 5}, {"sum": 15}, 2)]
+    put(store, 0, order(T0 + 4000, 1), T0 + 4000)  # a later poll: the old value is still known
+    jobs.poll_once()
+    assert [(c.old, c.new) for c in seen[-1].correction_log] == [({"sum": 15}, {"sum": 16})]
+
+    # a page opened now (or reloaded) gets every correction its counter counts
+    snap = jobs.snapshot("p")
+    assert snap.corrections == 3 == len(snap.correction_log)
+    assert [c.seq for c in snap.correction_log] == [1, 2, 3]
+    assert [c.new["sum"] for c in snap.correction_log] == [5, 15, 16]
+
+    # after a restart (jobs live in memory) the backfill recomputes both alike
+    again = PanelJobs(store, clock=clock)
+    again.ensure("p", jobs._jobs["p"].spec)
+    again.poll_once()
+    replay = again.snapshot("p")
+    assert replay.corrections == 3 and replay.correction_log == snap.correction_log
+
+
+def test_late_events_are_kept_with_the_watermark_that_made_them_late(store, clock):
+    jobs = late_orders_panel(store, clock)
+    put(store, 0, order(T0 + 20_000, 8), T0 + 20_000)  # watermark +20 s: [T0, +10 s) closes
+    put(store, 0, order(T0 + 3000, 16), T0 + 3000)  # too late: dropped, counted, kept
+    jobs.poll_once()
+    snap = jobs.snapshot("p")
+    assert snap.late_count == 1 and snap.corrections == 0
+    (late,) = snap.late_log
+    assert (late.event_time, late.value, late.watermark) == (T0 + 3000, 16, T0 + 20_000)
+    assert [r.final for r in snap.results if r.start == T0] == [True]
+    assert jobs._jobs["p"].operator.side_output == []  # drained, not growing
+
+
+def test_the_correction_log_is_bounded_and_the_counter_says_how_many_there_were(
+    store, clock, monkeypatch
+):
+    from streams.processing.panels import jobs as jobs_module
+
+    monkeypatch.setattr(jobs_module, "CORRECTIONS_KEPT", 2)
+    jobs = late_orders_panel(store, clock)
+    for i in range(3):
+        put(store, 0, order(T0 + 2000 + i, 1), T0 + 2000 + i)
+    jobs.poll_once()
+    snap = jobs.snapshot("p")
+    assert snap.corrections == 3
+    assert [c.new["sum"] for c in snap.correction_log] == [3, 4]  # the latest two
+
+
+def test_field_paths_are_checked_against_a_sample_of_the_topic(store, clock):
+    from streams.processing.panels.sample import check_sample, sample_values
+
+    for i in range(30):  # 20 sampled of 30: the newest, over all partitions
+        doc = {"amount": "n/a" if i % 10 == 0 else i, "country": "DE", "at": T0 + i}
+        if i % 4 == 0:
+            del doc["amount"]
+        put(store, i % 3, doc, T0 + i)
+    values = sample_values(store, "orders")
+    assert [json.loads(v)["at"] - T0 for v in values] == list(range(10, 30))
+
+    spec = PanelSpec("orders", "sum", value_field="amount", group_by="region", time_field="at")
+    problems = {p.field: p for p in check_sample(spec, values)}
+    assert set(problems) == {"value_field", "group_by"}
+    # 10..29: amount missing in 12, 16, 20, 24, 28; "n/a" in 10 (20 has no amount at all)
+    assert problems["value_field"].reason == (
+        "field 'amount' missing in 5 of 20 sampled records; 'amount' is not a number in 1 of "
+        '20 sampled records (e.g. "n/a"); fields there: at, country'
+    )
+    assert not problems["value_field"].fatal
+    assert problems["group_by"].reason.startswith("field 'region' missing in 20 of 20 sampled")
+    assert problems["group_by"].fatal
+
+    assert check_sample(PanelSpec("orders", "count", time_field="at"), values) == []
+    text = check_sample(PanelSpec("orders", "count", time_field="country"), values)
+    assert text[0].reason.startswith("'country' is not a time (epoch ms or ISO 8601) in 20 of 20")
+    nested = check_sample(PanelSpec("orders", "max", value_field="items.0.qty"), [b'{"items": []}'])
+    assert nested[0].reason == "field 'items.0.qty' missing in 1 of 1 sampled records"
+    deep = check_sample(PanelSpec("orders", "max", value_field="o.total"), [b'{"o": {"sum": 1}}'])
+    assert deep[0].reason.endswith("fields there: sum")
+
+
+def test_records_that_are_not_json_are_reported_and_an_empty_topic_has_nothing_to_check(store):
+    from streams.processing.panels.sample import check_sample, sample_values
+
+    assert sample_values(store, "orders") == []
+    assert check_sample(PanelSpec("orders", "count"), []) == []
+    (problem,) = check_sample(PanelSpec("orders", "count"), [b"hello", b"{}", None])
+    assert (problem.field, problem.bad, problem.sampled, problem.fatal) == ("topic", 2, 3, False)
+    assert problem.reason.startswith("2 of 3 sampled records are not JSON documents")
+    (problem,) = check_sample(PanelSpec("orders", "count"), [b"hello"])
+    assert problem.fatal

@@ -9,7 +9,9 @@ nobody looked at. So the confirm carries exactly the rows the user saw (topic, p
 target, ...), signed with the site's secret so that a form edited in the browser cannot commit
 offsets that were never previewed, bound to the group and the user, and valid for an hour.
 
-At apply time the view checks that the plan is still what the preview said (``stale_reasons``):
+At apply time the service checks that the plan is still what the preview said (``stale_reasons``,
+over the group as the request described it once: each description is a round trip on an
+external cluster):
 every committed offset is still the "current" shown, and every target still lies within the
 log's [start, end]. If not, nothing is applied and the user previews again. The Empty rule
 itself is left to the coordinator, which checks it under its lock in the same write.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from django.core import signing
 
-from streams.cluster import LocalCluster
+from streams.cluster import Cluster, GroupDetail
 from streams.errors import UnknownGroup, UnknownTopic
 from streams.groups import ResetPlan, ResetStrategy
 from streams.groups.reset import PlanRow
@@ -84,11 +86,17 @@ def load_plan(token: str, *, group_id: str, user_id: int | None) -> tuple[ResetP
     return plan, data["l"]
 
 
-def current_offsets(cluster: LocalCluster, group_id: str) -> dict[tuple[str, int], int]:
-    """Committed offsets of the group now ({} for a group that no longer exists)."""
+def describe_or_none(cluster: Cluster, group_id: str) -> GroupDetail | None:
+    """The group now (one description), None for a group that does not exist (any more)."""
     try:
-        detail = cluster.describe_group(group_id)
+        return cluster.describe_group(group_id)
     except UnknownGroup:
+        return None
+
+
+def committed_offsets(detail: GroupDetail | None) -> dict[tuple[str, int], int]:
+    """The committed offsets of a described group ({} for None: no group)."""
+    if detail is None:
         return {}
     return {
         (p.topic, p.partition): p.committed
@@ -97,11 +105,17 @@ def current_offsets(cluster: LocalCluster, group_id: str) -> dict[tuple[str, int
     }
 
 
-def stale_reasons(cluster: LocalCluster, plan: ResetPlan) -> list[str]:
-    """Why the previewed plan no longer describes the group and its logs ([] if it still does)."""
+def current_offsets(cluster: Cluster, group_id: str) -> dict[tuple[str, int], int]:
+    """Committed offsets of the group now ({} for a group that no longer exists)."""
+    return committed_offsets(describe_or_none(cluster, group_id))
+
+
+def stale_reasons(cluster: Cluster, plan: ResetPlan, detail: GroupDetail | None) -> list[str]:
+    """Why the previewed plan no longer describes the group (`detail`, described just now; None
+    when it does not exist) and its logs ([] if it still does)."""
     reasons = []
-    committed = current_offsets(cluster, plan.group_id)
-    bounds: dict[str, list] = {}
+    committed = committed_offsets(detail)
+    bounds: dict[str, list[tuple[int, int]]] = {}  # per topic: (log start, end) by partition
     for r in plan.rows:
         now = committed.get((r.topic, r.partition))
         if now != r.current:
@@ -111,15 +125,15 @@ def stale_reasons(cluster: LocalCluster, plan: ResetPlan) -> list[str]:
                 f"{r.topic}-{r.partition}: the committed offset changed from {was} to {is_}"
             )
         if r.topic not in bounds:
-            try:
-                bounds[r.topic] = cluster.describe_topic(r.topic).partitions
+            try:  # offsets only: a topic description reads configs and last records too
+                bounds[r.topic] = cluster.partition_offsets(topic=r.topic)
             except UnknownTopic:
                 bounds[r.topic] = []
         parts = bounds[r.topic]
         if r.partition >= len(parts):
             reasons.append(f"{r.topic}-{r.partition}: the partition no longer exists")
             continue
-        start, end = parts[r.partition].log_start_offset, parts[r.partition].end_offset
+        start, end = parts[r.partition]
         if r.target < start:
             reasons.append(
                 f"{r.topic}-{r.partition}: the target {r.target:,} is now below the log start "

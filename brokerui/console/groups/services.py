@@ -19,10 +19,17 @@ with the same before and the reason in after, then raised.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol
+
 from brokerui.audit.services import Actor, AuditSink
 from brokerui.console.groups import plans
+from streams.cluster import Cluster, GroupDetail
 from streams.errors import GroupError, GroupNotEmpty, TidelogError, UnknownGroup
 from streams.groups import ResetPlan, ResetScope, ResetStrategy
+from streams.groups.evaluator import Status
+from streams.groups.health import GroupHealth
 from streams.groups.reset import plan_across_scopes
 
 
@@ -42,7 +49,7 @@ def _target(group_id: str) -> str:
     return f"group {group_id}"
 
 
-def offsets_json(offsets: dict[tuple[str, int], int | None]) -> dict[str, dict[str, int | None]]:
+def offsets_json(offsets: Mapping[tuple[str, int], int | None]) -> dict[str, dict[str, int | None]]:
     """{topic: {"partition": offset}}: the audit's shape for a group's offsets."""
     out: dict[str, dict[str, int | None]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
@@ -70,19 +77,19 @@ def busy_reason(state: str, members=()) -> str | None:
     )
 
 
-def not_empty_error(cluster, group_id: str) -> GroupNotEmpty | None:
-    """GroupNotEmpty naming the group's state and members, None while it is Empty (or gone)."""
-    try:
-        desc = cluster.describe_group(group_id).description
-    except UnknownGroup:
+def not_empty_error(detail: GroupDetail | None) -> GroupNotEmpty | None:
+    """GroupNotEmpty naming the described group's state and members, None while it is Empty
+    (or gone: None)."""
+    if detail is None:
         return None
+    desc = detail.description
     if desc.state in ("Empty", "Dead"):
         return None
-    return GroupNotEmpty(group_id, desc.state, sorted(m.member_id for m in desc.members))
+    return GroupNotEmpty(desc.group_id, desc.state, sorted(m.member_id for m in desc.members))
 
 
 def group_reset_plan(
-    *, cluster, group_id: str, strategy: ResetStrategy, scopes: list[ResetScope]
+    *, cluster: Cluster, group_id: str, strategy: ResetStrategy, scopes: list[ResetScope]
 ) -> ResetPlan:
     """One plan over every scope (committed in one write); nothing is changed or audited."""
 
@@ -102,16 +109,32 @@ def reset_audit_payload(plan: ResetPlan) -> tuple[dict, dict]:
     return before, after
 
 
-def group_reset_apply(*, cluster, sink: AuditSink, actor: Actor, plan: ResetPlan):
+def group_reset_apply(
+    *,
+    cluster: Cluster,
+    sink: AuditSink,
+    actor: Actor,
+    plan: ResetPlan,
+    detail: GroupDetail | None = None,
+):
     """Commit exactly `plan`'s targets, if it still describes the group (committed offsets as
     planned, targets within the logs) and the group is Empty; returns the audit entry. Raises
-    StalePlan, GroupNotEmpty or another TidelogError, each recorded ``group.reset.refused``."""
+    StalePlan, GroupNotEmpty or another TidelogError, each recorded ``group.reset.refused``.
+    `detail`: the group as the caller described it in this request; else it is described here
+    (once per request: each description is a round trip on an external cluster)."""
+    if detail is None:
+        detail = plans.describe_or_none(cluster, plan.group_id)
+    return _apply(cluster, sink, actor, plan, detail)
+
+
+def _apply(cluster: Cluster, sink: AuditSink, actor: Actor, plan: ResetPlan, detail):
+    """group_reset_apply on `detail`, the group described just now (None: it does not exist)."""
     target = _target(plan.group_id)
     before, after = reset_audit_payload(plan)
-    stale = plans.stale_reasons(cluster, plan)
+    stale = plans.stale_reasons(cluster, plan, detail)
     try:
         if stale:
-            raise StalePlan(plan.group_id, stale, not_empty_error(cluster, plan.group_id))
+            raise StalePlan(plan.group_id, stale, not_empty_error(detail))
         cluster.execute_reset(plan=plan)
     except TidelogError as exc:
         busy = getattr(exc, "busy", None)
@@ -123,10 +146,45 @@ def group_reset_apply(*, cluster, sink: AuditSink, actor: Actor, plan: ResetPlan
     return actor.record(sink, "group.reset", target, before=before, after=after)
 
 
-def group_delete(*, cluster, sink: AuditSink, actor: Actor, group_id: str) -> None:
+@dataclasses.dataclass(frozen=True)
+class GroupReset:
+    """What `group_reset` did: the plan, whether the group existed before it, and the audit
+    entry when the plan was executed (None: a dry run)."""
+
+    plan: ResetPlan
+    existed: bool
+    entry: Any = None
+
+    @property
+    def executed(self) -> bool:
+        return self.entry is not None
+
+
+def group_reset(
+    *,
+    cluster: Cluster,
+    sink: AuditSink,
+    actor: Actor,
+    group_id: str,
+    strategy: ResetStrategy,
+    scopes: list[ResetScope],
+    execute: bool,
+) -> GroupReset:
+    """Plan a reset over `scopes` and, when `execute`, apply it at once (as `group_reset_apply`,
+    on the same one description of the group): the reset of ``manage.py consumer_groups`` and
+    of the JSON API, where preview and confirm are not two requests. A dry run changes and
+    audits nothing. Raises as `group_reset_plan` and `group_reset_apply` do."""
+    detail = plans.describe_or_none(cluster, group_id)
+    plan = group_reset_plan(cluster=cluster, group_id=group_id, strategy=strategy, scopes=scopes)
+    entry = _apply(cluster, sink, actor, plan, detail) if execute else None
+    return GroupReset(plan, detail is not None, entry)
+
+
+def group_delete(*, cluster: Cluster, sink: AuditSink, actor: Actor, group_id: str) -> None:
     """Delete an Empty group and its committed offsets. Raises UnknownGroup (not audited) or
     GroupNotEmpty (recorded ``group.delete.refused``)."""
-    before = {"offsets": offsets_json(plans.current_offsets(cluster, group_id))}
+    detail = cluster.describe_group(group_id)  # UnknownGroup
+    before = {"offsets": offsets_json(plans.committed_offsets(detail))}
     try:
         cluster.delete_group(group_id=group_id)
     except GroupNotEmpty as exc:
@@ -142,14 +200,13 @@ def group_delete(*, cluster, sink: AuditSink, actor: Actor, group_id: str) -> No
 
 
 def group_offsets_delete(
-    *, cluster, sink: AuditSink, actor: Actor, group_id: str, topic: str
+    *, cluster: Cluster, sink: AuditSink, actor: Actor, group_id: str, topic: str
 ) -> list[tuple[str, int]]:
     """Delete the group's committed offsets on `topic`; the partitions deleted ([] when it had
     none: nothing is audited then). Raises UnknownGroup, UnknownTopic (not audited) or
     GroupNotEmpty when active members read the topic (recorded ``.refused``)."""
-    offsets = {
-        tp: o for tp, o in plans.current_offsets(cluster, group_id).items() if tp[0] == topic
-    }
+    detail = cluster.describe_group(group_id)  # UnknownGroup
+    offsets = {tp: o for tp, o in plans.committed_offsets(detail).items() if tp[0] == topic}
     before = {"topic": topic, "offsets": offsets_json(offsets)}
     target = _target(group_id)
     try:
@@ -168,3 +225,53 @@ def group_offsets_delete(
             after={"topic": topic, "offsets": None},
         )
     return deleted
+
+
+# ============================================================================ health (reads)
+
+
+class HealthSource(Protocol):
+    """What judges groups: the built-in broker's `GroupHealthMonitor`."""
+
+    def group_health(self, group_id: str, now_ms: int | None = None) -> GroupHealth: ...
+
+    def all_groups(self, now_ms: int | None = None) -> dict[str, GroupHealth]: ...
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def interval_ms(self) -> int: ...
+
+
+def health_source() -> HealthSource | None:
+    """The built-in broker's monitor; None on an external cluster (TIDELOG_CLUSTER), whose
+    commits this process does not sample."""
+    from brokerui.broker import get_broker
+    from brokerui.cluster import is_external
+
+    return None if is_external() else get_broker().health
+
+
+def group_health_read(*, source: HealthSource | None, group_id: str) -> GroupHealth | None:
+    """The group's Burrow status and lag figures; None without a source or for an unknown
+    group."""
+    if source is None:
+        return None
+    try:
+        return source.group_health(group_id)
+    except UnknownGroup:
+        return None
+
+
+def groups_health_read(*, source: HealthSource | None) -> dict[str, GroupHealth]:
+    """Every group's health by id ({} without a source)."""
+    return source.all_groups() if source is not None else {}
+
+
+def status_counts(health: dict[str, GroupHealth]) -> list[tuple[str, int]]:
+    """(status, groups) for every status some group has, best first."""
+    counts: dict[Status, int] = {}
+    for h in health.values():
+        counts[h.status] = counts.get(h.status, 0) + 1
+    return [(str(s), counts[s]) for s in Status if s in counts]

@@ -3,7 +3,8 @@ or its offsets on one topic, and the interactive offset reset: form → preview 
 confirm → result.
 
 Views stay thin: they read and change groups through the Cluster interface, and every change —
-and every refusal of a reset — is written to the audit log.
+and every refusal of a reset — is written to the audit log. A request describes the group once
+(each description is a round trip on an external cluster): what the view read is passed on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from brokerui.console.groups.forms import DURATION_PRESETS, SCOPES, STRATEGIES, 
 from brokerui.console.roles import is_operator, operator_required
 from streams.errors import GroupNotEmpty, TidelogError, UnknownGroup, UnknownTopic
 from streams.groups import ResetPlan
+from streams.groups.evaluator import MEANING, worst
 
 PAGE_SIZE = 50
 POLL_SECONDS = 5
@@ -63,6 +65,16 @@ def _busy_reason(desc) -> str | None:
     return services.busy_reason(desc.state, desc.members)
 
 
+class _Row:
+    """A partition's lag row with its health (None on an external cluster)."""
+
+    def __init__(self, row, health):
+        self._row, self.health = row, health
+
+    def __getattr__(self, name):
+        return getattr(self._row, name)
+
+
 def _unknown_group(request, group_id: str):
     return _render(
         request, "console/groups/missing.html", {"nav": "groups", "group_id": group_id}, status=404
@@ -77,6 +89,7 @@ def group_list(request):
     q = request.GET.get("q", "").strip()
     state = request.GET.get("state", "")
     groups = get_cluster().list_groups()
+    health = services.groups_health_read(source=services.health_source())
     all_states = sorted({g.state for g in groups})
     shown = [
         g
@@ -92,6 +105,7 @@ def group_list(request):
         "all_states": all_states,
         "total": len(groups),
         "total_lag": sum(g.total_lag for g in shown),
+        "health": health,
         "poll_seconds": POLL_SECONDS,
     }
     template = (
@@ -107,6 +121,9 @@ def _detail_context(request, group_id: str) -> dict:
     cluster = get_cluster()
     detail = cluster.describe_group(group_id)  # UnknownGroup: the caller answers 404
     desc = detail.description
+    source = services.health_source()
+    health = services.group_health_read(source=source, group_id=group_id)
+    by_partition = {(h.topic, h.partition): h for h in health.partitions} if health else {}
     lag_only = request.GET.get("lag") == "1"
     consumer = desc.protocol_type in ("consumer", "")
     settled = desc.state == "Stable"
@@ -140,10 +157,14 @@ def _detail_context(request, group_id: str) -> dict:
     for name in sorted(set(by_topic) | subscribed):
         rows = by_topic.get(name, [])
         shown = [r for r in rows if (r.lag or 0) > 0] if lag_only else rows
+        judged = [
+            by_partition[(name, r.partition)] for r in rows if (name, r.partition) in by_partition
+        ]
         topics.append(
             {
                 "name": name,
-                "rows": shown,
+                "rows": [_Row(r, by_partition.get((name, r.partition))) for r in shown],
+                "status": worst(h.status for h in judged) if judged else None,
                 "partitions": len(rows),
                 "hidden": len(rows) - len(shown),
                 "committed": sum(1 for r in rows if r.committed is not None),
@@ -165,12 +186,16 @@ def _detail_context(request, group_id: str) -> dict:
         "idle_count": sum(1 for m in members if m["idle"]),
         "topics": topics,
         "total_lag": detail.lag.total,
+        "health": health,
         "fallen_behind": sum(t["fallen_behind"] for t in topics),
         "lag_only": lag_only,
         "busy_reason": _busy_reason(desc),
         "can_operate": is_operator(request.user),
         "live_url": reverse("console:group", args=[group_id]) + query,
         "poll_seconds": POLL_SECONDS,
+        "status_meaning": [(str(s), text) for s, text in MEANING.items()],
+        "health_window": source.window if source is not None else None,
+        "health_interval_s": source.interval_ms // 1000 if source is not None else None,
     }
 
 
@@ -378,7 +403,7 @@ def group_reset(request, group_id: str):
         return _render(
             request,
             "console/groups/partials/reset_gate.html",
-            {"group_id": group_id, **_gate(desc, changes)},
+            {"group_id": group_id, "state_oob": True, **_gate(desc, changes)},
         )
 
     context = {
@@ -391,7 +416,7 @@ def group_reset(request, group_id: str):
         "duration_presets": DURATION_PRESETS,
     }
     if request.method == "POST" and request.POST.get("action") == "apply":
-        return _apply(request, cluster, group_id, context)
+        return _apply(request, cluster, group_id, detail, context)
 
     if request.method == "POST":
         form, choices = _reset_form(cluster, detail, request.POST, request.FILES)
@@ -453,7 +478,7 @@ def _form_errors(form: ResetForm) -> list[tuple[str, str]]:
     return out
 
 
-def _apply(request, cluster, group_id: str, context: dict):
+def _apply(request, cluster, group_id: str, detail, context: dict):
     partial = _partial(request)
     result_template = "console/groups/partials/reset_result.html"
     page_template = result_template if partial else "console/groups/reset_done.html"
@@ -465,23 +490,32 @@ def _apply(request, cluster, group_id: str, context: dict):
         context.update(outcome="invalid", message=str(exc))
         return _render(request, page_template, context, status=200 if partial else 400)
 
-    context.update(plan=plan, strategy_label=label, summary=_plan_summary(plan))
+    # a refusal shows the state that caused it (the page header too: out of band), from the
+    # describe behind the refusal, not the one this request began with
+    context.update(plan=plan, strategy_label=label, summary=_plan_summary(plan), state_oob=partial)
     try:
         entry = services.group_reset_apply(
-            cluster=cluster, sink=process_sink(), actor=_actor(request), plan=plan
+            cluster=cluster, sink=process_sink(), actor=_actor(request), plan=plan, detail=detail
         )
     except services.StalePlan as exc:
         # Not applied. If the group has members now, that is the real obstacle (their commits
         # are what made the preview stale): say so first, as the coordinator would.
         if exc.busy:
-            context.update(outcome="refused", message=str(exc.busy), reasons=exc.reasons)
+            context.update(
+                outcome="refused",
+                message=str(exc.busy),
+                reasons=exc.reasons,
+                shown_state=exc.busy.state,
+            )
         else:
             context.update(outcome="stale", reasons=exc.reasons)
         return _render(request, page_template, context, status=200 if partial else 409)
     except GroupNotEmpty as exc:
         # The coordinator re-checks Empty under its lock at commit time: a consumer that
         # joined after the preview (or while the page was open) lands here, not in a 500.
-        context.update(outcome="refused", message=str(exc), members=exc.members, state=exc.state)
+        context.update(
+            outcome="refused", message=str(exc), members=exc.members, shown_state=exc.state
+        )
         return _render(request, page_template, context, status=200 if partial else 409)
     except TidelogError as exc:
         context.update(outcome="error", message=str(exc))

@@ -1,9 +1,10 @@
 """The live WebSocket endpoints: one consumer per concern.
 
-- `MetricsConsumer` (``/ws/metrics/``): a page subscribes to the series of its scope
-  (``{"type": "subscribe", "scope": "topic", "name": "orders", "resolution": 1000,
+- `MetricsConsumer` (``/ws/metrics/``): a page subscribes to the series of its scope over a
+  range (``{"type": "subscribe", "scope": "topic", "name": "orders", "range_ms": 900000,
   "since": <ms>}``), gets the history since then (``backfill``, from ``__metrics``), then each
-  closed window as it comes (``points``).
+  window as it changes (``points``), at the range's resolution (`streams.broker.metrics.
+  downsample`: 10-second windows for 15 minutes, …; an open window is sent again as it grows).
 - `PanelConsumer` (``/ws/panels/<id>/``): a user's own panel; a snapshot, then each update.
 
 Both refuse anonymous connections (and a panel that is not the user's), and both obey
@@ -24,11 +25,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from brokerui.console.live import feeds, relay
 from brokerui.console.live.scopes import KINDS, Scope, matcher
+from streams.broker.metrics.downsample import ChartFeed
 from streams.errors import TidelogError
 
-BACKFILL_MS = 15 * 60_000  # what a page gets on connect when it says nothing else
-RESOLUTIONS = (1000, 60_000)
-MAX_BACKFILL_MS = {1000: 60 * 60_000, 60_000: 24 * 60 * 60_000}
 REFUSED = 4403  # close code for anonymous or foreign sockets
 
 
@@ -109,7 +108,7 @@ class MetricsConsumer(LiveConsumer):
     relay_key = "metrics"
     subject: Scope | None = None
     topics: list[str] = []  # a group scope: the topics its group reads
-    resolution = 1000
+    chart: ChartFeed | None = None
     last_t: int | None = None
     hub = None
 
@@ -128,32 +127,37 @@ class MetricsConsumer(LiveConsumer):
             self._relay = relay.acquire(
                 self.relay_key, self.hub, self.hub.subscribe, feeds.MetricsFanOut()
             )
-        self.subject, self.resolution = scope, _resolution(content)
+        self.subject, self.chart = scope, ChartFeed(_int(content.get("range_ms")))
         self.last_t, self.paused = None, False
         self.topics = await asyncio.to_thread(_group_topics, scope)
         await self.join(scope.group_name)
-        await self.backfill(_since(content, self.resolution, BACKFILL_MS))
+        await self.backfill(_int(content.get("since")))
 
     async def fill_gap(self, content: dict) -> None:
         if self.subject is None:
             return
         since = _int(content.get("since"))
-        if since is None:
-            since = self.last_t + 1 if self.last_t is not None else now_ms() - BACKFILL_MS
-        await self.backfill(_clamp(since, self.resolution))
+        await self.backfill(since if since is not None else self.last_t)
 
-    async def backfill(self, since_ms: int) -> None:
-        match = matcher(self.subject, self.topics)
-        points = await asyncio.to_thread(
-            self.hub.history, since_ms, None, resolution_ms=self.resolution, match=match
+    async def backfill(self, since_ms: int | None) -> None:
+        from brokerui.console.live import services  # models: imported once apps are ready
+
+        since, rows = await asyncio.to_thread(
+            services.metrics_backfill,
+            hub=self.hub,
+            chart=self.chart,
+            match=matcher(self.subject, self.topics),
+            now_ms=now_ms(),
+            since_ms=since_ms,
         )
-        rows = [feeds.as_row(p) for p in points]
-        await self.send_points("backfill", rows, since=since_ms)
+        await self.send_points("backfill", rows, since=since)
 
     async def metrics_points(self, event: dict) -> None:
-        if self.paused:
+        if self.paused or self.chart is None:
             return
-        rows = [r for r in event["points"] if r[2] == self.resolution]
+        from brokerui.console.live import services
+
+        rows = services.metrics_live(chart=self.chart, rows=event["points"])
         if rows:
             await self.send_points("points", rows)
 
@@ -161,8 +165,15 @@ class MetricsConsumer(LiveConsumer):
         if rows:
             latest = max(r[1] for r in rows)
             self.last_t = latest if self.last_t is None else max(self.last_t, latest)
+        plan = self.chart.plan
         await self.send_json(
-            {"type": kind, "resolution": self.resolution, **extra, **feeds.encode_points(rows)}
+            {
+                "type": kind,
+                "resolution": plan.step_ms,
+                "range_ms": plan.range_ms,
+                **extra,
+                **feeds.encode_points(rows),
+            }
         )
 
 
@@ -231,23 +242,6 @@ def _scope(content: dict) -> Scope | None:
     if kind not in KINDS or not isinstance(name, str) or (kind != "overview" and not name):
         return None
     return Scope(kind, "" if kind == "overview" else name)
-
-
-def _resolution(content: dict) -> int:
-    value = _int(content.get("resolution"))
-    return value if value in RESOLUTIONS else RESOLUTIONS[0]
-
-
-def _clamp(since: int, resolution: int) -> int:
-    return max(since, now_ms() - MAX_BACKFILL_MS[resolution])
-
-
-def _since(content: dict, resolution: int, default_ms: int) -> int:
-    since = _int(content.get("since"))
-    if since is None:
-        span = _int(content.get("range_ms")) or default_ms
-        since = now_ms() - span
-    return _clamp(since, resolution)
 
 
 def _group_topics(scope: Scope) -> list[str]:

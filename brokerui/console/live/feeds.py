@@ -81,7 +81,8 @@ class MetricsFanOut:
 def encode_update(update) -> dict:
     """A `PanelUpdate` as JSON-able data (results, watermark, late count, corrections…)."""
     data = _result(update)
-    data["results"] = [_result(r) for r in data.get("results", [])]
+    for name in ("results", "correction_log", "late_log"):
+        data[name] = [_result(r) for r in data.get(name, ())]
     return _plain(data)
 
 

@@ -73,11 +73,27 @@ class PanelForm(forms.Form):
     out_of_orderness_s = _seconds(
         "Out-of-orderness (s)", initial=0, help_text="Watermark = max event time seen − this."
     )
+    accept_partial = forms.BooleanField(
+        required=False,
+        label="Save anyway: records that do not fit are counted as unreadable and skipped",
+    )
 
     def __init__(self, *args, topics: list[str], **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["topic"].choices = [(t, t) for t in topics]
         self.spec = None
+        self.offer_accept_partial = False  # shown after a check that some records fit
+
+    def spec_fields(self):
+        """The fields of the spec, in order (the "save anyway" box is shown on its own)."""
+        return [f for f in self if f.name != "accept_partial"]
+
+    def add_sample_problems(self, exc) -> None:
+        """Show a `FieldsDoNotFit`'s reasons next to their fields; when every field fits some
+        of the sampled records, offer to save anyway."""
+        for problem in exc.problems:
+            self.add_error(FIELD_OF.get(problem.field), problem.reason)
+        self.offer_accept_partial = exc.partial
 
     def clean(self):
         data = super().clean()

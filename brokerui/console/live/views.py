@@ -2,8 +2,9 @@
 
 Every query is limited to the user's own panels (another user's panel is a 404). Viewers may
 create panels too: a panel reads a topic and changes nothing in the cluster. The form posts with
-htmx; on errors only the form comes back (with per-field messages; a plain post gets the page
-with status 422), on success the browser goes to the panel's page.
+htmx; on errors only the form comes back, with what was typed and per-field messages (field
+paths that do not fit the topic's sampled records say why; a plain post gets the page with
+status 422), on success the browser goes to the panel's page (its own URL).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from brokerui.cluster import get_cluster
 from brokerui.console.live import services
 from brokerui.console.live.forms import PanelForm, initial_from_spec
 from brokerui.console.live.models import MetricPanel
-from streams.errors import TidelogError
+from streams.errors import FieldsDoNotFit, TidelogError
 
 
 def _topics() -> list[str]:
@@ -48,8 +49,15 @@ def panel_list(request):
         return _form_page(request, form, panels, status=422)
     try:
         panel = services.panel_create(
-            user=request.user, name=form.cleaned_data["name"], spec=form.spec, sink=process_sink()
+            user=request.user,
+            name=form.cleaned_data["name"],
+            spec=form.spec,
+            accept_partial=form.cleaned_data["accept_partial"],
+            sink=process_sink(),
         )
+    except FieldsDoNotFit as exc:  # checked against a sample of the topic's records
+        form.add_sample_problems(exc)
+        return _form_page(request, form, panels, status=422)
     except TidelogError as exc:  # e.g. the topic went away meanwhile
         form.add_error(None, str(exc))
         return _form_page(request, form, panels, status=422)
@@ -84,13 +92,21 @@ def panel_edit(request, pk: int):
     form = PanelForm(request.POST, topics=_topics())
     if not form.is_valid():
         return _form_page(request, form, panels, panel=panel, status=422)
-    services.panel_update(
-        panel=panel,
-        user=request.user,
-        name=form.cleaned_data["name"],
-        spec=form.spec,
-        sink=process_sink(),
-    )
+    try:
+        services.panel_update(
+            panel=panel,
+            user=request.user,
+            name=form.cleaned_data["name"],
+            spec=form.spec,
+            accept_partial=form.cleaned_data["accept_partial"],
+            sink=process_sink(),
+        )
+    except FieldsDoNotFit as exc:
+        form.add_sample_problems(exc)
+        return _form_page(request, form, panels, panel=panel, status=422)
+    except TidelogError as exc:
+        form.add_error(None, str(exc))
+        return _form_page(request, form, panels, panel=panel, status=422)
     messages.success(request, f"Panel “{panel.name}” saved.")
     return _go(request, reverse("console:panel", args=[panel.pk]))
 

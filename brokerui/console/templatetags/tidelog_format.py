@@ -112,3 +112,46 @@ def duration_ms(ms) -> str:
         if ms >= div and ms % div == 0:
             return f"{ms // div:,} {unit}"
     return f"{ms:,} ms"
+
+
+@register.filter
+def span_ms(ms) -> str:
+    """An approximate span of time: 40 s, 3 min 20 s, 2 h 5 min, 3.5 d; None: –."""
+    if ms is None:
+        return "–"
+    s = max(0, float(ms)) / 1000
+    if s < 60:
+        return f"{s:.0f} s" if s >= 10 or s == int(s) else f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60)} s"
+    if s < 86_400:
+        return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
+    return f"{s / 86_400:.1f} d"
+
+
+@register.filter
+def seconds_span(seconds) -> str:
+    """`span_ms` for a number of seconds."""
+    return "–" if seconds is None else span_ms(float(seconds) * 1000)
+
+
+@register.filter
+def percent(share) -> str:
+    """A share (0.25) as a percentage: 25 %, 0.4 %, < 0.1 %; None: –."""
+    if share is None:
+        return "–"
+    pct = float(share) * 100
+    if pct == 0:
+        return "0 %"
+    if pct < 0.1:
+        return "< 0.1 %"
+    return f"{pct:.1f} %" if pct < 10 else f"{pct:.0f} %"
+
+
+@register.filter
+def lookup(mapping, key):
+    """``mapping[key]`` in a template (None when missing): ``health|lookup:g.group_id``."""
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import getpass
 
 from brokerui.audit.services import Actor, AuditLog, AuditSink, record
+from streams.cluster import Cluster
 from streams.log import LogStore
 from streams.log.verify import VerifyReport, verify_store
 
@@ -75,7 +76,7 @@ def _target(name: str) -> str:
 
 
 def topic_create(
-    *, cluster, sink: AuditSink, actor: Actor, name: str, partitions: int, config: dict
+    *, cluster: Cluster, sink: AuditSink, actor: Actor, name: str, partitions: int, config: dict
 ):
     """Create the topic; its description. Engine errors (TopicAlreadyExists, InvalidConfig...)
     are raised and nothing is audited."""
@@ -90,7 +91,7 @@ def topic_create(
 
 
 def topic_config_update(
-    *, cluster, sink: AuditSink, actor: Actor, name: str, set_: dict, delete: list
+    *, cluster: Cluster, sink: AuditSink, actor: Actor, name: str, set_: dict, delete: list
 ):
     """Set and reset (back to the default) config keys; the new description."""
     before = dict(cluster.describe_topic(name).overrides)
@@ -100,7 +101,7 @@ def topic_config_update(
     return d
 
 
-def topic_partitions_add(*, cluster, sink: AuditSink, actor: Actor, name: str, total: int):
+def topic_partitions_add(*, cluster: Cluster, sink: AuditSink, actor: Actor, name: str, total: int):
     """Grow the topic to `total` partitions; the new description."""
     before = len(cluster.describe_topic(name).partitions)
     d = cluster.add_partitions(name=name, total=total)
@@ -114,7 +115,7 @@ def topic_partitions_add(*, cluster, sink: AuditSink, actor: Actor, name: str, t
     return d
 
 
-def topic_delete(*, cluster, sink: AuditSink, actor: Actor, name: str) -> None:
+def topic_delete(*, cluster: Cluster, sink: AuditSink, actor: Actor, name: str) -> None:
     d = cluster.describe_topic(name)
     cluster.delete_topic(name=name)
     actor.record(
@@ -156,7 +157,7 @@ def purge_request(
 
 def topic_purge(
     *,
-    cluster,
+    cluster: Cluster,
     sink: AuditSink,
     actor: Actor,
     name: str,

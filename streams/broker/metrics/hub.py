@@ -9,10 +9,13 @@ feeds it to three window operators from `streams.processing` (the same ones user
 - an event-time 1-second tumbling count per group over the timestamps of the records the group
   committed past — its consume rate in event time, which a stop-and-catch-up does not spike.
 
-Rates are summed, gauges keep their peak (one sample per second: the value itself). Each batch
-of closed windows goes to the internal topic ``__metrics`` (one record per batch, retention one
-day) so history survives a restart, to an in-memory ring of the last hour (served without
-touching the disk), and to subscribers.
+Rates are summed (a minute the broker was up for only part of: the mean of its seconds × 60,
+see `_point`), gauges keep their peak (one sample per second: the value itself). Each batch
+of closed windows goes to the internal topic ``__metrics`` (retention one day) so history
+survives a restart — its 1-second windows to partition 0, its 1-minute rollups to partition 1,
+so a day of rollups (what the 6-hour and 24-hour charts read, see `downsample`) is 1,440 small
+records, not 86,400 large ones — to an in-memory ring of the last hour (served without touching
+the disk), and to subscribers.
 
 Thread-safety: `tick()` runs on the hub's own thread (or a test's); `subscribe`, `history` and
 `close` may be called from any thread.
@@ -36,11 +39,13 @@ from streams.broker.metrics.series import (
     series,
 )
 from streams.errors import StorageError, TopicAlreadyExists
-from streams.processing import Max, Sum, Tumbling, WindowOperator
+from streams.processing import Count, Max, Sum, Tumbling, WindowOperator
 
 log = logging.getLogger(__name__)
 
 METRICS_TOPIC = "__metrics"
+SECONDS_PARTITION = 0  # 1-second windows (and, before the rollup partition, everything)
+ROLLUP_PARTITION = 1  # 1-minute rollups
 METRICS_TOPIC_CONFIG = {
     "retention.ms": str(24 * 3600 * 1000),
     "segment.ms": str(3600 * 1000),  # hourly segments, so retention trims hour by hour
@@ -93,7 +98,7 @@ class MetricsHub:
     def _processing_operator(self, size_ms: int) -> WindowOperator:
         return WindowOperator(
             Tumbling(size_ms),
-            {"sum": Sum(), "max": Max()},
+            {"sum": Sum(), "max": Max(), "n": Count()},
             time="processing",
             clock=lambda: self._sample_ms,
         )
@@ -168,8 +173,14 @@ class MetricsHub:
 
     def _emit(self, now: int, points: list[Point]) -> None:
         if self._persist:
-            value = json.dumps({"p": [list(p) for p in points]}, separators=(",", ":"))
-            self._store.append(METRICS_TOPIC, value.encode(), timestamp_ms=now)
+            seconds = [p for p in points if p.w != MINUTE_MS]
+            rollups = [p for p in points if p.w == MINUTE_MS]
+            for partition, batch in ((SECONDS_PARTITION, seconds), (ROLLUP_PARTITION, rollups)):
+                if batch:
+                    value = json.dumps({"p": [list(p) for p in batch]}, separators=(",", ":"))
+                    self._store.append(
+                        METRICS_TOPIC, value.encode(), partition=partition, timestamp_ms=now
+                    )
         with self._lock:
             self._ring.append((now, points))
             while self._ring and self._ring[0][0] < now - RING_MS:
@@ -211,7 +222,8 @@ class MetricsHub:
             in_ring = since_ms >= self._ring_start
             batches = list(self._ring) if in_ring else None
         if batches is None:
-            batches = self._read_topic(since_ms)
+            partition = ROLLUP_PARTITION if resolution_ms == MINUTE_MS else SECONDS_PARTITION
+            batches = self._read_topic(since_ms, partition)
         until = until_ms if until_ms is not None else 1 << 62
         return [
             p
@@ -223,30 +235,35 @@ class MetricsHub:
         ]
 
     def _ensure_topic(self) -> None:
-        if METRICS_TOPIC in self._store.list_topics():
-            return
-        try:
-            self._store.create_topic(METRICS_TOPIC, 1, dict(METRICS_TOPIC_CONFIG))
-        except TopicAlreadyExists:
-            pass
+        if METRICS_TOPIC not in self._store.list_topics():
+            try:
+                self._store.create_topic(METRICS_TOPIC, 2, dict(METRICS_TOPIC_CONFIG))
+                return
+            except TopicAlreadyExists:
+                pass
+        if self._store.partition_count(METRICS_TOPIC) < 2:  # made by a version without rollups
+            self._store.add_partitions(METRICS_TOPIC, 2)
 
     def _load_ring(self) -> None:
         since = self._clock() - RING_MS
-        batches = self._read_topic(since)
+        batches = self._read_topic(since, SECONDS_PARTITION)
+        batches += self._read_topic(since, ROLLUP_PARTITION)
+        batches.sort(key=_emitted_at)  # stable: a second's windows stay before its rollups
         with self._lock:
             self._ring.extend(batches)
             self._ring_start = since
 
-    def _read_topic(self, since_ms: int) -> list[tuple[int, list[Point]]]:
-        """Every batch emitted at or after `since_ms` (a window is emitted after it starts)."""
+    def _read_topic(self, since_ms: int, partition: int) -> list[tuple[int, list[Point]]]:
+        """Every batch of `partition` emitted at or after `since_ms` (a window is emitted after
+        it starts)."""
         if not self._persist:
             return []
-        offset = self._store.offset_for_timestamp(METRICS_TOPIC, 0, since_ms)
+        offset = self._store.offset_for_timestamp(METRICS_TOPIC, partition, since_ms)
         if offset is None:
             return []
         out: list[tuple[int, list[Point]]] = []
         while True:
-            records = self._store.read(METRICS_TOPIC, 0, offset, 1000, 8 << 20)
+            records = self._store.read(METRICS_TOPIC, partition, offset, 1000, 8 << 20)
             if not records:
                 return out
             for r in records:
@@ -288,13 +305,24 @@ class _GroupEventTime:
         ]
 
 
+def _emitted_at(batch: tuple[int, list[Point]]) -> int:
+    return batch[0]
+
+
 def _event_time_of(event: tuple) -> int:
     return event[2]
 
 
 def _point(result, size_ms: int) -> Point:
+    """A closed window as a point: a gauge's peak; a rate's total, where a 1-minute rollup of
+    fewer than 60 samples (the broker was up for part of the minute) is the mean of its
+    seconds × 60 — the average rate while measured, not a dip to a fraction of it."""
     kind = result.key.split("/", 1)[0]
-    value = result.values["max"] if kind in GAUGE_KINDS else result.values["sum"]
+    if kind in GAUGE_KINDS:
+        value = result.values["max"]
+    else:
+        values = result.values
+        value = values["sum"] * (size_ms // SECOND_MS) / values["n"] if values["n"] else 0.0
     return Point(result.key, result.start, size_ms, value, result.revision)
 
 

@@ -5,8 +5,9 @@ ids (which may hold ``/``) round-trip; build names with `series()` and read them
 `parse_series()`, never by hand.
 
 Kinds and their parts (rates are totals per window: records or bytes; divide by the window's
-length in seconds for a per-second rate; gauges are the value at the window's end, or the peak
-over a 1-minute rollup):
+length in seconds for a per-second rate — a 1-minute rollup of a minute the broker was up for
+only part of holds the mean of its seconds × 60, so that division gives the average rate while
+measured; gauges are the value at the window's end, or the peak over a 1-minute rollup):
 
 ====================  ==================================  ======
 kind                  parts                               type
@@ -40,6 +41,9 @@ RATE_KINDS = frozenset(
     }
 )
 GAUGE_KINDS = frozenset({"group_lag", "end_offset", "group_committed"})
+# rates whose windows exist only when something happened (an event-time window opens with its
+# first record): a missing window is a zero, not a gap in the measurement
+SPARSE_KINDS = frozenset({"group_records_et"})
 
 SECOND_MS = 1000
 MINUTE_MS = 60_000
@@ -70,3 +74,7 @@ def parse_series(name: str) -> tuple[str, tuple[str, ...]]:
 
 def is_rate(name: str) -> bool:
     return name.split("/", 1)[0] in RATE_KINDS
+
+
+def is_sparse(name: str) -> bool:
+    return name.split("/", 1)[0] in SPARSE_KINDS

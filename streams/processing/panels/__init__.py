@@ -21,7 +21,10 @@ their windows on time.
 Jobs emit ``current`` results (every update, so a chart moves as records arrive, then one
 ``final`` emission per window); within one poll only the latest emission per window is kept.
 Records that are not JSON, lack a field, or hold a non-number where a number is needed count
-as ``parse_errors`` and are skipped.
+as ``parse_errors`` and are skipped. Each correction is kept with the window's values before and
+after, and each late event (dropped) with the watermark that made it late: see ``jobs``.
+``sample`` checks a spec's field paths against a sample of the topic's records before a panel
+is saved.
 
 Thread-safety: every public method may be called from any thread. The set of jobs is guarded
 by one lock and each job's state by its own (held while it polls, at most ``READ_BUDGET``
@@ -29,7 +32,7 @@ records per partition); subscriber callbacks run on the jobs thread, outside the
 must not block.
 """
 
-from streams.processing.panels.jobs import PanelJobs, PanelUpdate
+from streams.processing.panels.jobs import Correction, PanelJobs, PanelUpdate
 from streams.processing.panels.source import ClusterSource, RecordSource
 from streams.processing.panels.spec import AGGREGATIONS, WINDOWS, PanelSpec, extract, parse_time
 
@@ -37,6 +40,7 @@ __all__ = [
     "AGGREGATIONS",
     "WINDOWS",
     "ClusterSource",
+    "Correction",
     "PanelJobs",
     "PanelSpec",
     "PanelUpdate",

@@ -2,17 +2,24 @@
 
 See the package docstring for the time semantics; each poll reads at most ``READ_BUDGET``
 records per partition, and subscribers get a `PanelUpdate` per poll that produced something.
+
+Besides the counts, a job keeps the latest ``CORRECTIONS_KEPT`` corrections (each with the
+window's values before and after) and the latest ``LATE_KEPT`` late events (with the watermark
+that made them late): an update carries the new ones, a snapshot all that are kept, so a page
+opened later lists the same corrections its counter counts (all of them while there are at most
+``CORRECTIONS_KEPT``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
 from streams.errors import ClusterUnavailable, OffsetOutOfRange, TidelogError, UnknownPanel
-from streams.processing.operator import WindowResult, wall_clock_ms
+from streams.processing.operator import LateEvent, WindowResult, wall_clock_ms
 from streams.processing.panels.source import RecordSource
 from streams.processing.panels.spec import PanelSpec, _Parser
 
@@ -22,10 +29,26 @@ READ_BATCH = 1000  # records per read call
 READ_BUDGET = 5_000  # records per partition per poll: a backlog neither starves other panels
 # nor holds the job's lock (which ``snapshot`` waits for) for long
 SNAPSHOT_WINDOWS = 10_000  # latest emissions kept per panel (also bounded by backfill age)
+CORRECTIONS_KEPT = 200  # latest corrections kept per panel (old -> new values)
+LATE_KEPT = 200  # latest late events kept per panel
+
+
+class Correction(NamedTuple):
+    """One correction of a window that had fired: its values before and after."""
+
+    key: object
+    start: int
+    end: int
+    old: dict[str, object] | None  # None: the job no longer held the window's earlier values
+    new: dict[str, object]
+    revision: int
+    seq: int  # 1, 2, ... in the job's order (the last one's equals its corrections counter)
 
 
 class PanelUpdate(NamedTuple):
-    """What a panel's job produced. The counts are totals since the job (re)started."""
+    """What a panel's job produced. The counts are totals since the job (re)started; the logs
+    hold, in an update, what is new since the previous one, in a snapshot, the latest kept
+    (oldest first)."""
 
     panel_id: str
     results: list[WindowResult]  # new emissions since the previous update (latest per window)
@@ -35,6 +58,8 @@ class PanelUpdate(NamedTuple):
     records_read: int
     parse_errors: int
     error: str | None = None  # set when the job stopped (e.g. its topic was deleted)
+    correction_log: tuple[Correction, ...] = ()
+    late_log: tuple[LateEvent, ...] = ()
 
 
 class _Job:
@@ -57,6 +82,11 @@ class _Job:
         self.error: str | None = None
         self.latest: dict[tuple[object, int, int], WindowResult] = {}
         self.last_reported: tuple | None = None
+        self.correction_log: deque[Correction] = deque(maxlen=CORRECTIONS_KEPT)
+        self.late_log: deque[LateEvent] = deque(maxlen=LATE_KEPT)
+        self.new_corrections: list[Correction] = []  # since the previous update
+        self.corrections_logged = 0
+        self.new_late: list[LateEvent] = []
         self.lock = threading.Lock()  # poll vs snapshot
         self._add_partitions()
 
@@ -113,6 +143,9 @@ class _Job:
                     continue
                 self.positions[p] = records[-1].offset + 1
                 results += op.process_many(self._events(records, p))
+                if op.side_output:
+                    self.new_late += op.side_output
+                    op.side_output.clear()
                 read[p] += len(records)
                 if read[p] < READ_BUDGET:
                     still.append(p)
@@ -137,6 +170,8 @@ class _Job:
     def _update(self, results: list[WindowResult]) -> PanelUpdate | None:
         fresh: dict[tuple[object, int, int], WindowResult] = {}
         for r in results:
+            if r.correction:
+                self._note_correction(r, fresh)
             fresh[(r.key, r.start, r.end)] = r
             for start, end in r.replaces:
                 fresh.pop((r.key, start, end), None)
@@ -156,7 +191,26 @@ class _Job:
             return None
         self.last_reported = counts
         ordered = sorted(fresh.values(), key=_window_order)
-        return PanelUpdate(self.panel_id, ordered, *counts)
+        # a backlog may correct thousands of windows in one poll: send what a page keeps
+        corrections = tuple(self.new_corrections[-CORRECTIONS_KEPT:])
+        late = tuple(self.new_late[-LATE_KEPT:])
+        self.correction_log.extend(corrections)
+        self.late_log.extend(late)
+        self.new_corrections, self.new_late = [], []
+        return PanelUpdate(self.panel_id, ordered, *counts, corrections, late)
+
+    def _note_correction(self, r: WindowResult, fresh: dict) -> None:
+        """Log a correction with the values the window had before it (its previous emission,
+        in this poll or an earlier one; a session that grew: the one it replaces)."""
+        before = fresh.get((r.key, r.start, r.end)) or self.latest.get((r.key, r.start, r.end))
+        if before is None and len(r.replaces) == 1:
+            start, end = r.replaces[0]
+            before = fresh.get((r.key, start, end)) or self.latest.get((r.key, start, end))
+        old = None if before is None else before.values
+        self.corrections_logged += 1
+        self.new_corrections.append(
+            Correction(r.key, r.start, r.end, old, r.values, r.revision, self.corrections_logged)
+        )
 
     def _trim(self) -> None:
         horizon = self.clock() - self.backfill_ms
@@ -180,6 +234,8 @@ class _Job:
             self.records_read,
             self.parse_errors,
             self.error,
+            tuple(self.correction_log),
+            tuple(self.late_log),
         )
 
 

@@ -21,17 +21,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from streams.errors import UnknownPartition
+
+if TYPE_CHECKING:
+    from streams.cluster import Cluster
 
 
 class RecordLike(Protocol):
     """What a job reads of a record."""
 
-    offset: int
-    timestamp_ms: int
-    value: bytes | None
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def timestamp_ms(self) -> int: ...
+
+    @property
+    def value(self) -> bytes | None: ...
 
 
 class RecordSource(Protocol):
@@ -52,7 +60,7 @@ class ClusterSource:
     """A ``RecordSource`` over a Cluster's keyword-argument methods (``partition_offsets``,
     ``offset_for_timestamp``, ``read``), with a topic's offsets cached for ``max_age_ms``."""
 
-    def __init__(self, cluster, *, max_age_ms: int = 100) -> None:
+    def __init__(self, cluster: Cluster, *, max_age_ms: int = 100) -> None:
         self.cluster = cluster
         self.max_age_s = max_age_ms / 1000
         self._cache: dict[str, tuple[float, list[tuple[int, int]]]] = {}

@@ -147,7 +147,7 @@ class PanelSpec:
             grace_ms=self.lateness_ms,
             idle_timeout_ms=IDLE_TIMEOUT_MS if self.time_field else None,
             emit="current",
-            late="drop",
+            late="side",  # the job keeps the latest late events to mark them on the chart
             clock=clock,
         )
 

@@ -90,13 +90,17 @@ def test_broker_live_charts_stay_unavailable(external, client, viewer, login, co
 
 
 def test_a_panel_whose_topic_was_deleted_says_why(external, viewer, login, connect):
+    from brokerui.audit.services import process_sink
     from brokerui.console.live import feeds, services
     from streams.processing.panels import PanelSpec
 
     topic = f"gone-{time.time_ns() % 10**9}"
     external.create_topic(name=topic, partitions=1)
     panel = services.panel_create(
-        user=viewer, name="Gone", spec=PanelSpec(topic=topic, aggregation="count")
+        user=viewer,
+        name="Gone",
+        spec=PanelSpec(topic=topic, aggregation="count"),
+        sink=process_sink(),
     )
     external.delete_topic(name=topic)
     jobs = feeds.panel_jobs()

@@ -69,8 +69,9 @@ def test_overview_backfill_then_live_points(broker, hub, clock, connect, login, 
         first_window = clock.now - 1000 - clock.now % 1000
         ws = connect("/ws/metrics/", headers)
         assert (await ws.connect())[0]
-        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 900_000})
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 300_000})
         backfill = await receive(ws, "backfill")
+        assert backfill["resolution"] == 1000  # 5 minutes: 1-second windows
         assert values(backfill, series("records_in", "orders")) == {first_window: 5}
         assert backfill["series"][series("records_in", "orders")] == ["records_in", ["orders"]]
         # per-partition series belong to the topic page, not the overview
@@ -94,7 +95,9 @@ def test_pause_stops_pushes_and_resume_fills_the_gap(broker, hub, clock, connect
     async def body():
         ws = connect("/ws/metrics/", headers)
         assert (await ws.connect())[0]
-        await ws.send_json_to({"type": "subscribe", "scope": "topic", "name": "orders"})
+        await ws.send_json_to(
+            {"type": "subscribe", "scope": "topic", "name": "orders", "range_ms": 300_000}
+        )
         await receive(ws, "backfill")
         await next_second(hub, clock)
         seen = await receive(ws, "points")
@@ -107,7 +110,8 @@ def test_pause_stops_pushes_and_resume_fills_the_gap(broker, hub, clock, connect
         await next_second(hub, clock)
         assert await ws.receive_nothing(timeout=0.5)
 
-        await ws.send_json_to({"type": "resume", "since": last_t + 1})
+        # from the window after the last it had (a page sends its last one: it may be open)
+        await ws.send_json_to({"type": "resume", "since": last_t + 1000})
         await receive(ws, "resumed")
         gap = await receive(ws, "backfill")
         by_partition = values(gap, series("records_in", "orders", 0))
@@ -175,7 +179,7 @@ def test_points_travel_through_a_redis_channel_layer(
     async def body():
         ws = connect("/ws/metrics/", headers)
         assert (await ws.connect())[0]
-        await ws.send_json_to({"type": "subscribe", "scope": "overview"})
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 300_000})
         await receive(ws, "backfill")
         # channels-redis keeps a group's members in a sorted set in redis
         assert await asyncio.to_thread(redis.exists, "asgi:group:live.overview")
@@ -221,7 +225,9 @@ def test_a_reconnect_gets_only_the_windows_since_the_last_one_it_had(
         windows = [t for _s, t, *_ in hub.history(0, match=lambda s: s == "records_in")]
         ws = connect("/ws/metrics/", headers)  # a page that had everything up to windows[-2]
         assert (await ws.connect())[0]
-        await ws.send_json_to({"type": "subscribe", "scope": "overview", "since": windows[-2] + 1})
+        await ws.send_json_to(
+            {"type": "subscribe", "scope": "overview", "range_ms": 300_000, "since": windows[-1]}
+        )
         gap = await receive(ws, "backfill")
         assert values(gap, series("records_in")) == {windows[-1]: 4}
         await ws.disconnect()
@@ -237,16 +243,74 @@ def test_the_60_minute_range_gets_the_one_minute_rollups(
     async def body():
         ws = connect("/ws/metrics/", headers)
         assert (await ws.connect())[0]
-        await ws.send_json_to(
-            {"type": "subscribe", "scope": "overview", "resolution": 60_000, "range_ms": 3_600_000}
-        )
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 3_600_000})
         assert (await receive(ws, "backfill"))["resolution"] == 60_000
         await asyncio.to_thread(produce, broker, "orders", 5)
         for _ in range(61):  # 1-second windows close each tick, but are not for this page
             await next_second(hub, clock)
         rollup = await receive(ws, "points")
         assert {w for _s, _t, w, _v, _r in rollup["points"]} == {60_000}
-        assert sum(values(rollup, series("records_in", "orders")).values()) == 5
+        name = series("records_in", "orders")
+        ((minute, total),) = values(rollup, name).items()
+        # the hand clock started mid-minute: the rollup is the mean of the seconds measured × 60
+        seconds = [p.v for p in hub.history(minute, minute + 60_000, match=lambda s: s == name)]
+        assert sum(seconds) == 5
+        assert total == pytest.approx(5 / len(seconds) * 60)
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_the_15_minute_range_gets_10_second_windows_of_averaged_rates(
+    broker, hub, clock, connect, login, viewer
+):
+    """Not 900 one-second points: 10-second windows; a rate is the average of the seconds
+    present (5 then 7 records a second: 6/s, sent as 60 per 10 s), and the open window is sent
+    again as each second closes."""
+    headers = login(viewer)
+
+    async def body():
+        clock.now += 10_000 - clock.now % 10_000  # the hand clock at the start of a window
+        await asyncio.to_thread(produce, broker, "orders", 5)
+        await next_second(hub, clock)
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 900_000})
+        backfill = await receive(ws, "backfill")
+        assert (backfill["resolution"], backfill["range_ms"]) == (10_000, 900_000)
+        window = clock.now - clock.now % 10_000  # the 10-second window of that second
+        assert values(backfill, series("records_in", "orders")) == {window: 50}
+        assert {w for _s, _t, w, _v, _r in backfill["points"]} == {10_000}
+
+        await asyncio.to_thread(produce, broker, "orders", 7)
+        await next_second(hub, clock)
+        live = await receive(ws, "points")
+        assert values(live, series("records_in", "orders")) == {window: 60}  # (5 + 7) / 2 s
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_the_6_hour_range_gets_5_minute_windows_from_the_rollups(
+    broker, hub, clock, connect, login, viewer
+):
+    headers = login(viewer)
+
+    async def body():
+        clock.now += 60_000 - clock.now % 60_000  # at a minute's start: one whole minute closes
+        await asyncio.to_thread(produce, broker, "orders", 6)
+        for _ in range(61):
+            await next_second(hub, clock)
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 6 * 3600_000})
+        backfill = await receive(ws, "backfill")
+        assert backfill["resolution"] == 300_000
+        name = series("records_in", "orders")
+        got = values(backfill, name)
+        assert len(got) == 1 and all(t % 300_000 == 0 for t in got)
+        # 6 records in the one minute there is: 0.1/s, drawn as 0.1 × 300 s per window
+        assert list(got.values()) == [pytest.approx(30)]
         await ws.disconnect()
 
     run(body)

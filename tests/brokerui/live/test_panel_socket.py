@@ -9,6 +9,7 @@ import asyncio
 import pytest
 from asgiref.sync import async_to_sync
 
+from brokerui.audit.services import process_sink
 from brokerui.console.live import services
 from brokerui.console.live.consumers import REFUSED
 from streams.processing.panels import PanelSpec
@@ -27,7 +28,7 @@ def panel(broker, viewer):
         window="tumbling",
         size_ms=24 * 3600_000,
     )  # one window for the whole test
-    return services.panel_create(user=viewer, name="Revenue", spec=spec)
+    return services.panel_create(user=viewer, name="Revenue", spec=spec, sink=process_sink())
 
 
 async def receive(ws, kind: str) -> dict:
@@ -116,7 +117,7 @@ def test_corrections_and_late_records_reach_the_socket(
         time_field="ts",
         lateness_ms=5000,
     )
-    panel = services.panel_create(user=viewer, name="Late", spec=spec)
+    panel = services.panel_create(user=viewer, name="Late", spec=spec, sink=process_sink())
     headers = login(viewer)
 
     def first_window(update: dict) -> list[dict]:

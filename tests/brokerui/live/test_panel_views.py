@@ -4,6 +4,8 @@ group pages (with and without a metrics hub)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -145,3 +147,64 @@ def test_pages_render_without_a_metrics_hub(orders, viewer_client, monkeypatch):
     html = response.content.decode()
     assert response.status_code == 200
     assert "Live metrics are not available" in html and "plotly" not in html
+
+
+def field_message(html: str, field: str) -> str:
+    return html.split(f'id="{field}-msg"', 1)[1].split("</small>", 1)[0]
+
+
+def test_field_paths_are_checked_against_a_sample_of_the_topic_and_the_form_keeps_its_values(
+    orders, viewer_client
+):
+    for i in range(19):  # with the fixture's record: 20, of which 7 lack amount
+        doc = {"total": i, "amount": i, "status": "paid", "at": i} if i >= 7 else {"total": i}
+        orders.store.append("orders", json.dumps(doc).encode(), partition=1)
+    response = create(viewer_client, value_field="amount", group_by="status", time_field="at")
+    html = response.content.decode()
+    assert "field-error" in html and not MetricPanel.objects.exists()
+    assert "field &#x27;amount&#x27; missing in 8 of 20 sampled records" in field_message(
+        html, "value_field"
+    )
+    assert "missing in 8 of 20" in field_message(html, "group_by")
+    assert "missing in 7 of 20" in field_message(html, "time_field")  # the fixture's has "at"
+    # nothing typed is lost
+    for name, value in [("name", "Order totals"), ("value_field", "amount"), ("size_s", "10")]:
+        assert f'name="{name}" value="{value}"' in html.replace(' maxlength="200"', "")
+    assert 'name="accept_partial"' in html  # every field fits some records: may save anyway
+    assert not AuditEntry.objects.filter(action="panel.create").exists()
+
+    create(viewer_client, value_field="amount", group_by="status", time_field="at",
+           accept_partial="on")  # fmt: skip
+    assert MetricPanel.objects.get().spec["value_field"] == "amount"
+
+
+def test_a_field_no_sampled_record_has_cannot_be_saved_even_anyway(orders, viewer_client):
+    orders.store.append("orders", b'{"total": "n/a", "at": 2}', partition=1)
+    response = create(viewer_client, value_field="totl", accept_partial="on")
+    html = response.content.decode()
+    assert "field &#x27;totl&#x27; missing in 2 of 2 sampled records" in html
+    assert "fields there: at, total" in field_message(html, "value_field")
+    assert 'name="accept_partial"' not in html
+    response = create(viewer_client)  # total: a number in one record of two, no override
+    assert "&#x27;total&#x27; is not a number in 1 of 2 sampled records (e.g. &quot;n/a&quot;)" in (
+        field_message(response.content.decode(), "value_field")
+    )
+    assert not MetricPanel.objects.exists()
+
+
+def test_a_panel_over_an_empty_topic_is_saved_unchecked(orders, viewer_client):
+    orders.store.create_topic("empty", 1)
+    response = create(viewer_client, topic="empty", value_field="anything")
+    assert response["HX-Redirect"] == reverse("console:panel", args=[MetricPanel.objects.get().pk])
+
+
+def test_editing_checks_the_fields_too(orders, viewer_client):
+    create(viewer_client)
+    panel = MetricPanel.objects.get()
+    edit = reverse("console:panel_edit", args=[panel.pk])
+    response = viewer_client.post(edit, {**FORM, "value_field": "nope"}, **HTMX)
+    assert "missing in 1 of 1 sampled records" in field_message(
+        response.content.decode(), "value_field"
+    )
+    panel.refresh_from_db()
+    assert panel.spec["value_field"] == "total"
