@@ -201,3 +201,73 @@ def test_the_aborted_index_is_rebuilt_from_the_log_when_its_file_lags(tmp_path, 
         assert plog.last_stable_offset == 2
     finally:
         b.close()
+
+
+# ---------------------------------------------------------------------- compaction
+
+
+def _compacted_broker(tmp_path, clock) -> Broker:
+    b = Broker(tmp_path, clock)
+    b.store.create_topic("c", 1, {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
+    return b
+
+
+def _txn_write(b: Broker, topic: str, key: bytes, value: bytes, pid: int, epoch: int, seq: int):
+    data = rb.build_batch(
+        [ProducerRecord(value, key)],
+        now_ms=clock_now(),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        attributes_extra=rb.ATTR_TRANSACTIONAL,
+    )
+    plog = b.store.partition_log(topic, 0)
+    done = append_record_set(plog, data, b.producers, b.txns.verify_produce)
+    plog.sync_to(done.sync_to)
+
+
+def clock_now() -> int:
+    return 1_700_000_000_000
+
+
+def _latest(b: Broker, topic: str) -> dict[bytes, bytes]:
+    plog = b.store.partition_log(topic, 0)
+    out = {}
+    for r in b.store.read(topic, 0, plog.log_start_offset, max_records=1000):
+        out[r.key] = r.value
+    return out
+
+
+def test_compaction_drops_aborted_records_and_never_lets_them_supersede(tmp_path, clock):
+    b = _compacted_broker(tmp_path, clock)
+    try:
+        b.store.append("c", b"committed", key=b"k")
+        pid, epoch = b.txns.init_producer_id("w", 60_000)
+        b.txns.add_partitions("w", pid, epoch, [("c", 0)])
+        _txn_write(b, "c", b"k", b"aborted", pid, epoch, 0)
+        b.txns.end_txn("w", pid, epoch, commit=False)
+        b.store.partition_log("c", 0).roll()
+        b.store.compact(force=True)
+        assert _latest(b, "c") == {b"k": b"committed"}  # the aborted value is gone
+    finally:
+        b.close()
+
+
+def test_compaction_stops_at_the_last_stable_offset(tmp_path, clock):
+    b = _compacted_broker(tmp_path, clock)
+    try:
+        b.store.append("c", b"committed", key=b"k")
+        pid, epoch = b.txns.init_producer_id("w", 60_000)
+        b.txns.add_partitions("w", pid, epoch, [("c", 0)])
+        _txn_write(b, "c", b"k", b"open", pid, epoch, 0)
+        b.store.partition_log("c", 0).roll()
+        b.store.compact(force=True)
+        # the open transaction may yet abort: the committed value must still be there
+        values = [r.value for r in b.store.read("c", 0, 0, max_records=10)]
+        assert values == [b"committed", b"open"]
+        b.txns.end_txn("w", pid, epoch, commit=False)
+        b.store.partition_log("c", 0).roll()
+        b.store.compact(force=True)
+        assert _latest(b, "c") == {b"k": b"committed"}
+    finally:
+        b.close()
