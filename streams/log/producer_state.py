@@ -74,6 +74,13 @@ def _next_seq(seq: int) -> int:
 Key = tuple[str, int, int]  # topic, partition, producer id
 
 
+class ProducerDescription(NamedTuple):
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
+
+
 class ProducerStateManager:
     def __init__(self, store: LogStore):
         self.store = store
@@ -194,6 +201,20 @@ class ProducerStateManager:
         entry.batches.append(
             BatchMetadata(h.base_sequence, _last_seq(h), base, base + h.last_offset_delta, ts)
         )
+
+    def describe(self, topic: str, partition: int) -> list[ProducerDescription]:
+        """The producers remembered for one partition (DescribeProducers)."""
+        with self._lock:
+            return [
+                ProducerDescription(
+                    pid,
+                    e.epoch,
+                    e.last_seq,
+                    e.batches[-1].timestamp if e.batches else -1,
+                )
+                for (t, p, pid), e in self._entries.items()
+                if t == topic and p == partition
+            ]
 
     def forget_topic(self, topic: str) -> None:
         with self._lock:

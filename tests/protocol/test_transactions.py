@@ -362,3 +362,38 @@ def test_a_transaction_open_when_the_broker_is_killed_is_aborted_after_restart(t
         _check_isolation(bootstrap, "crashy", _values("c", 10), _values("a", 10))
     finally:
         _kill(proc)
+
+
+# ---------------------------------------------------------------------- admin
+
+
+def test_kafka_python_admin_lists_and_describes_transactions_and_producers(broker, bootstrap):
+    from kafka.admin import KafkaAdminClient
+
+    broker.store.create_topic("adm", 1)
+    p = _confluent_producer(bootstrap, "adm-txn")
+    p.begin_transaction()
+    for v in _values("open", 3):
+        p.produce("adm", value=v)
+    assert p.flush(DEADLINE_S) == 0
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        listed = [t for ts in admin.list_transactions().values() for t in ts]
+        assert [(t.transactional_id, str(t.state.value)) for t in listed] == [
+            ("adm-txn", "Ongoing")
+        ]
+        assert admin.list_transactions(state_filters=["CompleteCommit"]) == {0: []}
+        d = admin.describe_transactions(["adm-txn"])["adm-txn"]
+        assert d.topic_partitions == {KpTopicPartition("adm", 0)}
+        assert d.transaction_start_time_ms > 0
+        producers = admin.describe_producers([KpTopicPartition("adm", 0)])
+        (state,) = producers[KpTopicPartition("adm", 0)].active_producers
+        assert (state.producer_id, state.producer_epoch) == (d.producer_id, d.producer_epoch)
+        assert state.current_transaction_start_offset == 0  # the open transaction begins at 0
+        p.commit_transaction(DEADLINE_S)
+        tp = KpTopicPartition("adm", 0)
+        (state,) = admin.describe_producers([tp])[tp].active_producers
+        assert state.current_transaction_start_offset == -1
+        assert admin.describe_transactions(["adm-txn"])["adm-txn"].state.value == ("CompleteCommit")
+    finally:
+        admin.close()

@@ -76,6 +76,9 @@ APIS: dict[int, Api] = {
         Api(44, 1, admin.handle_incremental_alter_configs),
         Api(47, 0, offsets.handle_offset_delete),
         Api(60, 1, metadata.handle_describe_cluster),
+        Api(61, 0, transactions.handle_describe_producers),
+        Api(65, 0, transactions.handle_describe_transactions),
+        Api(66, 1, transactions.handle_list_transactions),
     )
 }
 

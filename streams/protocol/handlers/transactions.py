@@ -1,6 +1,7 @@
 """Transactions on the wire: InitProducerId with a transactional id, AddPartitionsToTxn,
 AddOffsetsToTxn, TxnOffsetCommit and EndTxn, answered by the broker's
-``streams.txn.TransactionCoordinator`` (FindCoordinator with key type 1 names this node).
+``streams.txn.TransactionCoordinator`` (FindCoordinator with key type 1 names this node), and
+the admin APIs ListTransactions, DescribeTransactions and DescribeProducers.
 
 A fenced producer gets PRODUCER_FENCED on the request versions that know it (KIP-588:
 InitProducerId v4, AddPartitionsToTxn v2, AddOffsetsToTxn v2, EndTxn v2, TxnOffsetCommit v3)
@@ -18,6 +19,7 @@ from streams.errors import GroupError, TidelogError, TransactionalProducerFenced
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
+from streams.txn import TxnState
 
 # the first version of each API whose clients understand PRODUCER_FENCED (KIP-588)
 _FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
@@ -174,3 +176,116 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
     return codec.make_response(
         req, throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch
     )
+
+
+# ---------------------------------------------------------------------- admin
+
+TRANSACTIONAL_ID_NOT_FOUND = 105
+
+
+async def handle_list_transactions(ctx: BrokerContext, req: Request) -> Any:
+    """ListTransactions v0-1 (``kafka-transactions.sh list``): every transactional id the
+    coordinator knows, filtered by state names, producer ids and (v1) how long its transaction
+    has been running; state names Kafka does not know come back as unknown filters."""
+    b = req.body
+    known = {s.value for s in TxnState}
+    states = set(b.state_filters or ())
+    pids = set(b.producer_id_filters or ())
+    duration = b.duration_filter if req.api_version >= 1 else -1
+    now = ctx.store.clock()
+    cls = codec.response_class(req.api_key).TransactionState
+    rows = [
+        cls(
+            transactional_id=t.transactional_id,
+            producer_id=t.producer_id,
+            transaction_state=t.state,
+        )
+        for t in ctx.transactions.describe()
+        if (not states or t.state in states)
+        and (not pids or t.producer_id in pids)
+        and (duration < 0 or (t.start_ms >= 0 and now - t.start_ms >= duration))
+    ]
+    return codec.make_response(
+        req,
+        throttle_time_ms=0,
+        error_code=0,
+        unknown_state_filters=sorted(states - known),
+        transaction_states=rows,
+    )
+
+
+async def handle_describe_transactions(ctx: BrokerContext, req: Request) -> Any:
+    """DescribeTransactions v0 (``kafka-transactions.sh describe``)."""
+    by_id = {t.transactional_id: t for t in ctx.transactions.describe()}
+    cls = codec.response_class(req.api_key).TransactionState
+    rows = []
+    for txn_id in req.body.transactional_ids:
+        t = by_id.get(txn_id)
+        if t is None:
+            rows.append(
+                cls(
+                    error_code=TRANSACTIONAL_ID_NOT_FOUND,
+                    transactional_id=txn_id,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )
+            )
+            continue
+        topics: dict[str, list[int]] = {}
+        for topic, partition in t.partitions:
+            topics.setdefault(topic, []).append(partition)
+        rows.append(
+            cls(
+                error_code=0,
+                transactional_id=txn_id,
+                transaction_state=t.state,
+                transaction_timeout_ms=t.timeout_ms,
+                transaction_start_time_ms=t.start_ms,
+                producer_id=t.producer_id,
+                producer_epoch=t.producer_epoch,
+                topics=[cls.TopicData(topic=n, partitions=ps) for n, ps in sorted(topics.items())],
+            )
+        )
+    return codec.make_response(req, throttle_time_ms=0, transaction_states=rows)
+
+
+async def handle_describe_producers(ctx: BrokerContext, req: Request) -> Any:
+    """DescribeProducers v0 (``kafka-transactions.sh describe-producers``): per partition, the
+    idempotent and transactional producers it remembers, with the first offset of each one's
+    open transaction there (what finds a hanging transaction)."""
+    cls = codec.response_class(req.api_key).TopicResponse
+    topics = []
+    for t in req.body.topics:
+        parts = []
+        for p in t.partition_indexes:
+            try:
+                plog = ctx.store.partition_log(t.name, p)
+                open_txns = dict(plog.txns.open)
+                active = [
+                    cls.PartitionResponse.ProducerState(
+                        producer_id=s.producer_id,
+                        producer_epoch=s.epoch,
+                        last_sequence=s.last_sequence,
+                        last_timestamp=s.last_timestamp,
+                        coordinator_epoch=0,
+                        current_txn_start_offset=open_txns.get(s.producer_id, -1),
+                    )
+                    for s in ctx.producers.describe(t.name, p)
+                ]
+                code, message = 0, None
+            except TidelogError as exc:
+                active, code, message = [], domain_error_code(exc), str(exc)
+            parts.append(
+                cls.PartitionResponse(
+                    partition_index=p,
+                    error_code=code,
+                    error_message=message,
+                    active_producers=active,
+                )
+            )
+        topics.append(cls(name=t.name, partitions=parts))
+    return codec.make_response(req, throttle_time_ms=0, topics=topics)
