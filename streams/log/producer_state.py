@@ -297,7 +297,8 @@ class ProducerStateManager:
                 if seg.next_offset <= start:
                     continue
                 for h, _ in seg.batches_from(max(start, seg.base_offset), seg.size):
-                    if h.producer_id >= 0 and h.next_offset > start:
+                    # markers (control batches) carry a producer id but no sequence
+                    if h.producer_id >= 0 and not h.is_control and h.next_offset > start:
                         self._remember(plog.topic, plog.partition, h, h.base_offset, -1)
                         batches += 1
         if batches:

@@ -271,3 +271,22 @@ def test_compaction_stops_at_the_last_stable_offset(tmp_path, clock):
         assert _latest(b, "c") == {b"k": b"committed"}
     finally:
         b.close()
+
+
+def test_a_producer_goes_on_with_its_sequence_after_a_restart_past_its_markers(tmp_path, clock):
+    """The producer state replayed from the log tail ignores markers (they carry the producer
+    id but no sequence), so the next transaction's batch continues the sequence."""
+    b = Broker(tmp_path, clock)
+    pid, epoch = b.txns.init_producer_id("seq", 60_000)
+    b.txns.add_partitions("seq", pid, epoch, [("t", 0)])
+    b.produce(0, [b"a", b"b"], pid, epoch, 0)
+    b.txns.end_txn("seq", pid, epoch, commit=True)
+    b.close()  # no producer-state snapshot: the next open replays the log tail
+    b = Broker(tmp_path, clock)
+    try:
+        b.txns.add_partitions("seq", pid, epoch, [("t", 0)])
+        assert b.produce(0, [b"c"], pid, epoch, 2) == 3  # after a, b and the marker
+        b.txns.end_txn("seq", pid, epoch, commit=True)
+        assert b.values(0) == [b"a", b"b", b"c"]
+    finally:
+        b.close()
