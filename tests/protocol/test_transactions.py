@@ -308,10 +308,10 @@ def test_aiokafka_commit_abort_and_fencing(broker, bootstrap):
 # ---------------------------------------------------------------------- kill -9
 
 
-def _start_process(data: Path) -> tuple[subprocess.Popen, str]:
+def _start_process(data: Path, port: int = 0) -> tuple[subprocess.Popen, str]:
     repo = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streams.protocol", "--data-dir", str(data), "--port", "0"],
+        [sys.executable, "-m", "streams.protocol", "--data-dir", str(data), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -360,6 +360,33 @@ def test_a_transaction_open_when_the_broker_is_killed_is_aborted_after_restart(t
     proc, bootstrap = _start_process(data)
     try:
         _check_isolation(bootstrap, "crashy", _values("c", 10), _values("a", 10))
+    finally:
+        _kill(proc)
+
+
+def test_a_producer_finishes_its_transaction_across_a_broker_sigkill(tmp_path):
+    """The broker is killed in the middle of a transaction and restarted on the same port; the
+    producer (librdkafka) goes on and commits: the coordinator's Ongoing state, the partition's
+    open transaction and the producer's sequence all came back, and read_committed readers see
+    every record exactly once."""
+    data = tmp_path / "data"
+    proc, bootstrap = _start_process(data)
+    port = int(bootstrap.rsplit(":", 1)[1])
+    p = _confluent_producer(bootstrap, "survivor", **{"transaction.timeout.ms": 60_000})
+    try:
+        p.begin_transaction()
+        for v in _values("before", 10):
+            p.produce("survive", value=v)
+        assert p.flush(DEADLINE_S) == 0
+    finally:
+        _kill(proc)
+    proc, bootstrap = _start_process(data, port)
+    try:
+        for v in _values("after", 10):
+            p.produce("survive", value=v)
+        p.commit_transaction(DEADLINE_S)
+        expected = _values("before", 10) + _values("after", 10)
+        _check_isolation(bootstrap, "survive", expected, [])
     finally:
         _kill(proc)
 
