@@ -128,7 +128,7 @@ class PartitionTxns:
 
     def save(self) -> None:
         """Append the aborts not yet on disk to the index file (fsynced)."""
-        pending, self._unsaved = self._unsaved, []
+        pending = list(self._unsaved)  # kept until written: the checkpoint stays below them
         if not pending:
             return
         data = b"".join(_ENTRY.pack(0, *a) for a in pending)
@@ -139,6 +139,7 @@ class PartitionTxns:
             os.fdatasync(fd)
         finally:
             os.close(fd)
+        self._unsaved = self._unsaved[len(pending) :]
 
     def save_checkpoint(self, lso: int) -> None:
         """Record where the next open scans from: `lso`, or the first offset of an abort

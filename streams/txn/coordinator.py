@@ -191,7 +191,7 @@ class TransactionCoordinator:
                     meta.producer_epoch,
                     meta.state,
                 )
-                self._complete(meta)
+                self._try_complete(meta)
         log.info("loaded %d transactional ids from %s", len(self._txns), topic)
         return self
 
@@ -323,10 +323,14 @@ class TransactionCoordinator:
         """EndTxn: commit or abort the ongoing transaction; returns (producer id, epoch),
         the epoch bumped when `bump_epoch` (EndTxn v5, KIP-890)."""
         with self._lock:
-            meta = self._checked(transactional_id, producer_id, epoch)
+            meta = self._checked(transactional_id, producer_id, epoch, prepared_ok=True)
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             if meta.state == done and not bump_epoch:
                 return meta.producer_id, meta.producer_epoch  # a retry of what was done
+            prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            if meta.state == prepared:  # a retry after the markers failed: try again
+                self._complete(meta)
+                return meta.producer_id, meta.producer_epoch
             if meta.state != TxnState.ONGOING:
                 verb = "commit" if commit else "abort"
                 raise InvalidTxnState(
@@ -367,8 +371,12 @@ class TransactionCoordinator:
 
     def abort_timed_out(self, now: int) -> int:
         """Abort every transaction open longer than its timeout, bumping the epoch so its
-        producer is fenced; returns how many."""
+        producer is fenced; returns how many. Also retries the completion of transactions
+        whose markers could not be written (a disk error)."""
         with self._lock:
+            for meta in list(self._txns.values()):
+                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    self._try_complete(meta)
             late = [
                 m
                 for m in self._txns.values()
@@ -408,7 +416,9 @@ class TransactionCoordinator:
 
     # ================================================================== internals
 
-    def _checked(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
+    def _checked(
+        self, transactional_id: str, producer_id: int, epoch: int, prepared_ok: bool = False
+    ) -> TxnMetadata:
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise InvalidProducerIdMapping(
@@ -420,7 +430,7 @@ class TransactionCoordinator:
                 f"producer {producer_id} epoch {epoch} of {transactional_id!r} is fenced: "
                 f"the current epoch is {meta.producer_epoch}"
             )
-        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        if not prepared_ok and meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise ConcurrentTransactions(f"{transactional_id!r} is completing a transaction")
         return meta
 
@@ -447,6 +457,18 @@ class TransactionCoordinator:
         meta.update_ms = now
         self._persist(meta)  # on disk before any marker: a restart finishes it
         self._complete(meta)
+
+    def _try_complete(self, meta: TxnMetadata) -> None:
+        """`_complete`, logging a failure: the transaction stays Prepare* and is retried."""
+        try:
+            self._complete(meta)
+        except TidelogError as exc:
+            log.error(
+                "transaction %s: cannot write its %s markers yet (%s); retrying",
+                meta.transactional_id,
+                "COMMIT" if meta.state == TxnState.PREPARE_COMMIT else "ABORT",
+                exc,
+            )
 
     def _complete(self, meta: TxnMetadata) -> None:
         """Write the markers (and, for a commit, the offsets) of a Prepare* transaction, then

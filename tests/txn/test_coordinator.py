@@ -290,3 +290,33 @@ def test_a_producer_goes_on_with_its_sequence_after_a_restart_past_its_markers(t
         assert b.values(0) == [b"a", b"b", b"c"]
     finally:
         b.close()
+
+
+def test_markers_the_disk_refused_are_written_by_the_next_timer_turn(tmp_path, clock, monkeypatch):
+    from streams.errors import ConcurrentTransactions, StorageError
+
+    b = Broker(tmp_path, clock)
+    try:
+        pid, epoch = b.txns.init_producer_id("disk", 60_000)
+        b.txns.add_partitions("disk", pid, epoch, [("t", 0)])
+        b.produce(0, [b"x"], pid, epoch, 0)
+        plog = b.store.partition_log("t", 0)
+
+        def refused(*args, **kwargs):
+            raise StorageError("the disk refused the marker", 28)
+
+        monkeypatch.setattr(plog, "write_marker", refused)
+        with pytest.raises(StorageError):
+            b.txns.end_txn("disk", pid, epoch, commit=True)
+        assert b.txns._txns["disk"].state == TxnState.PREPARE_COMMIT  # decided, not yet done
+        assert plog.last_stable_offset == 0
+        with pytest.raises(ConcurrentTransactions):  # the producer must wait for it
+            b.txns.add_partitions("disk", pid, epoch, [("t", 1)])
+        b.txns.abort_timed_out(clock.now)  # still refused: logged, left for the next turn
+        monkeypatch.undo()
+        b.txns.abort_timed_out(clock.now)
+        assert b.txns._txns["disk"].state == TxnState.COMPLETE_COMMIT
+        assert plog.last_stable_offset == plog.high_watermark == 2
+        assert b.txns.end_txn("disk", pid, epoch, commit=True) == (pid, epoch)  # a retry: ok
+    finally:
+        b.close()
