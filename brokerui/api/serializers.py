@@ -478,6 +478,38 @@ class GroupSummarySerializer(serializers.Serializer):
     )
 
 
+class PartitionHealthSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    status = serializers.CharField(help_text="OK, WARN, STALL, STOP, REWIND or ERR")
+    reason = serializers.CharField()
+    complete = serializers.BooleanField(help_text="the window held enough commits to judge")
+    commits = serializers.IntegerField(help_text="commits in the window")
+    lag_age_ms = serializers.IntegerField(
+        allow_null=True, help_text="age of the oldest unconsumed record, ms"
+    )
+    consume_rate = serializers.FloatField(allow_null=True, help_text="records/s")
+    produce_rate = serializers.FloatField(allow_null=True, help_text="records/s")
+    catch_up_s = serializers.FloatField(allow_null=True, help_text="null: see catch_up_note")
+    catch_up_note = serializers.CharField()
+    retention_share = serializers.FloatField(
+        allow_null=True, help_text="1.0: retention deletes unread records"
+    )
+    retention_note = serializers.CharField()
+
+
+class GroupHealthSerializer(serializers.Serializer):
+    """Burrow's rules over the broker's window of commits (streams/groups/evaluator.py)."""
+
+    status = serializers.CharField(help_text="the worst partition's: OK … ERR")
+    reason = serializers.CharField()
+    lag_age_ms = serializers.IntegerField(allow_null=True)
+    catch_up_s = serializers.FloatField(allow_null=True)
+    catch_up_note = serializers.CharField()
+    retention_share = serializers.FloatField(allow_null=True)
+    partitions = PartitionHealthSerializer(many=True)
+
+
 class GroupListSerializer(serializers.Serializer):
     count = serializers.IntegerField()
     groups = GroupSummarySerializer(many=True)
@@ -526,6 +558,15 @@ class GroupDetailSerializer(serializers.Serializer):
     idle_members = serializers.ListField(child=serializers.CharField())
     total_lag = serializers.IntegerField(source="lag.total")
     partitions = PartitionLagSerializer(source="lag.partitions", many=True)
+    health = serializers.SerializerMethodField(
+        help_text="status by Burrow's rules, lag in time, time to catch up, share of retention; "
+        "null on an external cluster (no broker of this process samples its commits)"
+    )
+
+    @extend_schema_field(GroupHealthSerializer(allow_null=True))
+    def get_health(self, detail) -> dict | None:
+        health = self.context.get("health")
+        return GroupHealthSerializer(health).data if health is not None else None
 
 
 class Reset(StrictSerializer):

@@ -445,7 +445,10 @@ class GroupViewSet(ApiViewSet):
             rows = tuple(p for p in detail.lag.partitions if p.lag)
             lag = dataclasses.replace(detail.lag, partitions=rows)
             detail = dataclasses.replace(detail, lag=lag)
-        body = s.GroupDetailSerializer(detail).data
+        health = group_services.group_health_read(
+            source=group_services.health_source(), group_id=group_id
+        )
+        body = s.GroupDetailSerializer(detail, context={"health": health}).data
         body["total_lag"] = total  # of every partition, also when only lagging ones are shown
         return Response(body)
 
