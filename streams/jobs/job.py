@@ -31,7 +31,7 @@ from typing import Any
 from streams.errors import InvalidConfig
 from streams.jobs.aggregates import FieldAggregate, extractor
 from streams.jobs.joins import Joiner, pair
-from streams.jobs.serde import BYTES, JSON, TEXT, Serde, serde_of
+from streams.jobs.serde import BYTES, JSON, KEY, TEXT, Serde, serde_of
 from streams.processing.windows import Hopping, Tumbling
 
 
@@ -128,6 +128,9 @@ class Job:
         return out
 
     def internal_topic(self, name: str, suffix: str) -> str:
+        """``<job>-<name>-<suffix>``; an automatic name already says its kind."""
+        if name.startswith(f"{suffix}-"):
+            return f"{self.name}-{name}"
         return f"{self.name}-{name}-{suffix}"
 
     def stores(self) -> list[str]:
@@ -160,10 +163,19 @@ class Stream:
         """Re-key each record by a field of its value or ``by(value)``."""
         return self._then("key_by", fn=extractor(by), rekeyed=True)
 
-    def repartition(self, name: str | None = None, *, partitions: int | None = None) -> Stream:
+    def repartition(
+        self,
+        name: str | None = None,
+        *,
+        partitions: int | None = None,
+        key: Serde | str = KEY,
+        value: Serde | str = JSON,
+    ) -> Stream:
         """Write the stream to ``<job>-<name>-repartition`` partitioned by key (murmur2, as
         Kafka) and read it back, so that each key's records meet in one task. `partitions`
-        defaults to the partition count of the job's first input topic."""
+        defaults to the partition count of the job's first input topic. To join a topic,
+        the keys must be written as that topic's key bytes: the default `key` serialiser
+        writes strings as UTF-8 (as ``TEXT``), other keys as JSON (see ``serde.KeySerde``)."""
         n = self.job._node("repartition", name, [(self.node, 0)], partitions=partitions)
         topic = self.job.internal_topic(n.name, "repartition")
         n.params["topic"] = topic
@@ -172,8 +184,8 @@ class Stream:
             topic,
             [(n, 0)],
             topic=topic,
-            key=JSON,
-            value=JSON,
+            key=serde_of(key),
+            value=serde_of(value),
             timestamp=None,
             table=False,
             internal=True,

@@ -190,7 +190,8 @@ class AsOfJoin:
     processed in arrival order; the watermark is the largest stream event time minus
     `grace_ms`, and a stream event older than it is late (counted in ``late_count``, dropped).
     Versions older than the newest one at or before the watermark can serve no non-late
-    event and are dropped from state when their key is next touched.
+    event and are dropped from state when their key is next touched. (A deletion is kept as
+    a version: a late update older than it must not resurrect the row.)
     """
 
     def __init__(
@@ -246,8 +247,6 @@ class AsOfJoin:
         i = bisect.bisect_right(vs, wm, key=_ts)
         if i > 1:
             del vs[: i - 1]
-        if len(vs) == 1 and vs[0][1] is None and vs[0][0] <= wm:
-            vs.clear()  # a deletion in force for every future event: nothing to keep
         if vs:
             self.versions[key] = vs
         elif key in self.versions:

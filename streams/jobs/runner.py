@@ -30,7 +30,7 @@ import os
 import time
 from collections.abc import Callable
 
-from streams.errors import InvalidConfig, UnknownTopic
+from streams.errors import InvalidConfig, TidelogError, UnknownTopic
 from streams.jobs.job import Job
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
@@ -42,7 +42,9 @@ log = logging.getLogger(__name__)
 CHANGELOG_CONFIG = {"cleanup.policy": "compact"}
 
 
-class CoPartitioningError(InvalidConfig):
+class CoPartitioningError(TidelogError):
+    """A join's inputs do not have the same number of partitions (found at start)."""
+
     code = "not_co_partitioned"
 
 
@@ -136,8 +138,6 @@ class Runner:
             if len({counts[t] for t in topics}) > 1:
                 detail = ", ".join(f"{t} has {counts[t]}" for t in topics)
                 raise CoPartitioningError(
-                    "inputs",
-                    topics,
                     f"the join {node.name!r} of job {self.job.name!r} needs co-partitioned "
                     f"inputs (the same number of partitions): {detail}. Repartition one side "
                     "(stream.repartition(partitions=N)) or give the topics equal counts",
@@ -148,7 +148,7 @@ class Runner:
             have = self.log_store.partition_count(topic)
             if have < partitions and config is not None:
                 raise CoPartitioningError(
-                    "topic", topic, f"has {have} partitions, needs {partitions} (one per task)"
+                    f"{topic} has {have} partitions, the job needs {partitions} (one per task)"
                 )
             return
         self.log_store.create_topic(topic, partitions, config)
@@ -197,12 +197,10 @@ class Runner:
 
     def _run_task(self, p: int, task: Task) -> int:
         heads: list[tuple[int, int, int, list, int, str]] = []  # (ts, prio, seq, recs, i, topic)
-        pending: dict[str, list] = {}
         for prio, topic in enumerate(self._inputs[p]):
             recs = self._read(topic, p)
             if recs:
-                pending[topic] = recs
-                heapq.heappush(heads, (recs[0][2], prio, 0, recs, 0, topic))
+                heapq.heappush(heads, (recs[0][3], prio, 0, recs, 0, topic))
         n = 0
         # a partition whose batch ran out may hold smaller timestamps in its next batch: stop
         # feeding once any partition with more to read has no buffered record left
@@ -213,7 +211,7 @@ class Runner:
             self._positions[(topic, p)] = offset + 1
             n += 1
             if i + 1 < len(recs):
-                heapq.heappush(heads, (recs[i + 1][2], prio, i + 1, recs, i + 1, topic))
+                heapq.heappush(heads, (recs[i + 1][3], prio, i + 1, recs, i + 1, topic))
             elif self._positions[(topic, p)] < self.log_store.offsets(topic, p)[1]:
                 break
         return n

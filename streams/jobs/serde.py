@@ -83,9 +83,36 @@ class JsonSerde:
             raise SerdeError(f"not JSON: {exc}") from exc
 
 
+class KeySerde:
+    """The default key serialiser of repartition topics: a string key is written as its UTF-8
+    bytes — the bytes a ``TEXT``-keyed topic holds, so a stream re-keyed by customer id lands
+    in the same partition as that customer's row of a text-keyed table (co-partitioning needs
+    equal key bytes) — and any other key as a 0 byte followed by its JSON."""
+
+    name = "key"
+
+    def serialize(self, obj: object) -> bytes | None:
+        if obj is None:
+            return None
+        if isinstance(obj, str):
+            if obj.startswith("\x00"):
+                return b"\x00" + JSON.serialize(obj)
+            return obj.encode()
+        return b"\x00" + JSON.serialize(obj)
+
+    def deserialize(self, data: bytes | None) -> object:
+        if data is None:
+            return None
+        data = bytes(data)
+        if data[:1] == b"\x00":
+            return JSON.deserialize(data[1:])
+        return data.decode()
+
+
 BYTES = BytesSerde()
 TEXT = TextSerde()
 JSON = JsonSerde()
+KEY = KeySerde()
 
 
 def serde_of(value: object) -> Serde:
