@@ -11,12 +11,16 @@ recovery.
 Backends (``Backend`` Protocol: get/put/delete/items/clear/close):
 
 - ``MemoryBackend`` (the default): a dict.
-- ``RocksDictBackend``: RocksDB through ``rocksdict`` (pinned in requirements.txt), for state
-  larger than memory. Chosen over LMDB (``lmdb``): RocksDB is what Kafka Streams and Quix
-  Streams use for exactly this (an LSM tree: cheap random writes, which is what a stream of
-  state updates is; LMDB's B+tree copies pages on write and needs its map size fixed up
-  front), and ``rocksdict`` ships self-contained wheels (no system librocksdb). The changelog
-  stays the source of truth: a RocksDB directory is a cache, wiped and restored on start.
+- ``RocksDictBackend`` (``Runner(state_backend="rocksdb", state_dir=...)``): RocksDB through
+  ``rocksdict`` 0.3.29 (pinned in requirements.txt), for state larger than memory. Compared
+  with LMDB (``lmdb`` 3.0.0): RocksDB is what Kafka Streams and Quix Streams use for exactly
+  this — an LSM tree, so the stream of small random writes that state updates are is cheap,
+  where LMDB's copy-on-write B+tree rewrites a page path per committed write and needs its
+  map size fixed up front (a full map is an error at run time); LMDB's strengths (many
+  concurrent readers across processes, zero-copy reads) do not matter to a store owned by one
+  task. ``rocksdict`` ships self-contained wheels (no system librocksdb to install). The
+  changelog stays the source of truth: the RocksDB directory is a cache, wiped when a task
+  opens it and rebuilt from the changelog.
 
 Thread-safety: none; a store belongs to one task.
 """

@@ -139,21 +139,23 @@ def test_end_to_end_enrichment_and_windowed_revenue_equal_the_oracle(store, coor
     runner.close()
 
 
-def test_restore_from_changelog_continues_correctly(store, coordinator):
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_restore_from_changelog_continues_correctly(store, coordinator, backend, tmp_path):
     """Run half the input, stop; a new runner restores the stores from their changelogs,
     resumes at the committed offsets and the whole output equals the oracle's (a runner
     that did not restore would lose the first half's open windows and counts)."""
+    opts = {"state_backend": backend, "state_dir": str(tmp_path / "state")}
     store.create_topic("orders", 3)
     store.create_topic("customers", 3, {"cleanup.policy": "compact"})
     customers, orders = make_data(2)
     orders.sort(key=lambda r: r[2])
     write(store, "customers", customers)
     write(store, "orders", orders[:200])
-    first = Runner(enriched_revenue_job(), store, coordinator=coordinator, max_records=37)
+    first = Runner(enriched_revenue_job(), store, coordinator=coordinator, max_records=37, **opts)
     first.run_until_idle()
     first.close()  # stops without flushing: windows are open, their state is in changelogs
 
-    second = Runner(enriched_revenue_job(), store, coordinator=coordinator)
+    second = Runner(enriched_revenue_job(), store, coordinator=coordinator, **opts)
     second.start()
     restored = sum(s.size() for t in second.tasks.values() for s in t.stores.values())
     assert restored > 0
