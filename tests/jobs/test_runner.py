@@ -209,26 +209,42 @@ def test_joins_check_co_partitioning_at_start(store):
     Runner(job2, store).start()
 
 
-def test_stream_stream_join_end_to_end(store, coordinator):
+@pytest.mark.parametrize("restart", [False, True])
+def test_stream_stream_join_end_to_end(store, coordinator, restart):
     """Searches joined to clicks within 10 min on a real store (left join: unmatched
-    searches come out as [search, null] once the watermark passes them, or at flush)."""
+    searches come out as [search, null] once the watermark passes them, or at flush). With
+    `restart`, the worker stops halfway and a new one restores the join's buffered state
+    from its changelogs (the pairs and unmatched searches still equal the oracle's)."""
     store.create_topic("searches", 2)
     store.create_topic("clicks", 2)
     rnd = random.Random(5)
-    searches = [(f"s{i}", {"q": i, "ts": i * 1_000}, i * 1_000) for i in range(100)]
+    searches = [(f"s{i}", {"q": i, "ts": i * 10_000}, 0) for i in range(100)]
     clicks = [
-        (f"s{i}", {"c": i, "ts": i * 1_000 + rnd.randint(0, 900_000)}, 0)
+        (f"s{i}", {"c": i, "ts": i * 10_000 + rnd.randint(-100_000, 900_000)}, 0)
         for i in range(100)
-        if rnd.random() < 0.5
+        if rnd.random() < 0.6
     ]
     clicks.sort(key=lambda r: r[1]["ts"])
-    write(store, "searches", searches)
-    write(store, "clicks", clicks)
-    job = Job("ctr")
-    s = job.stream("searches", value=JSON, timestamp=field("ts"))
-    c = job.stream("clicks", value=JSON, timestamp=field("ts"))
-    s.join(c, within=600_000, how="left", grace_ms=1_000_000).to("search-clicks")
-    runner = Runner(job, store, coordinator=coordinator, max_records=16)
+
+    def job():
+        j = Job("ctr")
+        s = j.stream("searches", value=JSON, timestamp=field("ts"))
+        c = j.stream("clicks", value=JSON, timestamp=field("ts"))
+        s.join(c, within=600_000, how="left", grace_ms=200_000).to("search-clicks")
+        return j
+
+    half = 500_000
+    write(store, "searches", [r for r in searches if r[1]["ts"] < half])
+    write(store, "clicks", [r for r in clicks if r[1]["ts"] < half])
+    runner = Runner(job(), store, coordinator=coordinator, max_records=16)
+    runner.run_until_idle()
+    if restart:
+        runner.close()
+        runner = Runner(job(), store, coordinator=coordinator, max_records=16)
+        runner.start()
+        assert sum(s.size() for t in runner.tasks.values() for s in t.stores.values()) > 0
+    write(store, "searches", [r for r in searches if r[1]["ts"] >= half])
+    write(store, "clicks", [r for r in clicks if r[1]["ts"] >= half])
     runner.run_until_idle()
     runner.flush()
     got = sorted((k, json.dumps(v)) for k, v, _ in read_all(store, "search-clicks"))
@@ -238,5 +254,45 @@ def test_stream_stream_join_end_to_end(store, coordinator):
         expected.extend((k, json.dumps([sv, cv])) for cv in matches)
         if not matches:
             expected.append((k, json.dumps([sv, None])))
+    assert runner.late_count() == 0
     assert got == sorted(expected)
     runner.close()
+
+
+def test_table_table_join_keeps_a_materialised_view_in_a_compacted_topic(store, coordinator):
+    """follows x profiles joined by user; the output topic's last record per key (what
+    compaction keeps) is the view, and a deleted follow retracts the row."""
+    store.create_topic("follows", 2, {"cleanup.policy": "compact"})
+    store.create_topic("profiles", 2, {"cleanup.policy": "compact"})
+    store.create_topic("view", 2, {"cleanup.policy": "compact"})
+    rnd = random.Random(7)
+    updates = []
+    for i in range(200):
+        topic = rnd.choice(["follows", "profiles"])
+        user = f"u{rnd.randint(0, 9)}"
+        value = None if rnd.random() < 0.2 else {"v": i}
+        updates.append((topic, user, value, i))
+    for topic, user, value, ts in updates:
+        raw = None if value is None else json.dumps(value).encode()
+        store.append(topic, raw, user.encode(), timestamp_ms=ts)
+    j = Job("timeline")
+    j.table("follows").join(j.table("profiles")).to("view")
+    runner = Runner(j, store, coordinator=coordinator)
+    runner.run_until_idle()
+    runner.close()
+    tables: dict = {"follows": {}, "profiles": {}}
+    for topic, user, value, _ in updates:
+        if value is None:
+            tables[topic].pop(user, None)
+        else:
+            tables[topic][user] = value
+    expected = {
+        u: [tables["follows"][u], tables["profiles"][u]]
+        for u in tables["follows"]
+        if u in tables["profiles"]
+    }
+    last: dict = {}
+    for k, v, _ in read_all(store, "view"):
+        last[k] = v
+    assert {k: v for k, v in last.items() if v is not None} == expected
+    assert None in last.values()  # some rows were retracted
