@@ -13,8 +13,12 @@ Each ``poll_once``:
    `max_records` per partition;
 2. appends what the tasks emitted — sink records (partitioned by key), repartition records
    (read back in a later round) and the changed keys of every state store to its changelog
-   partition — then commits the input offsets (at-least-once: a crash between the appends
-   and the commit repeats the records since the last commit, and their outputs).
+   partition — then commits the input offsets. That is at-least-once: after a crash between
+   the appends and the commit, the records since the last commit are read again, so their
+   outputs repeat, and they are applied again to state restored from changelogs that
+   already hold their effect (a count can count them twice). A clean stop (``close``)
+   commits and repeats nothing. Exactly-once (outputs, changelogs and offsets in one
+   transaction) is issue 13 item 5.
 
 On start, each task's stores are restored from their changelog partitions before anything is
 processed; inputs resume at the committed offsets (or the beginning).
