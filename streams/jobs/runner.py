@@ -276,6 +276,26 @@ class Runner:
             task.flush()
         self.commit()
 
+    def describe(self) -> dict:
+        """What a Jobs page shows of this worker: per task its input positions and lag
+        (records), late events, watermarks and state size (keys) per store."""
+        tasks = {}
+        for p, task in self.tasks.items():
+            inputs = {}
+            for topic in self._inputs[p]:
+                pos = self._positions[(topic, p)]
+                end = self.log_store.offsets(topic, p)[1]
+                inputs[topic] = {"position": pos, "lag_records": max(0, end - pos)}
+            tasks[p] = {
+                "inputs": inputs,
+                "late_events": task.late_count(),
+                "watermarks_ms": task.watermarks(),
+                "state_keys": {name: store.size() for name, store in task.stores.items()},
+                "records_in": task.metrics["in"],
+                "records_out": task.metrics["out"],
+            }
+        return {"job": self.job.name, "state_backend": self.state_backend, "tasks": tasks}
+
     def late_count(self) -> int:
         return sum(t.late_count() for t in self.tasks.values())
 

@@ -54,6 +54,15 @@ class Task:
     def late_count(self) -> int:
         return sum(s.late() for s in self._runtime.values())
 
+    def watermarks(self) -> dict[str, int | None]:
+        """Event-time watermark (ms) of each windowed or joining step, by step name."""
+        out = {}
+        for node in self.job.nodes:
+            wm = self._runtime[node.id].watermark()
+            if wm is not False:
+                out[node.name] = wm
+        return out
+
 
 class _Step:
     def __init__(self, node: Node, task: Task):
@@ -75,6 +84,10 @@ class _Step:
 
     def late(self) -> int:
         return 0
+
+    def watermark(self) -> int | None | bool:
+        """False: the step keeps no watermark."""
+        return False
 
 
 class _Source(_Step):
@@ -203,6 +216,9 @@ class _Window(_Step):
     def late(self) -> int:
         return self.ops[0][1].late_count
 
+    def watermark(self) -> int | None:
+        return self.ops[0][1].watermark
+
 
 class _IntervalJoin(_Step):
     def __init__(self, node, task):
@@ -232,6 +248,9 @@ class _IntervalJoin(_Step):
     def late(self) -> int:
         return self.op.late_count
 
+    def watermark(self) -> int | None:
+        return self.op.watermark
+
 
 class _AsOfJoin(_Step):
     def __init__(self, node, task):
@@ -255,6 +274,10 @@ class _AsOfJoin(_Step):
 
     def late(self) -> int:
         return self.op.late_count
+
+    def watermark(self) -> int | None:
+        wm = self.op.meta.get("wm", MIN_TIME)
+        return None if wm == MIN_TIME else wm
 
 
 class _TableJoin(_Step):

@@ -68,6 +68,7 @@ def enriched_revenue_job(name: str = "revenue") -> Job:
             how="left",
             joiner=lambda o, c: {**o, "country": (c or {}).get("country", "??")},
             grace_ms=100_000,  # repartitioned orders arrive out of order
+            name="enrich",
         )
         .key_by("country")
         .window(Tumbling(SIZE), grace_ms=100_000)
@@ -132,6 +133,13 @@ def test_end_to_end_enrichment_and_windowed_revenue_equal_the_oracle(store, coor
     runner.flush()
     assert finals(store) == oracle(customers, orders)
     assert runner.late_count() == 0
+    info = runner.describe()
+    assert set(info["tasks"]) == {0, 1, 2}
+    task0 = info["tasks"][0]
+    assert all(i["lag_records"] == 0 for i in task0["inputs"].values())
+    assert task0["late_events"] == 0 and task0["records_in"] > 0
+    assert set(task0["watermarks_ms"]) == {"enrich", "totals"}
+    assert task0["state_keys"]["enrich-versions"] > 0
     # the internal topics are named after the job; changelogs are compacted
     topics = set(store.list_topics())
     assert {"revenue-repartition-3", "revenue-totals-changelog"} <= topics
