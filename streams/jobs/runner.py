@@ -1,9 +1,12 @@
 """``Runner``: one worker that runs a job over the embedded ``LogStore``.
 
-This is a single-worker runner: it owns every partition of the job's inputs (one task per
-partition number) and commits its input offsets to the group coordinator under the job's name
-(when given one). Sharing partitions between several workers through the consumer group, and
-moving tasks with their state, is issue 13 item 4 — not done here.
+By default a runner is the job's only worker: it owns every partition of the job's inputs
+(one task per partition number) and commits its input offsets to the group coordinator under
+the job's name (when given one). With ``group=True`` it joins the job's consumer group
+(``streams.client.Consumer``, group id = the job's name) and runs the tasks of the partitions
+the group assigns it; on a rebalance it writes and commits everything, closes its tasks, and
+opens the newly assigned ones, restored from their changelogs. (The ``python -m streams.jobs``
+command, a Kafka-protocol client for other clusters and standby replicas are item 4's rest.)
 
 Each ``poll_once``:
 
@@ -34,7 +37,8 @@ import os
 import time
 from collections.abc import Callable
 
-from streams.errors import InvalidConfig, TidelogError, UnknownTopic
+from streams.client import CommitFailed, Consumer
+from streams.errors import GroupError, InvalidConfig, TidelogError, TopicAlreadyExists, UnknownTopic
 from streams.jobs.job import Job
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
@@ -62,6 +66,8 @@ class Runner:
         state_backend: str = "memory",
         state_dir: str | None = None,
         max_records: int = 1000,
+        group: bool = False,
+        consumer_options: dict | None = None,
     ):
         self.job, self.log_store, self.coordinator = job, store, coordinator
         self.group_id = job.name
@@ -78,6 +84,12 @@ class Runner:
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
         self._sinks = {n.params["topic"]: n.params for n in job.nodes if n.kind == "sink"}
         self._started = False
+        self.group = group
+        if group and coordinator is None:
+            raise InvalidConfig("coordinator", None, "a runner in a group needs the coordinator")
+        self._consumer_options = consumer_options or {}
+        self.consumer: Consumer | None = None
+        self._counts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ start
 
@@ -94,18 +106,66 @@ class Runner:
                 self._ensure_topic(node.params["topic"], n_tasks, None)
         for store in self.job.stores():
             self._ensure_topic(changelog_topic(self.job.name, store), n_tasks, CHANGELOG_CONFIG)
+        self._counts = counts
+        if self.group:
+            self.consumer = Consumer(
+                self.log_store,
+                self.coordinator,
+                self.group_id,
+                client_id=f"tidelog-job-{self.job.name}",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                **self._consumer_options,
+            )
+            self.consumer.on_assign = self._on_assign
+            self.consumer.on_revoke = self._on_revoke
+            self.consumer.subscribe(sorted(counts))
+        else:
+            self._open_tasks(range(n_tasks))
+        self._started = True
+        return self
+
+    def _open_tasks(self, partitions) -> None:
         committed = {}
         if self.coordinator is not None:
             done = self.coordinator.committed(self.group_id)
             committed = {tp: c.offset for tp, c in done.items()}
-        for p in range(n_tasks):
-            topics = [t for t, c in counts.items() if p < c]
+        for p in partitions:
+            topics = [t for t, c in self._counts.items() if p < c]
             self._inputs[p] = topics
             for t in topics:
                 self._positions[(t, p)] = committed.get((t, p), self.log_store.offsets(t, p)[0])
             self.tasks[p] = Task(self.job, p, self._emitter(p), self._opener(p))
-        self._started = True
-        return self
+
+    def _on_assign(self, tps: list[tuple[str, int]]) -> None:
+        """The group gave this worker `tps`: one task per partition number, restored from its
+        changelogs (the range assignor gives a member the same numbers of co-partitioned
+        topics)."""
+        numbers = sorted({p for _, p in tps})
+        missing = [
+            (t, p)
+            for p in numbers
+            for t in self._counts
+            if p < self._counts[t] and (t, p) not in tps
+        ]
+        if missing:
+            log.warning("job %s: task inputs split between workers: %s", self.job.name, missing)
+        self._open_tasks(numbers)
+        log.info("job %s: %s owns tasks %s", self.job.name, self.consumer.member_id, numbers)
+
+    def _on_revoke(self, tps: list[tuple[str, int]]) -> None:
+        """Before a rebalance: write outputs and changelogs, commit, close every task (the
+        next owner restores them from the changelogs)."""
+        self.commit()
+        self._close_tasks()
+
+    def _close_tasks(self) -> None:
+        for task in self.tasks.values():
+            for store in task.stores.values():
+                store.close()
+        self.tasks.clear()
+        self._inputs.clear()
+        self._positions.clear()
 
     def _input_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -155,7 +215,10 @@ class Runner:
                     f"{topic} has {have} partitions, the job needs {partitions} (one per task)"
                 )
             return
-        self.log_store.create_topic(topic, partitions, config)
+        try:
+            self.log_store.create_topic(topic, partitions, config)
+        except TopicAlreadyExists:
+            pass  # another worker of the job created it meanwhile
 
     def _opener(self, p: int) -> Callable[[str], Store]:
         def open_store(name: str) -> Store:
@@ -193,8 +256,12 @@ class Runner:
         and changelogs, commit; returns the number of input records processed."""
         if not self._started:
             self.start()
+        if self.consumer is not None:
+            # membership, heartbeats and rebalances run inside poll (as in Kafka's client);
+            # the runner reads by itself from its own positions, so the record is not used
+            self.consumer.poll(0, max_records=1)
         n = 0
-        for p, task in self.tasks.items():
+        for p, task in list(self.tasks.items()):
             n += self._run_task(p, task)
         self.commit()
         return n
@@ -252,7 +319,13 @@ class Runner:
         out, self._out = self._out, {}
         for (topic, partition), recs in out.items():
             self.log_store.append_batch(topic, recs, partition=partition)
-        if self.coordinator is not None and self._positions:
+        if self.consumer is not None:
+            if self._positions:
+                try:
+                    self.consumer.commit(dict(self._positions))
+                except (CommitFailed, GroupError) as exc:
+                    log.warning("job %s: commit failed, records may repeat: %s", self.job.name, exc)
+        elif self.coordinator is not None and self._positions:
             self.coordinator.commit_offsets(self.group_id, dict(self._positions))
 
     def run_until_idle(self, max_rounds: int = 1_000_000) -> int:
@@ -300,8 +373,9 @@ class Runner:
         return sum(t.late_count() for t in self.tasks.values())
 
     def close(self) -> None:
+        """Commit, close the tasks and, in a group, leave it (the others rebalance at once)."""
         self.commit()
-        for task in self.tasks.values():
-            for store in task.stores.values():
-                store.close()
-        self.tasks.clear()
+        self._close_tasks()
+        if self.consumer is not None:
+            self.consumer.close(autocommit=False)
+            self.consumer = None
