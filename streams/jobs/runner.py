@@ -56,6 +56,20 @@ class CoPartitioningError(TidelogError):
     code = "not_co_partitioned"
 
 
+class RecordError(TidelogError):
+    """A record could not be read or processed: names its topic, partition and offset. The
+    runner stops without committing it, so nothing is lost; it is read again on restart."""
+
+    code = "job_record_error"
+
+    def __init__(self, job: str, topic: str, partition: int, offset: int, cause: BaseException):
+        super().__init__(
+            f"job {job!r}: record {topic}-{partition} offset {offset}: "
+            f"{type(cause).__name__}: {cause}"
+        )
+        self.topic, self.partition, self.offset, self.cause = topic, partition, offset, cause
+
+
 class Runner:
     def __init__(
         self,
@@ -278,7 +292,10 @@ class Runner:
         while heads:
             ts, prio, _, recs, i, topic = heapq.heappop(heads)
             offset, key, value, ts = recs[i]
-            task.feed(topic, key, value, ts)
+            try:
+                task.feed(topic, key, value, ts)
+            except Exception as exc:
+                raise RecordError(self.job.name, topic, p, offset, exc) from exc
             self._positions[(topic, p)] = offset + 1
             n += 1
             if i + 1 < len(recs):
@@ -303,8 +320,8 @@ class Runner:
                 key = _tupled(params["key"].deserialize(r.key))
                 value = params["value"].deserialize(r.value)
                 ts = extract(value) if extract is not None else r.timestamp_ms
-            except SerdeError as exc:
-                raise SerdeError(f"{topic}-{p} offset {r.offset}: {exc}") from exc
+            except (SerdeError, TidelogError) as exc:
+                raise RecordError(self.job.name, topic, p, r.offset, exc) from exc
             out.append((r.offset, key, value, ts))
         return out
 

@@ -10,7 +10,7 @@ import pytest
 
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Count, Job, Sum, Tumbling, field
-from streams.jobs.runner import CoPartitioningError, Runner
+from streams.jobs.runner import CoPartitioningError, RecordError, Runner
 from streams.log import LogStore
 
 SIZE = 1_000
@@ -304,3 +304,22 @@ def test_table_table_join_keeps_a_materialised_view_in_a_compacted_topic(store, 
         last[k] = v
     assert {k: v for k, v in last.items() if v is not None} == expected
     assert None in last.values()  # some rows were retracted
+
+
+def test_a_bad_record_stops_the_job_naming_it_and_loses_nothing(store, coordinator):
+    store.create_topic("in", 1)
+    store.append_batch("in", [(b'{"x": 1}', b"a"), (b"{not json", b"b"), (b'{"x": 0}', b"c")])
+    j = Job("div")
+    j.stream("in", value=JSON).map(lambda v: {"inv": 1 / v["x"]}).to("out")
+    runner = Runner(j, store, coordinator=coordinator)
+    with pytest.raises(RecordError, match=r"in-0 offset 1: SerdeError: not JSON") as err:
+        runner.run_until_idle()
+    assert (err.value.topic, err.value.partition, err.value.offset) == ("in", 0, 1)
+    assert coordinator.committed("div") == {}  # nothing committed: all is read again
+    # a failing step names its record too
+    store.create_topic("in2", 1)
+    store.append_batch("in2", [(b'{"x": 0}', b"c")])
+    j2 = Job("div2")
+    j2.stream("in2", value=JSON).map(lambda v: {"inv": 1 / v["x"]}).to("out2")
+    with pytest.raises(RecordError, match=r"in2-0 offset 0: ZeroDivisionError"):
+        Runner(j2, store, coordinator=coordinator).run_until_idle()
