@@ -328,6 +328,7 @@ class Runner:
     def commit(self) -> None:
         """Write outputs and changelogs, then commit input offsets (at-least-once)."""
         for p, task in self.tasks.items():
+            task.before_commit()
             for name, store in task.stores.items():
                 changes = store.take_changes()
                 if changes:

@@ -51,6 +51,11 @@ class Task:
         for node in self.job.nodes:
             self._runtime[node.id].flush()
 
+    def before_commit(self) -> None:
+        """Let steps write what they keep outside their stores (window snapshots)."""
+        for step in self._runtime.values():
+            step.before_commit()
+
     def late_count(self) -> int:
         return sum(s.late() for s in self._runtime.values())
 
@@ -80,6 +85,9 @@ class _Step:
         """Called once the task's stores are restored from their changelogs."""
 
     def flush(self) -> None:
+        pass
+
+    def before_commit(self) -> None:
         pass
 
     def late(self) -> int:
@@ -155,6 +163,7 @@ class _Window(_Step):
         self.window = node.params["window"]
         emit = "current" if node.params["emit"] == "updates" else "final"
         self.only_final = node.params["emit"] == "final"
+        self._dirty: set[tuple[object, int]] = set()  # windows touched since the last commit
         self.ops: list[tuple[Callable, WindowOperator]] = []
         for members in groups.values():
             ext = next(
@@ -188,17 +197,27 @@ class _Window(_Step):
 
     def push(self, side, key, value, ts):
         outs = [op.process(key, ext(value), ts, 0) for ext, op in self.ops]
-        self._emit(outs)
+        if outs[0]:
+            self._emit(outs)
+        dirty = self._dirty
         for start in self.window.starts(ts):
-            states = [op.fixed_window_state(key, start) for _, op in self.ops]
-            if states[0] is not None:
-                self.store[(key, start)] = states
+            dirty.add((key, start))
+
+    def before_commit(self) -> None:
+        """Snapshot the windows events touched since the last commit (closed ones were
+        deleted when they closed) and the operators' progress."""
+        op0 = self.ops[0][1]
+        for key, start in self._dirty:
+            if op0.fixed_window_state(key, start) is not None:
+                self.store[(key, start)] = [op.fixed_window_state(key, start) for _, op in self.ops]
+        self._dirty.clear()
         self.store[_PROGRESS] = [op.progress() for _, op in self.ops]
 
     def _emit(self, outs) -> None:
         for results in zip(*outs, strict=True):
             r0 = results[0]
             if r0.final:
+                self._dirty.discard((r0.key, r0.start))
                 self.store.pop((r0.key, r0.start), None)
             if self.only_final and not r0.final:
                 continue
@@ -210,6 +229,7 @@ class _Window(_Step):
 
     def flush(self) -> None:
         self._emit([op.flush() for _, op in self.ops])
+        self._dirty.clear()
         for skey in list(self.store.keys()):
             del self.store[skey]
 
