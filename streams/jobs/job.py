@@ -203,6 +203,17 @@ class Stream:
         in the store `store` (changelogged as ``<job>-<store>-changelog``)."""
         return self._keyed()._then("process", store, fn=fn, stores=(store,))
 
+    def aggregate(self, *, name: str | None = None, **aggregates: FieldAggregate) -> Table:
+        """A running aggregate per key over the whole stream (no window): a table whose row
+        for a key is ``{<aggregates>}``, emitted on every update (write it to a compacted
+        topic with ``to``, or join it to another table). Its state is a value store with a
+        changelog, ``<job>-<name>-changelog``."""
+        _check_aggregates(aggregates)
+        keyed = self._keyed()
+        node = self.job._node("aggregate", name, [(keyed.node, 0)], aggregates=aggregates)
+        node.params["stores"] = (node.name,)
+        return Table(self.job, node)
+
     def window(
         self, window: Tumbling | Hopping, *, grace_ms: int = 0, out_of_orderness_ms: int = 0
     ) -> WindowedStream:
@@ -299,11 +310,7 @@ class WindowedStream:
         <aggregates>, "revision", "final"}``, timestamp = ``end - 1``."""
         if emit not in ("final", "updates"):
             raise InvalidConfig("emit", emit, "must be final or updates")
-        if not aggregates:
-            raise InvalidConfig("aggregates", aggregates, "name at least one: n=Count()")
-        for k, a in aggregates.items():
-            if not isinstance(a, FieldAggregate):
-                raise InvalidConfig(f"aggregates[{k!r}]", a, "is not an aggregate (Sum(...)...)")
+        _check_aggregates(aggregates)
         s = self.stream._then(
             "window",
             name,
@@ -315,6 +322,14 @@ class WindowedStream:
         )
         s.node.params["stores"] = (s.node.name,)
         return s
+
+
+def _check_aggregates(aggregates: dict) -> None:
+    if not aggregates:
+        raise InvalidConfig("aggregates", aggregates, "name at least one: n=Count()")
+    for k, a in aggregates.items():
+        if not isinstance(a, FieldAggregate):
+            raise InvalidConfig(f"aggregates[{k!r}]", a, "is not an aggregate (Sum(...)...)")
 
 
 class Table:

@@ -8,12 +8,24 @@ Thread-safety: none; one task is driven by one thread.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from streams.jobs.job import Job, KeyState, Node
 from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
 from streams.jobs.state import Store
+from streams.processing.aggregates import (
+    CNT,
+    MAX,
+    MIN,
+    NEED_MINMAX,
+    NEED_SUM,
+    SUM,
+    add_value,
+    new_acc,
+    values_builder,
+)
 from streams.processing.operator import MIN_TIME, WindowOperator
 
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
@@ -240,6 +252,57 @@ class _Window(_Step):
         return self.ops[0][1].watermark
 
 
+class _Aggregate(_Step):
+    """A running aggregate per key: the same accumulator layout and value expressions as
+    ``streams.processing``'s windows (``new_acc``, ``add_value``, ``values_builder``), kept
+    as ``key -> [[count, sum, min, max] per field]`` in a changelogged value store."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.store = task.stores[node.params["stores"][0]]
+        groups: dict[object, list] = {}
+        for name, agg in node.params["aggregates"].items():
+            fid = agg.field_id()
+            groups.setdefault(None if fid == "__count__" else fid, []).append((name, agg))
+        counts = groups.pop(None, [])
+        if not groups:
+            groups["__count__"] = []
+        next(iter(groups.values())).extend(counts)
+        self.groups = []
+        for members in groups.values():
+            ext = next((a.extractor() for _, a in members if a.field_id() != "__count__"), None)
+            specs = [(n, a.spec()) for n, a in members]
+            needs = frozenset().union(*(sp.needs for _, sp in specs))
+            self.groups.append(
+                (ext, values_builder(specs), NEED_SUM in needs, NEED_MINMAX in needs)
+            )
+
+    def push(self, side, key, value, ts):
+        saved = self.store.get(key)
+        row: dict = {}
+        new = []
+        for i, (ext, values, need_sum, need_minmax) in enumerate(self.groups):
+            acc = new_acc(key, 0, 0, False)
+            if saved is not None:
+                cnt, total, lo, hi = saved[i]
+                acc[CNT], acc[SUM] = cnt, total
+                acc[MIN] = math.inf if lo is None else lo
+                acc[MAX] = -math.inf if hi is None else hi
+            add_value(acc, 0 if ext is None else ext(value), need_sum, need_minmax)
+            row.update(values(acc))
+            lo, hi = acc[MIN], acc[MAX]
+            new.append(
+                [
+                    acc[CNT],
+                    acc[SUM],
+                    None if lo == math.inf else lo,
+                    None if hi == -math.inf else hi,
+                ]
+            )
+        self.store[key] = new
+        self.forward(key, row, ts)
+
+
 class _IntervalJoin(_Step):
     def __init__(self, node, task):
         super().__init__(node, task)
@@ -320,6 +383,7 @@ _KINDS = {
     "sink": _Sink,
     "process": _Process,
     "window": _Window,
+    "aggregate": _Aggregate,
     "interval_join": _IntervalJoin,
     "asof_join": _AsOfJoin,
     "table_join": _TableJoin,

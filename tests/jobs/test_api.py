@@ -169,3 +169,26 @@ def test_bad_job_definitions_get_clear_errors():
         from streams.processing.windows import Session
 
         s.window(Session(10))
+
+
+def test_running_aggregate_is_a_table_joinable_to_another():
+    job = Job("totals")
+    orders = job.stream("orders", value=JSON)
+    per_country = orders.key_by("country").aggregate(
+        name="per-country", revenue=Sum("amount"), n=Count(), top=Max("amount")
+    )
+    per_country.to("revenue-per-country")
+    targets = job.table("targets")
+    per_country.join(targets, joiner=lambda a, t: a["revenue"] >= t["goal"]).to("met")
+    d = TestDriver(job)
+    d.pipe("targets", "fr", {"goal": 10}, ts=0)
+    for i, (c, a) in enumerate([("fr", 4), ("de", 2), ("fr", 7), ("fr", 1)]):
+        d.pipe("orders", f"o{i}", {"country": c, "amount": a}, ts=i + 1)
+    assert [(k, v) for k, v, _ in d.output("revenue-per-country")] == [
+        ("fr", {"revenue": 4, "n": 1, "top": 4}),
+        ("de", {"revenue": 2, "n": 1, "top": 2}),
+        ("fr", {"revenue": 11, "n": 2, "top": 7}),
+        ("fr", {"revenue": 12, "n": 3, "top": 7}),
+    ]
+    assert [(k, v) for k, v, _ in d.output("met")] == [("fr", False), ("fr", True)]
+    assert job.stores() == ["per-country", "table_join-7-left", "table_join-7-right"]

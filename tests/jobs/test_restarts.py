@@ -30,6 +30,7 @@ def job(grace: int) -> Job:
         return {"country": o["country"], "n": n}
 
     keyed.process(running, store="seen").to("running")
+    keyed.aggregate(name="sums", total=Sum("amount"), n=Count()).to("sums")
     keyed.window(Tumbling(SIZE), grace_ms=grace).aggregate(
         name="totals", total=Sum("amount"), n=Count()
     ).to("totals")
@@ -97,6 +98,12 @@ def test_restarts_anywhere_give_the_oracles_output(orders, cuts, batch, in_order
                 seen.setdefault(k, []).append(v["n"])
             expected_n = {c: sum(1 for o in orders if o[0] == c) for c, _, _ in orders}
             assert seen == {c: list(range(1, n + 1)) for c, n in expected_n.items()}
+            # running aggregate (a table): each key's last row is its total over all orders
+            last = {k: v for k, v in read_all(store, "sums")}
+            assert last == {
+                c: {"total": sum(a for c2, a, _ in orders if c2 == c), "n": n}
+                for c, n in expected_n.items()
+            }
             # windowed totals: nothing is late (grace covers the range, or the input is ordered)
             totals = read_all(store, "totals")
             got = {(k, v["start"]): (v["total"], v["n"]) for k, v in totals}
