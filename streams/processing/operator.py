@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
@@ -286,6 +287,54 @@ class WindowOperator:
         self._gc_heap.clear()
         self._open = 0
         return out
+
+    # ------------------------------------------------------------------ snapshots (jobs)
+
+    def fixed_window_state(self, key: object, start: int) -> list | None:
+        """A tumbling/hopping window's state as ``[revision, count, sum, min, max]`` (min/max
+        None when not kept), or None when the window is not open. With ``restore_fixed`` this
+        is what ``streams.jobs`` writes to a changelog and reads back (quantile sketches are
+        not snapshotted)."""
+        acc = self._fixed.get((key, start))
+        if acc is None:
+            return None
+        lo, hi = acc[MIN], acc[MAX]
+        return [
+            acc[REV],
+            acc[CNT],
+            acc[SUM],
+            None if lo == math.inf else lo,
+            None if hi == -math.inf else hi,
+        ]
+
+    def progress(self) -> list:
+        """``[watermark, {partition: max event time}]`` for a snapshot (MIN_TIME: none)."""
+        return [self._wm, dict(self._pmax)]
+
+    def restore_progress(self, watermark: int, partition_max: Mapping[int, int]) -> None:
+        """Set the watermark and partitions' progress from a snapshot (before any event)."""
+        self._wm = max(self._wm, watermark)
+        for p, t in partition_max.items():
+            self._pmax[int(p)] = max(self._pmax.get(int(p), MIN_TIME), t)
+
+    def restore_fixed(self, key: object, start: int, state: list) -> bool:
+        """Re-open a tumbling/hopping window from ``fixed_window_state``'s snapshot, after
+        ``restore_progress``; a window already closed at the watermark is not re-opened
+        (returns False)."""
+        if type(self.window) not in (Tumbling, Hopping) or self._processing:
+            raise InvalidConfig("window", self.window, "only tumbling/hopping can be restored")
+        end = start + self.window.size_ms
+        if end + self._grace <= self._wm or (key, start) in self._fixed:
+            return False
+        rev, cnt, total, lo, hi = state
+        acc = new_acc(key, start, end, self._sketch)
+        acc[REV], acc[CNT], acc[SUM] = rev, cnt, total
+        acc[MIN] = math.inf if lo is None else lo
+        acc[MAX] = -math.inf if hi is None else hi
+        self._fixed[(key, start)] = acc
+        self._open += 1
+        self._schedule(acc)
+        return True
 
     # ------------------------------------------------------------------ hot loop: tumbling
 
