@@ -14,7 +14,7 @@
 from streams.jobs.aggregates import Count, Max, Mean, Min, Sum
 from streams.jobs.job import Job, KeyState, Stream, Table
 from streams.jobs.serde import BYTES, JSON, TEXT, Serde, SerdeError, field
-from streams.processing.windows import Hopping, Tumbling
+from streams.processing.windows import Hopping, Session, Tumbling
 
 json = JSON
 text = TEXT
@@ -31,6 +31,7 @@ __all__ = [
     "Mean",
     "Min",
     "Serde",
+    "Session",
     "SerdeError",
     "Stream",
     "Sum",
