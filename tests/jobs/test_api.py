@@ -165,10 +165,10 @@ def test_bad_job_definitions_get_clear_errors():
         s.join(job.stream("b"))
     with pytest.raises(InvalidConfig, match="name at least one"):
         s.window(Tumbling(10)).aggregate()
-    with pytest.raises(InvalidConfig, match="Tumbling and Hopping"):
-        from streams.processing.windows import Session
+    with pytest.raises(InvalidConfig, match="sliding windows are not supported"):
+        from streams.processing.windows import Sliding
 
-        s.window(Session(10))
+        s.window(Sliding(10))
 
 
 def test_running_aggregate_is_a_table_joinable_to_another():
