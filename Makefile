@@ -1,5 +1,6 @@
 # Tidelog: `make run` serves the console and broker, `make test` runs the whole suite.
-# Both set up .venv (and, for tests, Debian's chromium, redis-server and kcat) on a fresh machine.
+# Both set up .venv (and, for tests, Debian's chromium, redis-server, kcat and postgresql) on a
+# fresh machine.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
@@ -12,7 +13,7 @@ BENCH_STAMP := $(VENV)/.bench-requirements-installed
 NODE_TESTS := tests/protocol/node
 NODE_STAMP := $(NODE_TESTS)/node_modules/.installed
 export TIDELOG_HTTP_PORT ?= 8000
-SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm
+SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postgresql
 
 NATIVE := streams/log/_cdecode.so
 NATIVE_SRC := streams/log/_cdecode.pyx
@@ -55,6 +56,7 @@ system-deps:
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	command -v node >/dev/null || missing="$$missing nodejs"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 		echo "installing:$$missing"; \

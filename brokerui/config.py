@@ -42,6 +42,7 @@ class Config:
     kafka_sasl: bool = False  # require SASL (PLAIN, SCRAM-SHA-256/512) with the console's users
     kafka_tls_cert: Path | None = None  # PEM certificate: the Kafka listener speaks TLS
     kafka_tls_key: Path | None = None  # its private key (PEM)
+    export_enabled: bool = True  # TIDELOG_EXPORT=0: the message pages offer no export
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -72,6 +73,7 @@ class Config:
                 hi=2**31 - 1,
             ),
             kafka_sasl=_flag(env, "TIDELOG_KAFKA_SASL", default=False),
+            export_enabled=_flag(env, "TIDELOG_EXPORT", default=True),
             **_tls_files(env),
         )
 

@@ -32,6 +32,8 @@ TIDELOG_KAFKA_TLS_CERT = CONFIG.kafka_tls_cert
 TIDELOG_KAFKA_TLS_KEY = CONFIG.kafka_tls_key
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
+# TIDELOG_EXPORT=0 turns off exporting records from the message pages (compliance)
+TIDELOG_EXPORT_ENABLED = CONFIG.export_enabled
 
 SECRET_KEY = CONFIG.secret_key or load_or_create_secret_key(TIDELOG_DATA_DIR)
 DEBUG = CONFIG.debug

@@ -1,8 +1,15 @@
 """URL routes of the Django project."""
 
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
+
+# Browsers ask for /favicon.ico where a page names no icon (JSON, plain text): the console's.
+favicon = login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True))
 
 urlpatterns = [
+    path("favicon.ico", favicon),
     path("accounts/", include("brokerui.accounts.urls")),
     path("api/v1/", include("brokerui.api.urls")),
     path("metrics", include("brokerui.metrics.urls")),  # Prometheus, token-protected

@@ -14,6 +14,18 @@ import pytest
 # listener start their own on port 0 (tests/protocol).
 os.environ.setdefault("TIDELOG_KAFKA_LISTENER", "0")
 
+
+def pytest_configure(config):
+    """pytest-django loads Django's settings before this file is imported, so the default
+    above reaches only the subprocesses; the in-process settings get it here (else a test that
+    touches the broker without the `broker` fixture listens on 9092, and fails when something
+    else on the machine holds that port)."""
+    from django.conf import settings
+
+    if settings.configured and os.environ["TIDELOG_KAFKA_LISTENER"] in ("0", "false", "no"):
+        settings.TIDELOG_KAFKA_LISTENER = False
+
+
 # Benchmarks run on demand (`make bench`), never as part of the test suite.
 collect_ignore = ["bench"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import logging
 from collections.abc import Mapping
 
 from drf_spectacular.utils import extend_schema_field
@@ -478,6 +479,38 @@ class GroupSummarySerializer(serializers.Serializer):
     )
 
 
+class PartitionHealthSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    status = serializers.CharField(help_text="OK, WARN, STALL, STOP, REWIND or ERR")
+    reason = serializers.CharField()
+    complete = serializers.BooleanField(help_text="the window held enough commits to judge")
+    commits = serializers.IntegerField(help_text="commits in the window")
+    lag_age_ms = serializers.IntegerField(
+        allow_null=True, help_text="age of the oldest unconsumed record, ms"
+    )
+    consume_rate = serializers.FloatField(allow_null=True, help_text="records/s")
+    produce_rate = serializers.FloatField(allow_null=True, help_text="records/s")
+    catch_up_s = serializers.FloatField(allow_null=True, help_text="null: see catch_up_note")
+    catch_up_note = serializers.CharField()
+    retention_share = serializers.FloatField(
+        allow_null=True, help_text="1.0: retention deletes unread records"
+    )
+    retention_note = serializers.CharField()
+
+
+class GroupHealthSerializer(serializers.Serializer):
+    """Burrow's rules over the broker's window of commits (streams/groups/evaluator.py)."""
+
+    status = serializers.CharField(help_text="the worst partition's: OK … ERR")
+    reason = serializers.CharField()
+    lag_age_ms = serializers.IntegerField(allow_null=True)
+    catch_up_s = serializers.FloatField(allow_null=True)
+    catch_up_note = serializers.CharField()
+    retention_share = serializers.FloatField(allow_null=True)
+    partitions = PartitionHealthSerializer(many=True)
+
+
 class GroupListSerializer(serializers.Serializer):
     count = serializers.IntegerField()
     groups = GroupSummarySerializer(many=True)
@@ -526,10 +559,44 @@ class GroupDetailSerializer(serializers.Serializer):
     idle_members = serializers.ListField(child=serializers.CharField())
     total_lag = serializers.IntegerField(source="lag.total")
     partitions = PartitionLagSerializer(source="lag.partitions", many=True)
+    health = serializers.SerializerMethodField(
+        help_text="status by Burrow's rules, lag in time, time to catch up, share of retention; "
+        "null on an external cluster (no broker of this process samples its commits)"
+    )
+
+    @extend_schema_field(GroupHealthSerializer(allow_null=True))
+    def get_health(self, detail) -> dict | None:
+        health = self.context.get("health")
+        return GroupHealthSerializer(health).data if health is not None else None
+
+
+log = logging.getLogger(__name__)
+
+
+class AliasedChoiceField(serializers.ChoiceField):
+    """A choice that also takes deprecated spellings (`aliases`: old → current), logged; the
+    schema lists the current ones only."""
+
+    def __init__(self, *, aliases: dict[str, str], **kwargs):
+        self.aliases = aliases
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and data in self.aliases:
+            log.warning(
+                "API: %s %r is a deprecated spelling; send %r",
+                self.field_name,
+                data,
+                self.aliases[data],
+            )
+            data = self.aliases[data]
+        return super().to_internal_value(data)
 
 
 class Reset(StrictSerializer):
-    """An offset reset: a strategy (with its value) over a scope; a dry run by default."""
+    """An offset reset: a strategy (with its value) over a scope; a dry run by default.
+    Values are spelled as ``kafka-consumer-groups.sh``'s flags, in kebab-case (``to-earliest``,
+    ``all-topics``); field names are snake_case, as everywhere in the API."""
 
     strategy = TextField(
         help_text="to-earliest, to-latest, to-current, to-offset, shift-by, to-datetime, "
@@ -543,10 +610,16 @@ class Reset(StrictSerializer):
         help_text="to-offset/shift-by: a number; to-datetime: ISO-8601 or epoch ms; "
         "by-duration: ISO-8601 duration (PT1H); from-file: CSV text of topic,partition,offset",
     )
-    scope = serializers.ChoiceField(
-        choices=["all_topics", "topic", "partitions"],
+    scope = AliasedChoiceField(
+        choices=["all-topics", "topic", "partitions"],
+        aliases={"all_topics": "all-topics"},  # the spelling before 2026-12; still accepted
+        error_messages={
+            "invalid_choice": '"{input}" is not a valid choice: use all-topics, topic or '
+            "partitions."
+        },
         required=False,
-        help_text="required except for from-file (the CSV names the partitions)",
+        help_text="required except for from-file (the CSV names the partitions); "
+        "all_topics is a deprecated spelling of all-topics",
     )
     topic = TextField(required=False, help_text="scope topic or partitions")
     partitions = serializers.ListField(

@@ -445,7 +445,10 @@ class GroupViewSet(ApiViewSet):
             rows = tuple(p for p in detail.lag.partitions if p.lag)
             lag = dataclasses.replace(detail.lag, partitions=rows)
             detail = dataclasses.replace(detail, lag=lag)
-        body = s.GroupDetailSerializer(detail).data
+        health = group_services.group_health_read(
+            source=group_services.health_source(), group_id=group_id
+        )
+        body = s.GroupDetailSerializer(detail, context={"health": health}).data
         body["total_lag"] = total  # of every partition, also when only lagging ones are shown
         return Response(body)
 
@@ -479,17 +482,16 @@ class GroupViewSet(ApiViewSet):
         v = _valid(s.Reset, request.data)
         if not v["dry_run"] and not is_operator(request.user):
             raise PermissionDenied(OPERATOR_MESSAGE, code=OPERATOR_CODE)
-        cluster = get_cluster()
-        strategy = _strategy(v)
-        plan = group_services.group_reset_plan(
-            cluster=cluster, group_id=group_id, strategy=strategy, scopes=[_scope(v)]
+        done = group_services.group_reset(
+            cluster=get_cluster(),
+            sink=process_sink(),
+            actor=self.actor(),
+            group_id=group_id,
+            strategy=_strategy(v),
+            scopes=[_scope(v)],
+            execute=not v["dry_run"],
         )
-        executed = False
-        if not v["dry_run"]:
-            group_services.group_reset_apply(
-                cluster=cluster, sink=process_sink(), actor=self.actor(), plan=plan
-            )
-            executed = True
+        plan, executed = done.plan, done.executed
         executable = plan.group_state in EMPTY_STATES
         body = {
             "group_id": group_id,
@@ -539,7 +541,7 @@ def _strategy(v) -> ResetStrategy:
 
 
 def _scope(v) -> ResetScope:
-    if v.get("scope") == "all_topics":
+    if v.get("scope") == "all-topics":
         return ResetScope(all_topics=True)
     if v.get("scope") == "topic":
         return ResetScope(topic=v["topic"])

@@ -104,15 +104,13 @@ def retention_warnings(lag) -> list[str]:
     ]
 
 
-def stale_topic_warnings(group: str, committed, topics: Iterable[str]) -> list[str]:
+def deleted_topic_warnings(group: str, deleted_topics: Iterable[str]) -> list[str]:
     """One line per topic the group has offsets for but that no longer exists (describe skips
     those partitions, as they have no log end offset)."""
-    existing = set(topics)
-    gone = sorted({t for t, _ in committed} - existing)
     return [
         f"Warning: the group has committed offsets for topic '{t}', which no longer exists; "
         f"remove them with --delete-offsets --group {group} --topic {t}"
-        for t in gone
+        for t in sorted(deleted_topics)
     ]
 
 

@@ -10,6 +10,29 @@
     if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
   });
 
+  // <button data-nav-toggle> in <header data-nav>: opens and closes the menu of narrow windows
+  // (the header's data-nav-open shows it, see tidelog.css); Escape closes it
+  function setNavOpen(header, open) {
+    var button = header.querySelector("[data-nav-toggle]");
+    if (open) header.setAttribute("data-nav-open", "");
+    else header.removeAttribute("data-nav-open");
+    if (button) button.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+  document.addEventListener("click", function (event) {
+    var toggle = event.target.closest("[data-nav-toggle]");
+    if (!toggle) return;
+    var header = toggle.closest("[data-nav]");
+    if (header) setNavOpen(header, !header.hasAttribute("data-nav-open"));
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    var header = document.querySelector("[data-nav][data-nav-open]");
+    if (!header) return;
+    setNavOpen(header, false);
+    var button = header.querySelector("[data-nav-toggle]");
+    if (button) button.focus();
+  });
+
   // <input data-select-on-focus>: a value to copy (a new API token)
   document.addEventListener("focusin", function (event) {
     if (event.target.matches && event.target.matches("[data-select-on-focus]")) event.target.select();

@@ -19,6 +19,9 @@
   var RANGE_RESOLUTION = { 300000: 1000, 900000: 10000, 3600000: MINUTE, 21600000: 5 * MINUTE,
                            86400000: 15 * MINUTE };
   var SMOOTH_WINDOWS = 5; // the smoothed line: a trailing moving average of 5 windows
+  // rates whose windows exist only where records are (SPARSE_KINDS in streams/broker/metrics/
+  // series.py): a missing window is a zero there, not a gap
+  var SPARSE_KINDS = { group_records_et: true };
   var isPanel = root.dataset.liveScope === "panel";
   var indicator = root.querySelector(".live-indicator");
   var state = {
@@ -120,12 +123,13 @@
 
   // [{label, kind, parts, points: [[t, value]]}] for the series `pick(kind, parts)` names
   function collect(pick) {
-    var out = {};
+    var out = {}, sparse = {};
     Object.keys(state.series).forEach(function (name) {
       var meta = state.meta[name];
       if (!meta) return;
       var label = pick(meta[0], meta[1]);
       if (label === null || label === undefined) return;
+      if (SPARSE_KINDS[meta[0]]) sparse[label] = true;
       var entry = out[label] || (out[label] = new Map());
       state.series[name].forEach(function (point, t) {
         entry.set(t, (entry.get(t) || 0) + perSecond(meta[0], point)); // same label: summed
@@ -134,16 +138,20 @@
     return Object.keys(out).sort(byLabel).map(function (label) {
       var ts = Array.from(out[label].keys()).sort(function (a, b) { return a - b; });
       return { label: label, ts: ts, values: ts.map(function (t) { return out[label].get(t); }),
-               step: state.resolution };
+               step: state.resolution, sparse: !!sparse[label] };
     });
   }
 
   // A series' windows as Plotly x/y: a null after each window whose next one is missing, so a
-  // gap (a stopped server, a topic not there yet) is drawn as a gap, not bridged by a line
-  function withGaps(ts, values, step) {
+  // gap (a stopped server, a topic not there yet) is drawn as a gap, not bridged by a line; for
+  // a sparse series (`zeros`), the missing windows are zeros instead
+  function withGaps(ts, values, step, zeros) {
     var x = [], y = [];
     for (var i = 0; i < ts.length; i++) {
-      if (i > 0 && ts[i] - ts[i - 1] > step) { x.push(ts[i - 1] + step); y.push(null); }
+      if (i > 0 && ts[i] - ts[i - 1] > step) {
+        if (!zeros) { x.push(ts[i - 1] + step); y.push(null); }
+        else for (var t = ts[i - 1] + step; t < ts[i]; t += step) { x.push(t); y.push(0); }
+      }
       x.push(ts[i]); y.push(values[i]);
     }
     return { x: x, y: y };
@@ -193,7 +201,7 @@
   // a live metric: gaps as nulls, a marker only on a window with no neighbour (a line needs
   // two), optionally smoothed
   function metricTrace(s, extra) {
-    var xy = withGaps(s.ts, s.values, s.step);
+    var xy = withGaps(s.ts, s.values, s.step, s.sparse);
     var y = state.smooth ? movingAverage(xy.y, SMOOTH_WINDOWS) : xy.y;
     var sizes = y.map(function (v, i) {
       var alone = v !== null && (i === 0 || y[i - 1] === null) && (i === y.length - 1 || y[i + 1] === null);
@@ -277,7 +285,7 @@
       legend: { orientation: "h", x: 0, y: -0.42, yanchor: "top", font: { color: c.muted } },
       xaxis: Object.assign({}, axis, { type: "date", range: xRange, title: { text: "time (UTC)", font: { color: c.muted } } }),
       yaxis: Object.assign({}, axis, { rangemode: "tozero", title: { text: plain(unit), font: { color: c.muted } } }),
-      annotations: empty ? [{ text: "no data yet", showarrow: false, xref: "paper", yref: "paper",
+      annotations: empty ? [{ text: typeof empty === "string" ? empty : "no data yet", showarrow: false, xref: "paper", yref: "paper",
                               x: 0.5, y: 0.5, font: { color: c.muted } }] : []
     };
   }
@@ -286,6 +294,11 @@
     if (state.drawPending) return;
     state.drawPending = true;
     window.requestAnimationFrame(function () { state.drawPending = false; draw(); });
+  }
+
+  function emptyText() {
+    return state.resolution < MINUTE ? "no data yet"
+      : "no data yet: drawn from 1-minute rollups, the first one closes at the end of a minute";
   }
 
   function firstT() {
@@ -308,7 +321,7 @@
       }, 0);
       figure.dataset.points = points;
       any = any || points > 0;
-      window.Plotly.react(figure, traces, layout(chart.title, chart.unit, range, points === 0),
+      window.Plotly.react(figure, traces, layout(chart.title, chart.unit, range, points === 0 && emptyText()),
                           { displayModeBar: false, responsive: true });
     });
     if (any) showEmpty(null);

@@ -74,6 +74,8 @@ class GroupSummary:
 class GroupDetail:
     description: GroupDescription
     lag: GroupLag
+    # topics the group has committed offsets for that no longer exist (not in `lag`)
+    deleted_topics: tuple[str, ...] = ()
 
     @property
     def idle_members(self) -> list[str]:
@@ -307,10 +309,10 @@ class LocalCluster:
         return out
 
     def describe_group(self, group_id: str) -> GroupDetail:
-        return GroupDetail(
-            self.coordinator.describe_group(group_id),
-            group_lag(self.coordinator, self.store, group_id),
-        )
+        desc = self.coordinator.describe_group(group_id)
+        committed = {t for t, _ in self.coordinator.committed(group_id)}
+        deleted = tuple(sorted(committed - set(self.store.list_topics())))
+        return GroupDetail(desc, group_lag(self.coordinator, self.store, group_id), deleted)
 
     def plan_reset(self, *, group_id: str, strategy: ResetStrategy, scope: ResetScope) -> ResetPlan:
         return plan_reset(self.coordinator, self.store, group_id, strategy, scope)

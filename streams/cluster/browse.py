@@ -25,6 +25,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator
 
+from streams.cluster.expressions import RecordPredicate
 from streams.errors import InvalidRecord, LogDamaged, OffsetOutOfRange, UnknownPartition
 from streams.log import Record
 from streams.log.reader import LogReader
@@ -70,11 +71,14 @@ class BrowseRequest:
     seek: str = "newest"
     value: int | None = None  # N for newest-n, the offset, or the timestamp in ms
     filters: tuple[Filter, ...] = ()
+    expression: RecordPredicate | None = None  # compiled once, evaluated per record
     page_size: int = 50
     cursor: str | None = None
     max_scan_records: int = 200_000
     max_scan_bytes: int = 64 << 20
     max_time_ms: int = 2_000
+    # ((partition, end offset), ...): read no further than these (an export's snapshot)
+    until: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.seek not in SEEKS:
@@ -114,6 +118,14 @@ class BrowseResult:
     direction: str  # "forward" (oldest first) or "backward" (newest first)
     # damaged ranges of the log the scan stepped over: (partition, first offset, end offset)
     damaged: tuple[tuple[int, int, int], ...] = ()
+    # records between this scan's start positions and the end of the range in its direction:
+    # what a scan without budgets would have examined ("scanned X of Y")
+    in_range: int = 0
+    examined: int = 0  # records of the range walked past (scanned_records includes read-ahead)
+    start: tuple[tuple[int, int], ...] = ()  # (partition, position) this scan started from
+    # records the expression could not be evaluated on (they did not match), and the first why
+    eval_errors: int = 0
+    eval_error: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -148,6 +160,9 @@ def browse(
         raise UnknownPartition(req.topic, req.partition, count)
     partitions = [req.partition] if req.partition is not None else list(range(count))
     bounds = {p: store.offsets(req.topic, p) for p in partitions}
+    if req.until:
+        until = dict(req.until)
+        bounds = {p: (lo, min(hi, max(lo, until.get(p, hi)))) for p, (lo, hi) in bounds.items()}
     if req.cursor:
         direction, positions = decode_cursor(req.cursor)
         # a cursor is user input (it travels in URLs): keep it inside each partition's range
@@ -166,6 +181,7 @@ def browse(
 
 def _result(req, records, scan, stopped, direction, before, after, bounds, clock):
     if direction == "forward":
+        in_range = sum(max(0, bounds[p][1] - o) for p, o in before.items())
         more = any(after[p] < bounds[p][1] for p in after)
         next_cursor = encode_cursor("forward", after) if more else None
         prev_cursor = (
@@ -174,6 +190,7 @@ def _result(req, records, scan, stopped, direction, before, after, bounds, clock
             else None
         )
     else:
+        in_range = sum(max(0, o - bounds[p][0]) for p, o in before.items())
         more = any(after[p] > bounds[p][0] for p in after)
         next_cursor = encode_cursor("backward", after) if more else None
         prev_cursor = (
@@ -194,6 +211,11 @@ def _result(req, records, scan, stopped, direction, before, after, bounds, clock
         prev_cursor=prev_cursor,
         direction=direction,
         damaged=tuple(sorted(scan.damaged)),
+        in_range=in_range,
+        examined=scan.examined,
+        start=tuple(sorted(before.items())),
+        eval_errors=req.expression.errors if req.expression else 0,
+        eval_error=req.expression.first_error if req.expression else None,
     )
 
 
@@ -223,6 +245,7 @@ class _Scan:
         self.started, self.clock = started, clock
         self.records = 0
         self.bytes = 0
+        self.examined = 0  # records the page walked past (read-ahead not counted)
         self.damaged: set[tuple[int, int, int]] = set()  # (partition, first, end) stepped over
 
     def _budget_left(self) -> str | None:
@@ -304,6 +327,7 @@ class _Scan:
         heapq.heapify(heap)
         out: list[tuple[int, Record]] = []
         filters = self.req.filters
+        expression = self.req.expression
         examined = 0
         while heap:
             if len(out) >= self.req.page_size:
@@ -312,9 +336,12 @@ class _Scan:
             if stop:
                 return out, stop, pos
             examined += 1
+            self.examined = examined
             *_, p, r = heapq.heappop(heap)
             pos[p] = r.offset + 1 if forward else r.offset
-            if all(f.matches(r) for f in filters):
+            if all(f.matches(r) for f in filters) and (
+                expression is None or expression.matches(r, p)
+            ):
                 out.append((p, r))
             nxt = next(iters[p], None)
             if nxt is not None:

@@ -353,8 +353,11 @@ class KafkaCluster:
         return out
 
     def describe_group(self, group_id: str) -> GroupDetail:
-        groups = GroupView(self.clients)
-        return GroupDetail(self._known(groups, group_id), group_lag(groups, self._view(), group_id))
+        groups, view = GroupView(self.clients), self._view()
+        desc = self._known(groups, group_id)
+        lag = group_lag(groups, view, group_id)  # fetches the topics' metadata into `view`
+        committed = {t for t, _ in groups.committed(group_id)}
+        return GroupDetail(desc, lag, tuple(sorted(committed - set(view.topics()))))
 
     def _known(self, groups: GroupView, group_id: str) -> GroupDescription:
         desc = groups.describe_group(group_id)

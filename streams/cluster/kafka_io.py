@@ -336,6 +336,8 @@ class GroupView:
     def list_groups(self) -> list[tuple[str, str]]:
         future = self.clients.admin.list_consumer_groups(request_timeout=self.timeout)
         listing = result(future, self.timeout + 1)
+        if listing.errors:  # a broker that did not answer: a partial list would mislead
+            raise domain_error(listing.errors[0])
         return sorted((g.group_id, STATE_NAMES.get(g.state, "Unknown")) for g in listing.valid)
 
     def describe_many(self, group_ids: Iterable[str]) -> None:

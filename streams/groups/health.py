@@ -108,9 +108,8 @@ class GroupHealth:
         lagging = [p for p in self.partitions if p.lag]
         if not lagging:
             return 0.0
-        if any(p.catch_up_s is None for p in lagging):
-            return None
-        return max(p.catch_up_s for p in lagging)
+        times = [p.catch_up_s for p in lagging if p.catch_up_s is not None]
+        return max(times) if len(times) == len(lagging) else None
 
     @property
     def catch_up_note(self) -> str:
@@ -199,6 +198,11 @@ class GroupHealthMonitor:
     def clock(self) -> Callable[[], int]:
         return self._clock
 
+    @property
+    def window(self) -> int:
+        """Commits kept per partition."""
+        return self._windows.window
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> GroupHealthMonitor:
@@ -247,13 +251,16 @@ class GroupHealthMonitor:
                 self._windows.observe_end(topic, p, end, now)
             for group, _state in self._coordinator.list_groups():
                 for (topic, p), c in self._coordinator.committed(group).items():
-                    end = ends.get((topic, p))
-                    if end is None:
+                    partition_end = ends.get((topic, p))
+                    if partition_end is None:
                         continue
                     key = (group, topic, p)
                     seen.add(key)
                     self._windows.observe_commit(
-                        key, offset=c.offset, commit_ms=c.commit_timestamp_ms, end_offset=end
+                        key,
+                        offset=c.offset,
+                        commit_ms=c.commit_timestamp_ms,
+                        end_offset=partition_end,
                     )
             self._windows.keep_only(seen, set(ends))
         return now

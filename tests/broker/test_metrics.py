@@ -157,11 +157,22 @@ def test_rollups_are_kept_in_a_partition_of_their_own_and_read_from_it(tmp_path,
     store.close()
 
 
-def test_a_metrics_topic_of_one_partition_gets_its_rollup_partition(tmp_path, clock):
+def test_a_metrics_topic_of_one_partition_gets_its_rollup_partition_and_history(tmp_path, clock):
+    """An earlier version kept everything in one partition: the hub adds the rollup partition
+    and copies the rollups kept so far into it, so the 24-hour chart still has them."""
     store = LogStore.open(tmp_path / "data", clock=clock, background=False)
     store.create_topic(METRICS_TOPIC, 1, {})  # as an earlier version made it
-    MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    name = series("records_in", "orders")
+    old = [[name, T0 + 59_000, 1000, 2, 0], [name, T0, 60_000, 90, 0]]
+    store.append(METRICS_TOPIC, json.dumps({"p": old}).encode(), timestamp_ms=T0 + 60_005)
+    store.append(METRICS_TOPIC, json.dumps({"p": old[:1]}).encode(), timestamp_ms=T0 + 60_006)
+    clock.advance(3 * 3600_000)  # hours later: past the in-memory hour
+    hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
     assert store.partition_count(METRICS_TOPIC) == 2
+    assert hub.copy_old_rollups() == 1
+    assert hub.copy_old_rollups() == 0  # once
+    got = hub.history(T0, resolution_ms=60_000, match=lambda s: s == name)
+    assert [(p.t, p.w, p.v) for p in got] == [(T0, 60_000, 90)]
     store.close()
 
 

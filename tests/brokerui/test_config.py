@@ -170,3 +170,10 @@ def test_kafka_tls_needs_both_files_and_loadable_ones(tmp_path):
         Config.from_env({"TIDELOG_KAFKA_TLS_CERT": str(key), "TIDELOG_KAFKA_TLS_KEY": str(key)})
     with pytest.raises(ConfigError, match="TIDELOG_KAFKA_SASL"):
         Config.from_env({"TIDELOG_KAFKA_SASL": "maybe"})
+
+
+def test_export_is_on_unless_turned_off():
+    assert Config.from_env({}).export_enabled is True
+    assert Config.from_env({"TIDELOG_EXPORT": "0"}).export_enabled is False
+    with pytest.raises(ConfigError, match="TIDELOG_EXPORT"):
+        Config.from_env({"TIDELOG_EXPORT": "maybe"})

@@ -197,8 +197,20 @@ def test_detail_committed_end_lag_commit_time_and_topic_totals(viewer_client, cl
     assert rows == {"0": "5", "1": "0"}  # orders-2 was never committed nor assigned
     assert re.search(r'class="grp-topic-lag"[^>]*>5<', orders)  # total per topic
     assert "ago</time>" in orders  # commit time
-    assert "No active members" in html and "can be reset" in html
+    assert "No active members" in html and "an operator can reset its offsets" in html
     assert "Empty" in html
+
+
+def test_an_empty_group_tells_each_role_what_it_can_do(client, viewer, operator, cluster):
+    url = reverse("console:group", args=["billing"])  # Empty, no members
+    client.force_login(viewer)
+    viewer = re.search(r'<p class="muted" id="no-members">(.*?)</p>', text(client.get(url)))
+    assert "can be reset" not in viewer.group(1)
+    assert "an operator can reset its offsets or delete it" in viewer.group(1)
+    assert "audit log" in viewer.group(1)
+    client.force_login(operator)
+    operator = re.search(r'id="no-members">(.*?)</p>', text(client.get(url)))
+    assert "its offsets can be reset and the group deleted" in operator.group(1)
 
 
 def test_detail_flags_partitions_that_fell_behind_retention(viewer_client, cluster):
@@ -613,6 +625,34 @@ def test_member_joining_between_preview_and_apply_is_a_clear_refusal(operator_cl
     entry = AuditEntry.objects.get(action="group.reset.refused")
     assert entry.before == {"offsets": {"orders": {"0": 5, "1": 20}, "payments": {"0": 2}}}
     assert entry.after["offsets"] == {"orders": {"0": 0, "1": 0}, "payments": {"0": 0}}
+
+
+def header_state(html: str) -> tuple[str, bool]:
+    """The state in the reset page's header (#reset-group-state), and whether it is sent out of
+    band (htmx replaces the header's with it)."""
+    m = re.search(r'<span [^>]*id="reset-group-state"([^>]*)>([^<]*)</span>', html)
+    assert m, "no group state for the header"
+    return m.group(2), 'hx-swap-oob="true"' in m.group(1)
+
+
+def test_a_refused_apply_shows_the_state_that_refused_it(operator_client, cluster):
+    """Empty at preview time; a member joins; the refusal and the page header both name the
+    state the coordinator refused in (not the Empty of the preview)."""
+    page = text(operator_client.get(reverse("console:group_reset", args=["billing"])))
+    assert header_state(page) == ("Empty", False)
+    token = token_of(text(preview(operator_client, strategy="to-earliest")))
+    active_member(cluster.coordinator, "billing", client_id="late-joiner")
+    body = text(apply(operator_client, token))
+    assert 'id="reset-refused"' in body
+    assert header_state(body) == ("Stable", True)  # replaces the header's "Empty"
+    assert "is Stable, not Empty" in body
+    page = text(apply(operator_client, token, htmx=False))  # the result page, without htmx
+    assert header_state(page) == ("Stable", False) and "is Stable, not Empty" in page
+    # the gate's poll keeps the header in step with the state it reports
+    gate = text(
+        operator_client.get(reverse("console:group_reset", args=["billing"]), {"gate": "1"}, **HX)
+    )
+    assert header_state(gate) == ("Stable", True) and "The group is Stable" in gate
 
 
 def test_apply_refuses_a_preview_that_went_stale(operator_client, cluster):

@@ -70,7 +70,7 @@ def test_a_user_made_by_create_user_gets_them_at_the_first_console_sign_in(clien
     assert _matches(user, SCRAM_SHA_512, "bob-pass-123")
 
 
-def test_the_authenticator_answers_with_the_console_s_users_and_roles():
+def test_the_authenticator_answers_with_the_console_s_users_and_roles(broker):
     operators, viewers = Group.objects.get(name="operator"), Group.objects.get(name="viewer")
     olivia = User.objects.create_user("olivia", password="operator-pass-123")
     olivia.groups.add(operators)
@@ -110,7 +110,7 @@ def test_the_authenticator_answers_with_the_console_s_users_and_roles():
     assert auth.scram_credential("victor", SCRAM_SHA_512, PEER) is None
 
 
-def test_failed_kafka_sign_ins_count_in_the_login_throttle(settings):
+def test_failed_kafka_sign_ins_count_in_the_login_throttle(settings, broker):
     settings.AXES_FAILURE_LIMIT = 3
     User.objects.create_user("olivia", password="operator-pass-123")
     auth, other = ConsoleAuthenticator(), Peer("192.0.2.77", "elsewhere")

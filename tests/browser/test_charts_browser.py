@@ -51,7 +51,7 @@ def _total(figure: dict) -> dict:
     return trace
 
 
-def _wait_windows(page, n: int) -> None:
+def _wait_windows(page, n: int, timeout: int = WAIT_MS) -> None:
     """Until the all-topics trace has `n` windows (non-null points)."""
     page.wait_for_function(
         f"""n => {{
@@ -60,7 +60,7 @@ def _wait_windows(page, n: int) -> None:
             return t && t.y.filter(v => v !== null).length >= n;
         }}""",
         arg=n,
-        timeout=WAIT_MS,
+        timeout=timeout,
     )
 
 
@@ -146,12 +146,40 @@ def test_charts_pick_their_resolution_fill_the_axis_and_show_gaps(
             arg=step,
         )
     assert page.locator("[data-live-step]").inner_text() == "15-minute windows"
+    # the first rollup after the restart: the average rate of the seconds it measured (not
+    # their total spread over a whole minute), about what the 1-second chart showed
+    _wait_windows(page, 1, timeout=90_000)
+    (y,) = [v for v in _total(_figure(page))["y"] if v is not None]
+    per_second = [v for v in raw if v is not None]
+    assert 0.5 < y / (sum(per_second) / len(per_second)) < 2
     page.locator(".live").screenshot(path="/tmp/charts-24h-dark.png")
+
+    # a group's page: lag at its peak per window, the event-time rate with zeros, not gaps
+    page.goto(server + "/groups/order-fulfilment/")
+    page.wait_for_function(
+        """() => {
+            const fig = document.querySelector('[data-chart="group_rate"]');
+            const t = fig && fig.data && fig.data.find(t => t.name.includes("event time"));
+            return t && t.y.filter(v => v !== null).length >= 2;
+        }""",
+        timeout=WAIT_MS,
+    )
+    event_time = page.evaluate(
+        """() => document.querySelector('[data-chart="group_rate"]').data
+                 .find(t => t.name.includes("event time")).y"""
+    )
+    assert None not in event_time
+    page.locator(".live").screenshot(path="/tmp/charts-group-dark.png")
 
     # the page's helpers with fixed numbers
     assert page.evaluate("() => TidelogLive.withGaps([0, 1000, 5000], [1, 2, 3], 1000)") == {
         "x": [0, 1000, 2000, 5000],
         "y": [1, 2, None, 3],
+    }
+    # an event-time rate's missing windows are zeros (its windows exist only where records are)
+    assert page.evaluate("() => TidelogLive.withGaps([0, 3000], [1, 2], 1000, true)") == {
+        "x": [0, 1000, 2000, 3000],
+        "y": [1, 0, 0, 2],
     }
     assert page.evaluate("() => TidelogLive.movingAverage([2, 4, 6, null, 8], 2)") == [
         2,

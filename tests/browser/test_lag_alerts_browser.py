@@ -40,6 +40,11 @@ def test_group_status_and_an_alert_rule_end_to_end(operator_login, browser):
     assert page.locator("#catch-up").inner_text().strip()
     assert "not catching up" not in page.content()
     page.screenshot(path="/tmp/lag-group.png", full_page=True)
+    page.click("[data-theme-toggle]")
+    page.click("#group-health details summary")
+    page.wait_for_timeout(300)
+    page.locator("#group-live").screenshot(path="/tmp/lag-group-dark.png")
+    page.click("[data-theme-toggle]")
 
     with receiver() as hook:
         page.goto(server + "/alerts/new/")

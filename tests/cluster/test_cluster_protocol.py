@@ -35,9 +35,9 @@ DRIFTS = {
     # a required parameter added to LocalCluster.describe_group
     "local-parameter": (
         "streams/cluster/__init__.py",
-        "    def describe_group(self, group_id: str) -> GroupDetail:\n        return GroupDetail(",
+        "    def describe_group(self, group_id: str) -> GroupDetail:\n        desc = self.",
         "    def describe_group(self, group_id: str, lag: bool) -> GroupDetail:\n"
-        "        return GroupDetail(",
+        "        desc = self.",
     ),
     # another return type in KafkaCluster.partition_offsets
     "kafka-return": (

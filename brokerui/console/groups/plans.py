@@ -115,7 +115,7 @@ def stale_reasons(cluster: Cluster, plan: ResetPlan, detail: GroupDetail | None)
     when it does not exist) and its logs ([] if it still does)."""
     reasons = []
     committed = committed_offsets(detail)
-    bounds: dict[str, list] = {}
+    bounds: dict[str, list[tuple[int, int]]] = {}  # per topic: (log start, end) by partition
     for r in plan.rows:
         now = committed.get((r.topic, r.partition))
         if now != r.current:
@@ -125,15 +125,15 @@ def stale_reasons(cluster: Cluster, plan: ResetPlan, detail: GroupDetail | None)
                 f"{r.topic}-{r.partition}: the committed offset changed from {was} to {is_}"
             )
         if r.topic not in bounds:
-            try:
-                bounds[r.topic] = cluster.describe_topic(r.topic).partitions
+            try:  # offsets only: a topic description reads configs and last records too
+                bounds[r.topic] = cluster.partition_offsets(topic=r.topic)
             except UnknownTopic:
                 bounds[r.topic] = []
         parts = bounds[r.topic]
         if r.partition >= len(parts):
             reasons.append(f"{r.topic}-{r.partition}: the partition no longer exists")
             continue
-        start, end = parts[r.partition].log_start_offset, parts[r.partition].end_offset
+        start, end = parts[r.partition]
         if r.target < start:
             reasons.append(
                 f"{r.topic}-{r.partition}: the target {r.target:,} is now below the log start "

@@ -19,8 +19,9 @@ with the same before and the reason in after, then raised.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from brokerui.audit.services import Actor, AuditSink
 from brokerui.console.groups import plans
@@ -121,10 +122,15 @@ def group_reset_apply(
     StalePlan, GroupNotEmpty or another TidelogError, each recorded ``group.reset.refused``.
     `detail`: the group as the caller described it in this request; else it is described here
     (once per request: each description is a round trip on an external cluster)."""
-    target = _target(plan.group_id)
-    before, after = reset_audit_payload(plan)
     if detail is None:
         detail = plans.describe_or_none(cluster, plan.group_id)
+    return _apply(cluster, sink, actor, plan, detail)
+
+
+def _apply(cluster: Cluster, sink: AuditSink, actor: Actor, plan: ResetPlan, detail):
+    """group_reset_apply on `detail`, the group described just now (None: it does not exist)."""
+    target = _target(plan.group_id)
+    before, after = reset_audit_payload(plan)
     stale = plans.stale_reasons(cluster, plan, detail)
     try:
         if stale:
@@ -138,6 +144,40 @@ def group_reset_apply(
         )
         raise
     return actor.record(sink, "group.reset", target, before=before, after=after)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupReset:
+    """What `group_reset` did: the plan, whether the group existed before it, and the audit
+    entry when the plan was executed (None: a dry run)."""
+
+    plan: ResetPlan
+    existed: bool
+    entry: Any = None
+
+    @property
+    def executed(self) -> bool:
+        return self.entry is not None
+
+
+def group_reset(
+    *,
+    cluster: Cluster,
+    sink: AuditSink,
+    actor: Actor,
+    group_id: str,
+    strategy: ResetStrategy,
+    scopes: list[ResetScope],
+    execute: bool,
+) -> GroupReset:
+    """Plan a reset over `scopes` and, when `execute`, apply it at once (as `group_reset_apply`,
+    on the same one description of the group): the reset of ``manage.py consumer_groups`` and
+    of the JSON API, where preview and confirm are not two requests. A dry run changes and
+    audits nothing. Raises as `group_reset_plan` and `group_reset_apply` do."""
+    detail = plans.describe_or_none(cluster, group_id)
+    plan = group_reset_plan(cluster=cluster, group_id=group_id, strategy=strategy, scopes=scopes)
+    entry = _apply(cluster, sink, actor, plan, detail) if execute else None
+    return GroupReset(plan, detail is not None, entry)
 
 
 def group_delete(*, cluster: Cluster, sink: AuditSink, actor: Actor, group_id: str) -> None:
@@ -196,6 +236,12 @@ class HealthSource(Protocol):
     def group_health(self, group_id: str, now_ms: int | None = None) -> GroupHealth: ...
 
     def all_groups(self, now_ms: int | None = None) -> dict[str, GroupHealth]: ...
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def interval_ms(self) -> int: ...
 
 
 def health_source() -> HealthSource | None:

@@ -121,7 +121,8 @@ def _detail_context(request, group_id: str) -> dict:
     cluster = get_cluster()
     detail = cluster.describe_group(group_id)  # UnknownGroup: the caller answers 404
     desc = detail.description
-    health = services.group_health_read(source=services.health_source(), group_id=group_id)
+    source = services.health_source()
+    health = services.group_health_read(source=source, group_id=group_id)
     by_partition = {(h.topic, h.partition): h for h in health.partitions} if health else {}
     lag_only = request.GET.get("lag") == "1"
     consumer = desc.protocol_type in ("consumer", "")
@@ -193,6 +194,8 @@ def _detail_context(request, group_id: str) -> dict:
         "live_url": reverse("console:group", args=[group_id]) + query,
         "poll_seconds": POLL_SECONDS,
         "status_meaning": [(str(s), text) for s, text in MEANING.items()],
+        "health_window": source.window if source is not None else None,
+        "health_interval_s": source.interval_ms // 1000 if source is not None else None,
     }
 
 
@@ -400,7 +403,7 @@ def group_reset(request, group_id: str):
         return _render(
             request,
             "console/groups/partials/reset_gate.html",
-            {"group_id": group_id, **_gate(desc, changes)},
+            {"group_id": group_id, "state_oob": True, **_gate(desc, changes)},
         )
 
     context = {
@@ -487,7 +490,9 @@ def _apply(request, cluster, group_id: str, detail, context: dict):
         context.update(outcome="invalid", message=str(exc))
         return _render(request, page_template, context, status=200 if partial else 400)
 
-    context.update(plan=plan, strategy_label=label, summary=_plan_summary(plan))
+    # a refusal shows the state that caused it (the page header too: out of band), from the
+    # describe behind the refusal, not the one this request began with
+    context.update(plan=plan, strategy_label=label, summary=_plan_summary(plan), state_oob=partial)
     try:
         entry = services.group_reset_apply(
             cluster=cluster, sink=process_sink(), actor=_actor(request), plan=plan, detail=detail
@@ -496,14 +501,21 @@ def _apply(request, cluster, group_id: str, detail, context: dict):
         # Not applied. If the group has members now, that is the real obstacle (their commits
         # are what made the preview stale): say so first, as the coordinator would.
         if exc.busy:
-            context.update(outcome="refused", message=str(exc.busy), reasons=exc.reasons)
+            context.update(
+                outcome="refused",
+                message=str(exc.busy),
+                reasons=exc.reasons,
+                shown_state=exc.busy.state,
+            )
         else:
             context.update(outcome="stale", reasons=exc.reasons)
         return _render(request, page_template, context, status=200 if partial else 409)
     except GroupNotEmpty as exc:
         # The coordinator re-checks Empty under its lock at commit time: a consumer that
         # joined after the preview (or while the page was open) lands here, not in a 500.
-        context.update(outcome="refused", message=str(exc), members=exc.members, state=exc.state)
+        context.update(
+            outcome="refused", message=str(exc), members=exc.members, shown_state=exc.state
+        )
         return _render(request, page_template, context, status=200 if partial else 409)
     except TidelogError as exc:
         context.update(outcome="error", message=str(exc))

@@ -17,6 +17,16 @@ from django import forms
 
 from brokerui.console.messages.display import MODES
 from streams.cluster import Filter, ProduceRequest
+from streams.cluster.expressions import (
+    MAX_SOURCE_CHARS,
+    CelLanguage,
+    ExpressionError,
+    ExpressionLanguage,
+    RecordPredicate,
+)
+
+# the filter expression language of the message pages (a Protocol: the engine sees predicates)
+EXPRESSIONS: ExpressionLanguage = CelLanguage()
 
 SEEK_CHOICES = [
     ("newest", "Newest first"),
@@ -99,10 +109,13 @@ class BrowseForm(forms.Form):
     size = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
     view = forms.ChoiceField(choices=[(m, m) for m in MODES], required=False)
     cursor = forms.CharField(required=False, max_length=100_000)
+    q = forms.CharField(required=False, strip=False, max_length=MAX_SOURCE_CHARS)
 
     def __init__(self, data, *, partitions: int):
         super().__init__(data)
         self.partitions = partitions
+        self.expression_error: ExpressionError | None = None
+        self.expression: RecordPredicate | None = None  # compiled once, by clean_q
         self.filter_rows = self._filter_rows(data)
         # a first visit (no query yet) keeps scanning until the page is full
         self.auto = data.get("auto") == "1" or "seek" not in data
@@ -145,6 +158,17 @@ class BrowseForm(forms.Form):
 
     def clean_view(self) -> str:
         return self.cleaned_data["view"] or "auto"
+
+    def clean_q(self) -> str:
+        """The expression as typed; it must compile (the compiled predicate: `expression`)."""
+        source = self.cleaned_data["q"]
+        if source.strip():
+            try:
+                self.expression = EXPRESSIONS.compile(source)
+            except ExpressionError as e:
+                self.expression_error = e
+                raise forms.ValidationError(str(e)) from None
+        return source
 
     def clean_n(self) -> int | None:
         return _optional_int(self.cleaned_data["n"], "N", minimum=1)

@@ -1,18 +1,33 @@
-"""Writing records to a topic: one service for the console's produce page and the JSON API.
+"""Writing records to a topic (one service for the console's produce page and the JSON API),
+exporting what a browse query selects, and importing a JSON Lines export.
 
 Records are appended one at a time, so a refusal says how many went out; what was written is
 audited once (``records.produce``, target ``topic NAME``): after = records, tombstones,
 per partition first/last offset and count, and the error when one record was refused. Payloads
 are never audited (offsets, not values).
+
+Exports (``records.export``) are audited when they start: format, the query (expression,
+filters, partition, start) and the offset range per partition. Imports (``records.import``)
+after writing: the file's name, size and SHA-256, the records and partitions written, and the
+exporting query when the file has one. ``settings.TIDELOG_EXPORT_ENABLED`` (env
+``TIDELOG_EXPORT=0``) turns export off.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from django.conf import settings
 
 from brokerui.audit.services import Actor, AuditSink
-from streams.cluster import Cluster, ProduceRequest
+from streams.cluster import BrowseRequest, Cluster, ProduceRequest
+from streams.cluster.transfer import PAGE, ExportRun, ImportedRecord, ParsedImport, parse_jsonl
 from streams.errors import TidelogError
+
+BATCH_OVERHEAD = 61 + 21  # record batch v2 header + one record's framing, roughly
 
 
 @dataclasses.dataclass
@@ -40,13 +55,7 @@ def records_produce(
 ) -> Produced:
     """Append `records` to `topic` in order, stopping at the first refused (RecordTooLarge, a
     topic deleted meanwhile...); audits what was written."""
-    done = Produced([])
-    for i, r in enumerate(records):
-        try:
-            done.results += cluster.produce(topic=topic, records=[r])
-        except TidelogError as exc:
-            done.error, done.refused_index = exc, i
-            break
+    done = _append(cluster, topic, records)
     if done.results:
         n = len(done.results)
         after: dict = {
@@ -58,3 +67,171 @@ def records_produce(
             after["error"] = f"record {done.refused_index + 1} was refused: {done.error}"
         actor.record(sink, "records.produce", f"topic {topic}", after=after)
     return done
+
+
+def _append(cluster: Cluster, topic: str, records: list[ProduceRequest]) -> Produced:
+    done = Produced([])
+    for i, r in enumerate(records):
+        try:
+            done.results += cluster.produce(topic=topic, records=[r])
+        except TidelogError as exc:
+            done.error, done.refused_index = exc, i
+            break
+    return done
+
+
+def batch_size(r: ProduceRequest) -> int:
+    """About the bytes of `r` as a one-record batch (what max.message.bytes limits)."""
+    return (
+        BATCH_OVERHEAD
+        + len(r.key or b"")
+        + len(r.value or b"")
+        + sum(len(k) + len(v or b"") + 2 for k, v in r.headers)
+    )
+
+
+# ================================================================================ export
+
+
+class ExportDisabled(TidelogError):
+    code = "export_disabled"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "exporting records is turned off on this server (TIDELOG_EXPORT=0); ask its operator"
+        )
+
+
+def export_enabled() -> bool:
+    return bool(getattr(settings, "TIDELOG_EXPORT_ENABLED", True))
+
+
+@dataclasses.dataclass
+class Export:
+    filename: str
+    content_type: str
+    chunks: Iterator[bytes]
+    run: ExportRun
+
+
+def records_export(
+    *,
+    cluster: Cluster,
+    sink: AuditSink,
+    actor: Actor,
+    request: BrowseRequest,
+    query: dict,
+    fmt: str,
+) -> Export:
+    """Stream what `request` selects (from its start to the end offsets now) as `fmt` (jsonl or
+    csv); `query` (the query as typed) is recorded in the file and in the audit log."""
+    if not export_enabled():
+        raise ExportDisabled()
+    topic = request.topic
+    ends = cluster.partition_offsets(topic=topic)
+    forward_seek = "oldest" if request.seek == "newest" else request.seek
+    run = ExportRun(
+        cluster.browse,
+        dataclasses.replace(
+            request,
+            seek=forward_seek,
+            cursor=None,
+            page_size=PAGE,
+            until=tuple((p, end) for p, (_, end) in enumerate(ends)),
+        ),
+        query,
+    )
+    actor.record(
+        sink,
+        "records.export",
+        f"topic {topic}",
+        after={"format": fmt, "filter": query, "range": run.range},
+    )
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    if fmt == "csv":
+        return Export(f"{topic}-{stamp}.csv", "text/csv; charset=utf-8", run.csv(), run)
+    return Export(f"{topic}-{stamp}.jsonl", "application/x-ndjson; charset=utf-8", run.jsonl(), run)
+
+
+# ================================================================================ import
+
+
+def _produce_requests(parsed: ParsedImport, keep_partitions: bool) -> list[ProduceRequest]:
+    return [
+        ProduceRequest(
+            value=r.value,
+            key=r.key,
+            headers=r.headers,
+            partition=r.partition if keep_partitions else None,
+            timestamp_ms=r.timestamp_ms,
+        )
+        for r in parsed.records
+    ]
+
+
+def records_import_check(
+    *, cluster: Cluster, topic: str, data: bytes, keep_partitions: bool
+) -> ParsedImport:
+    """Parse and check a JSON Lines file for `topic` without writing: every bad line (JSON,
+    fields, a partition the topic lacks, a record over max.message.bytes) by number."""
+    desc = cluster.describe_topic(topic)
+    parsed = parse_jsonl(
+        data.splitlines(), partitions=len(desc.partitions) if keep_partitions else None
+    )
+    limit = int(desc.config["max.message.bytes"])
+    records: list[ImportedRecord] = parsed.records
+    for r, req in zip(records, _produce_requests(parsed, keep_partitions), strict=True):
+        size = batch_size(req)
+        if size > limit and len(parsed.errors) < 20:
+            parsed.errors.append(
+                f"line {r.line}: the record is {size:,} bytes as a record batch; {topic} "
+                f"accepts at most {limit:,} (max.message.bytes)"
+            )
+    return parsed
+
+
+@dataclasses.dataclass
+class Imported:
+    parsed: ParsedImport
+    produced: Produced | None  # None: nothing written (the file has errors)
+
+
+def records_import(
+    *,
+    cluster: Cluster,
+    sink: AuditSink,
+    actor: Actor,
+    topic: str,
+    data: bytes,
+    filename: str,
+    keep_partitions: bool,
+) -> Imported:
+    """Write the records of a JSON Lines file to `topic` (keys, headers, timestamps and, when
+    `keep_partitions`, partitions as in the file), all checked first: a file with any bad
+    line writes nothing. Audited (``records.import``)."""
+    parsed = records_import_check(
+        cluster=cluster, topic=topic, data=data, keep_partitions=keep_partitions
+    )
+    if not parsed.ok:
+        return Imported(parsed, None)
+    requests = _produce_requests(parsed, keep_partitions)
+    done = _append(cluster, topic, requests)
+    n = len(done.results)
+    after: dict = {
+        "file": filename,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "records": n,
+        "of": len(requests),
+        "partitions": partition_summary(done.results),
+        "kept_partitions": keep_partitions,
+    }
+    if parsed.meta:
+        after["exported"] = {
+            k: parsed.meta.get(k) for k in ("topic", "exported_at", "filter", "range")
+        }
+    if done.error is not None and done.refused_index is not None:
+        line = parsed.records[done.refused_index].line
+        after["error"] = f"line {line} was refused: {done.error}"
+    actor.record(sink, "records.import", f"topic {topic}", after=after)
+    return Imported(parsed, done)

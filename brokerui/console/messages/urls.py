@@ -10,4 +10,6 @@ urlpatterns = [
         name="message",
     ),
     path("topics/<str:topic>/produce/", views.produce, name="produce"),
+    path("topics/<str:topic>/export/", views.export_messages, name="messages_export"),
+    path("topics/<str:topic>/import/", views.import_messages, name="messages_import"),
 ]

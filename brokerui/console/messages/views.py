@@ -9,9 +9,17 @@ progress line until the page is full, the data ends or the user stops it.
 from __future__ import annotations
 
 import dataclasses
+import secrets
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from urllib.parse import urlencode
 
-from django.http import Http404, HttpRequest, HttpResponse
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods
@@ -31,6 +39,8 @@ from brokerui.console.messages.forms import (
 from brokerui.console.roles import operator_required
 from streams.cluster import BrowseRequest, BrowseResult
 from streams.cluster.browse import decode_cursor, encode_cursor
+from streams.cluster.expressions import ExpressionError
+from streams.cluster.transfer import FORMATS
 from streams.errors import (
     OffsetOutOfRange,
     TidelogError,
@@ -50,8 +60,18 @@ MIN_TIME_PER_PARTITION_MS = 2
 AUTO_MAX_RECORDS = 20_000_000
 AUTO_MAX_MS = 60_000
 # query parameters that belong to one scan, not to the query
-_SCAN_PARAMS = ("cursor", "more", "have", "acc_records", "acc_bytes", "acc_ms", "first_prev")
-_BATCH_OVERHEAD = 61 + 21  # record batch v2 header + one record's framing, roughly
+_SCAN_PARAMS = (
+    "cursor",
+    "more",
+    "have",
+    "acc_records",
+    "acc_bytes",
+    "acc_ms",
+    "acc_errors",
+    "first_error",
+    "in_range",
+    "first_prev",
+)
 
 
 def _topic_or_404(cluster, topic: str):
@@ -108,33 +128,41 @@ def _row(r, mode: str) -> RecordRow:
 class Progress:
     """What this page's scans did, summed over continued requests."""
 
-    records: int
+    records: int  # examined: walked past by the scans (not the read-ahead)
     bytes: int
     ms: float
     stopped: str
     complete: bool
     found: int
+    in_range: int  # records from where the query started to the end of its range
+    eval_errors: int
+    eval_error: str | None
 
     @classmethod
     def of(cls, params, result: BrowseResult, more: bool) -> Progress:
-        acc = (0, 0, 0.0)
+        acc = (0, 0, 0.0, 0, None)
         if more:
             try:
                 acc = (
                     int(params.get("acc_records", 0)),
                     int(params.get("acc_bytes", 0)),
                     float(params.get("acc_ms", 0)),
+                    int(params.get("acc_errors", 0)),
+                    int(params["in_range"]) if params.get("in_range") else None,
                 )
             except ValueError:
                 pass
         have = _int(params.get("have")) if more else 0
         return cls(
-            acc[0] + result.scanned_records,
+            acc[0] + result.examined,
             acc[1] + result.scanned_bytes,
             acc[2] + result.elapsed_ms,
             result.stopped,
             result.complete,
             have + len(result.records),
+            acc[4] if acc[4] is not None else acc[0] + result.in_range,
+            acc[3] + result.eval_errors,
+            result.eval_error or (params.get("first_error") if more else None),
         )
 
     def reason(self, direction: str) -> str:
@@ -193,6 +221,29 @@ def _range_problem(desc, form: BrowseForm) -> str | None:
     return None
 
 
+def _browse_request(topic: str, form: BrowseForm, scanned: int, **changes) -> BrowseRequest:
+    """The engine's request for a valid browse form; `scanned`: partitions it reads."""
+    q = form.cleaned_data
+    return BrowseRequest(
+        topic=topic,
+        partition=q["partition"],
+        seek=q["seek"],
+        value=form.seek_value,
+        filters=form.filters,
+        expression=form.expression,
+        max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
+        max_scan_bytes=SCAN_BYTES,
+        max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
+        **changes,
+    )
+
+
+def _export_links(params) -> list[tuple[str, str]] | None:
+    if not services.export_enabled():
+        return None
+    return [(fmt.upper(), _query(params, format=fmt)) for fmt in FORMATS]
+
+
 @require_GET
 def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     cluster = get_cluster()
@@ -211,6 +262,9 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
         "modes": display.MODES,
         "topic_url": _reverse_or_none("console:topic", topic),
         "produce_url": reverse("console:produce", args=[topic]),
+        "import_url": reverse("console:messages_import", args=[topic]),
+        "export_url": reverse("console:messages_export", args=[topic]),
+        "export_links": _export_links(params),
     }
     if not form.is_valid():
         return render(request, "console/messages/browse.html", context, status=400)
@@ -225,19 +279,12 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     try:
         cursor = _clamped_cursor(q["cursor"], desc) if q["cursor"] else None
         result = cluster.browse(
-            BrowseRequest(
-                topic=topic,
-                partition=q["partition"],
-                seek=q["seek"],
-                value=form.seek_value,
-                filters=form.filters,
-                page_size=max(1, q["size"] - have),
-                cursor=cursor,
-                max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
-                max_scan_bytes=SCAN_BYTES,
-                max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
-            )
+            _browse_request(topic, form, scanned, page_size=max(1, q["size"] - have), cursor=cursor)
         )
+    except ExpressionError as e:  # it names a function that does not exist
+        form.expression_error = e
+        form.add_error("q", str(e))
+        return render(request, "console/messages/browse.html", context, status=400)
     except TidelogError as e:  # a malformed cursor, a partition removed meanwhile, ...
         form.add_error(None, str(e))
         return render(request, "console/messages/browse.html", context, status=400)
@@ -283,6 +330,9 @@ def _page_context(params, q, result: BrowseResult, more: bool) -> dict:
             acc_records=str(progress.records),
             acc_bytes=str(progress.bytes),
             acc_ms=f"{progress.ms:.1f}",
+            acc_errors=str(progress.eval_errors) if progress.eval_errors else None,
+            in_range=str(progress.in_range),
+            first_error=progress.eval_error,
             first_prev=first_prev,
         )
         context["auto_continue"] = (
@@ -366,12 +416,7 @@ def _prefill(cluster, params) -> tuple[dict, list[str], str | None]:
 
 def _too_large(form: ProduceForm, limit: int) -> str | None:
     for i, r in enumerate(form.records, 1):
-        size = (
-            _BATCH_OVERHEAD
-            + len(r.key or b"")
-            + len(r.value or b"")
-            + sum(len(k) + len(v or b"") + 2 for k, v in r.headers)
-        )
+        size = services.batch_size(r)
         if size > limit:
             which = "The message" if len(form.records) == 1 else f"Message {i}"
             return (
@@ -442,3 +487,199 @@ def produce(request: HttpRequest, topic: str) -> HttpResponse:
         target_browse_url=reverse("console:messages", args=[target]),
     )
     return render(request, "console/messages/produce.html", context, status=status)
+
+
+# ================================================================================ export
+
+
+def _query_record(form: BrowseForm) -> dict:
+    """The query as typed, as the export file and the audit log record it."""
+    q = form.cleaned_data
+    return {
+        "expression": q["q"] or None,
+        "filters": [dataclasses.asdict(f) for f in form.filters],
+        "partition": q["partition"],
+        "start": q["seek"],
+        "start_value": form.seek_value,
+    }
+
+
+def _streamed(
+    request: HttpRequest, chunks: Iterator[bytes]
+) -> Iterator[bytes] | AsyncIterator[bytes]:
+    """`chunks` as the server can stream them: under ASGI (Daphne) an async iterator that pulls
+    one piece at a time (given a sync one, Django would read it whole into memory first)."""
+    if not isinstance(request, ASGIRequest):
+        return chunks
+    step = sync_to_async(lambda: next(chunks, None), thread_sensitive=True)
+
+    async def pieces() -> AsyncIterator[bytes]:
+        while (piece := await step()) is not None:
+            yield piece
+
+    return pieces()
+
+
+@require_GET
+def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
+    """What the browse query selects, as a JSON Lines or CSV download, streamed."""
+    cluster = get_cluster()
+    desc = _topic_or_404(cluster, topic)
+    fmt = request.GET.get("format", "jsonl")
+    if not services.export_enabled():
+        raise PermissionDenied(str(services.ExportDisabled()).capitalize() + ".")
+    form = BrowseForm(request.GET, partitions=len(desc.partitions))
+    if fmt not in FORMATS or not form.is_valid():
+        problem = (
+            f"Unknown export format “{fmt}”: use {' or '.join(FORMATS)}."
+            if fmt not in FORMATS
+            else "; ".join(str(e) for errs in form.errors.values() for e in errs)
+        )
+        return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
+    scanned = len(desc.partitions) if form.cleaned_data["partition"] is None else 1
+    try:
+        export = services.records_export(
+            cluster=cluster,
+            sink=process_sink(),
+            actor=Actor(request.user),
+            request=_browse_request(topic, form, scanned),
+            query=_query_record(form),
+            fmt=fmt,
+        )
+    except TidelogError as e:  # an unknown function in the expression, ...
+        return HttpResponse(str(e), status=400, content_type="text/plain; charset=utf-8")
+    response = StreamingHttpResponse(
+        _streamed(request, export.chunks), content_type=export.content_type
+    )
+    response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+    response["X-Tidelog-Export-Range"] = ",".join(
+        f"{r['partition']}:{r['from']}-{r['to']}" for r in export.run.range
+    )
+    return response
+
+
+# ================================================================================ import
+
+PREVIEW_RECORDS = 20
+IMPORT_MAX_BYTES = 64 << 20  # a file is checked whole (in memory) before anything is written
+PENDING_MAX_AGE_S = 3600  # previewed files not confirmed within this are removed
+_IMPORTS_KEY = "message_imports"
+
+
+def _import_dir() -> Path:
+    """Where previewed files wait for their confirmation; older ones than PENDING_MAX_AGE_S
+    are removed."""
+    path = Path(settings.TIDELOG_DATA_DIR) / "imports"
+    path.mkdir(mode=0o700, exist_ok=True)
+    cutoff = time.time() - PENDING_MAX_AGE_S
+    for old in path.glob("*.jsonl"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except FileNotFoundError:  # removed meanwhile by another request
+            pass
+    return path
+
+
+def _preview_rows(parsed, keep: bool) -> list[dict]:
+    return [
+        {
+            "line": r.line,
+            "partition": r.partition if keep else None,
+            "timestamp_ms": r.timestamp_ms,
+            "key": display.show_short(r.key),
+            "value": display.show_short(r.value),
+            "headers": display.show_headers(r.headers),
+        }
+        for r in parsed.records[:PREVIEW_RECORDS]
+    ]
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def import_messages(request: HttpRequest, topic: str) -> HttpResponse:
+    """Import a JSON Lines file into the topic: upload → preview (count and first records, or
+    every bad line) → confirm. Nothing is written before the confirmation, nor from a file
+    with a bad line."""
+    cluster = get_cluster()
+    _topic_or_404(cluster, topic)
+    context: dict = {
+        "nav": "topics",
+        "topic": topic,
+        "topic_url": _reverse_or_none("console:topic", topic),
+        "browse_url": reverse("console:messages", args=[topic]),
+        "keep_partitions": True,
+    }
+    template = "console/messages/import.html"
+    if cluster.is_internal(topic):
+        context["refused"] = f"“{topic}” is an internal topic; importing into it is refused."
+        return render(request, template, context, status=403)
+    if request.method == "GET":
+        return render(request, template, context)
+    pending = request.session.get(_IMPORTS_KEY, {})
+    token = request.POST.get("token", "")
+    if token:  # confirm or cancel a previewed file
+        entry = pending.pop(token, None)
+        request.session[_IMPORTS_KEY] = pending
+        path = _import_dir() / f"{token}.jsonl"
+        if entry is None or entry["topic"] != topic or not path.exists():
+            context["problem"] = "This preview is no longer pending: upload the file again."
+            return render(request, template, context, status=400)
+        data = path.read_bytes()
+        path.unlink()
+        if request.POST.get("action") != "confirm":
+            context["notice"] = f"Import of {entry['filename']} cancelled; nothing was written."
+            return render(request, template, context)
+        done = services.records_import(
+            cluster=cluster,
+            sink=process_sink(),
+            actor=Actor(request.user),
+            topic=topic,
+            data=data,
+            filename=entry["filename"],
+            keep_partitions=entry["keep"],
+        )
+        context.update(imported=done, filename=entry["filename"])
+        if done.produced is None:  # the topic changed since the preview
+            context["errors"] = done.parsed.errors
+            return render(request, template, context, status=400)
+        context["summary"] = services.partition_summary(done.produced.results)
+        if done.produced.error is not None:
+            return render(request, template, context, status=400)
+        return render(request, template, context)
+
+    upload = request.FILES.get("file")
+    keep = request.POST.get("keep_partitions") == "1"
+    context["keep_partitions"] = keep
+    if upload is None:
+        context["problem"] = "Choose a JSON Lines file (.jsonl) to import."
+        return render(request, template, context, status=400)
+    if upload.size > IMPORT_MAX_BYTES:
+        context["problem"] = (
+            f"{upload.name} is {upload.size:,} bytes; an import takes at most "
+            f"{IMPORT_MAX_BYTES:,} bytes ({IMPORT_MAX_BYTES >> 20} MiB). Split it into parts "
+            "(whole lines); nothing was written."
+        )
+        return render(request, template, context, status=400)
+    data = upload.read()
+    parsed = services.records_import_check(
+        cluster=cluster, topic=topic, data=data, keep_partitions=keep
+    )
+    context.update(parsed=parsed, filename=upload.name)
+    if not parsed.ok:
+        context["errors"] = parsed.errors
+        return render(request, template, context, status=400)
+    token = secrets.token_hex(16)
+    (_import_dir() / f"{token}.jsonl").write_bytes(data)
+    pending[token] = {"topic": topic, "filename": upload.name, "keep": keep}
+    request.session[_IMPORTS_KEY] = pending
+    stamps = [r.timestamp_ms for r in parsed.records if r.timestamp_ms is not None]
+    context.update(
+        token=token,
+        rows=_preview_rows(parsed, keep),
+        count=len(parsed.records),
+        first_ts=min(stamps, default=None),
+        last_ts=max(stamps, default=None),
+        meta=parsed.meta,
+    )
+    return render(request, template, context)

@@ -21,6 +21,8 @@ which turns fine windows into coarse ones (aligned to the epoch, so to UTC minut
   covered ms × w``. The chart's per-second value (v ÷ w in seconds) is then the mean of the
   per-second rates, so a coarse window only partly covered (the server started in it, a gap,
   the window still open) is not drawn at a fraction of its height;
+- a *sparse* rate (`series.SPARSE_KINDS`: event-time counts, whose windows exist only where
+  records are) is the **total** of its fine windows: a missing one is a zero, not a gap;
 - a *gauge* kind's coarse value is the **peak** (max) of its fine windows: a lag spike inside
   15 minutes is not averaged away;
 - a fine window seen again (a correction, rev > 0, or the same window twice) **replaces** the
@@ -39,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from streams.broker.metrics.series import MINUTE_MS, SECOND_MS, Point, is_rate
+from streams.broker.metrics.series import MINUTE_MS, SECOND_MS, Point, is_rate, is_sparse
 
 
 class Plan(NamedTuple):
@@ -80,6 +82,8 @@ def aggregate(name: str, values: Iterable[float], *, source_ms: int, step_ms: in
     values = list(values)
     if not values:
         raise ValueError("a coarse window needs at least one fine window")
+    if is_sparse(name):
+        return sum(values)
     if is_rate(name):
         return sum(values) * step_ms / (len(values) * source_ms)
     return max(values)

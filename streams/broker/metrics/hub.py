@@ -90,6 +90,7 @@ class MetricsHub:
         self._ring_start = clock()
         self._last_tick: int | None = None
         self._stop = threading.Event()
+        self._copy_pending = False
         self._thread: threading.Thread | None = None
         if persist:
             self._ensure_topic()
@@ -116,6 +117,10 @@ class MetricsHub:
             self._thread.join(10)
 
     def _run(self) -> None:
+        try:
+            self.copy_old_rollups()  # before the first tick (a baseline): no window is lost
+        except Exception:
+            log.exception("metrics: copying the older rollups failed; their history is not shown")
         while True:
             now = self._clock()
             # wake just after the next second boundary: the window that just ended closes
@@ -243,6 +248,39 @@ class MetricsHub:
                 pass
         if self._store.partition_count(METRICS_TOPIC) < 2:  # made by a version without rollups
             self._store.add_partitions(METRICS_TOPIC, 2)
+            self._copy_pending = True
+
+    def copy_old_rollups(self) -> int:
+        """Once, after `_ensure_topic` added the rollup partition to an older ``__metrics``:
+        copy the 1-minute rollups kept until then among the 1-second windows of partition 0
+        to partition 1 (read record by record: a day of partition 0 is large), so the 6-hour
+        and 24-hour charts keep that history. Returns how many batches were copied."""
+        if not self._copy_pending:
+            return 0
+        self._copy_pending = False
+        offset, end = self._store.offsets(METRICS_TOPIC, SECONDS_PARTITION)
+        copied = 0
+        while offset < end:
+            records = self._store.read(METRICS_TOPIC, SECONDS_PARTITION, offset, 500, 8 << 20)
+            if not records:
+                break
+            for r in records:
+                if r.offset >= end:
+                    break
+                rollups = [p for p in _decode(r.value) if p.w == MINUTE_MS]
+                if rollups:
+                    value = json.dumps({"p": [list(p) for p in rollups]}, separators=(",", ":"))
+                    self._store.append(
+                        METRICS_TOPIC,
+                        value.encode(),
+                        partition=ROLLUP_PARTITION,
+                        timestamp_ms=r.timestamp_ms,
+                    )
+                    copied += 1
+            offset = records[-1].offset + 1
+        if copied:
+            log.info("metrics: copied %d minutes of rollups to their own partition", copied)
+        return copied
 
     def _load_ring(self) -> None:
         since = self._clock() - RING_MS

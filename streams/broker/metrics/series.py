@@ -41,6 +41,9 @@ RATE_KINDS = frozenset(
     }
 )
 GAUGE_KINDS = frozenset({"group_lag", "end_offset", "group_committed"})
+# rates whose windows exist only when something happened (an event-time window opens with its
+# first record): a missing window is a zero, not a gap in the measurement
+SPARSE_KINDS = frozenset({"group_records_et"})
 
 SECOND_MS = 1000
 MINUTE_MS = 60_000
@@ -71,3 +74,7 @@ def parse_series(name: str) -> tuple[str, tuple[str, ...]]:
 
 def is_rate(name: str) -> bool:
     return name.split("/", 1)[0] in RATE_KINDS
+
+
+def is_sparse(name: str) -> bool:
+    return name.split("/", 1)[0] in SPARSE_KINDS

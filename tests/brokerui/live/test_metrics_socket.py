@@ -297,6 +297,7 @@ def test_the_6_hour_range_gets_5_minute_windows_from_the_rollups(
     headers = login(viewer)
 
     async def body():
+        clock.now += 60_000 - clock.now % 60_000  # at a minute's start: one whole minute closes
         await asyncio.to_thread(produce, broker, "orders", 6)
         for _ in range(61):
             await next_second(hub, clock)
@@ -308,9 +309,40 @@ def test_the_6_hour_range_gets_5_minute_windows_from_the_rollups(
         name = series("records_in", "orders")
         got = values(backfill, name)
         assert len(got) == 1 and all(t % 300_000 == 0 for t in got)
-        # the one minute there is, at its average rate, over the 5 minutes of the window
-        (minute,) = hub.history(0, resolution_ms=60_000, match=lambda s: s == name)
-        assert list(got.values()) == [pytest.approx(minute.v * 5)]
+        # 6 records in the one minute there is: 0.1/s, drawn as 0.1 × 300 s per window
+        assert list(got.values()) == [pytest.approx(30)]
+        await ws.disconnect()
+
+    run(body)
+
+
+def test_a_resumed_page_gets_its_open_10_second_window_whole(
+    broker, hub, clock, connect, login, viewer
+):
+    """Hidden for two seconds of a 10-second window: on resume (from the window it last had,
+    which was open), that window comes back with all its seconds averaged: (2 + 4 + 6) / 3 s."""
+    headers = login(viewer)
+
+    async def body():
+        clock.now += 10_000 - clock.now % 10_000
+        window = clock.now
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 900_000})
+        await receive(ws, "backfill")
+        await asyncio.to_thread(produce, broker, "orders", 2)
+        await next_second(hub, clock)
+        assert values(await receive(ws, "points"), series("records_in", "orders")) == {window: 20}
+
+        await ws.send_json_to({"type": "pause"})
+        await receive(ws, "paused")
+        for n in (4, 6):
+            await asyncio.to_thread(produce, broker, "orders", n)
+            await next_second(hub, clock)
+        await ws.send_json_to({"type": "resume", "since": window})
+        await receive(ws, "resumed")
+        gap = await receive(ws, "backfill")
+        assert values(gap, series("records_in", "orders")) == {window: 40}
         await ws.disconnect()
 
     run(body)

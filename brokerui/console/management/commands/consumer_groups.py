@@ -1,4 +1,7 @@
-"""``manage.py consumer_groups``: Kafka's ``kafka-consumer-groups.sh``, over Tidelog's data dir.
+"""``manage.py consumer_groups``: Kafka's ``kafka-consumer-groups.sh``, through a running broker
+(``--bootstrap-server``) or over Tidelog's data dir while the server is stopped.
+
+    consumer_groups [--bootstrap-server HOST:PORT[,HOST:PORT] [--command-config FILE]] ACTION ...
 
     consumer_groups --list [--state [STATE,...]]
     consumer_groups --describe --group G [--group G2 ...] [--offsets | --members [--verbose]
@@ -10,9 +13,16 @@
     consumer_groups --delete --group G [--group G2 ...]
     consumer_groups --delete-offsets --group G --topic T [--topic T2 ...]
 
-The command opens the data directory itself (``TIDELOG_DATA_DIR``), so it runs while the server
-is stopped: the directory has one owner at a time, and a running server's lock is reported with
-its pid. Errors end with a one-line message and exit status 1.
+With ``--bootstrap-server`` the command talks to a broker over the Kafka protocol, as Kafka's
+tool does (``KafkaCluster``: Tidelog's own listener while the server runs, or any Kafka-protocol
+cluster); resets are committed by its admin client, which a Tidelog broker refuses while the
+group has members. Without it, the command opens the data directory itself
+(``TIDELOG_DATA_DIR``), which only works while the server is stopped: the directory has one owner
+at a time, and a running server's lock is reported with its pid (and the hint to use
+``--bootstrap-server``). Either way the actions go through the same ``Cluster`` interface and
+the group services the console and the API call, and changes are audited with source ``cli``
+(through a broker: in the database; the broker's Kafka port records the admin client's commit
+too). Errors end with a one-line message and exit status 1.
 """
 
 from __future__ import annotations
@@ -24,21 +34,22 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from brokerui.audit.services import Actor, AuditLog
+from brokerui.audit.services import Actor, AuditLog, AuditSink
 from brokerui.console import cli_format as fmt
 from brokerui.console.groups import services
-from streams.cluster import LocalCluster
+from streams.cluster import Cluster, LocalCluster
 from streams.errors import (
     DataDirLocked,
+    InvalidConfig,
     TidelogError,
     UnknownGroup,
     UnknownTopic,
 )
 from streams.groups import GroupCoordinator, GroupState, ResetScope, ResetStrategy
-from streams.groups.lag import group_lag
 from streams.log import LogStore
 
 ACTIONS = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
+CLIENT_ID = "tidelog-consumer-groups"  # how the broker (and its audit of the commit) names us
 STRATEGY_FLAGS = ("to_earliest", "to_latest", "to_current")
 STRATEGY_VALUES = ("to_offset", "to_datetime", "by_duration", "shift_by", "from_file")
 
@@ -72,8 +83,9 @@ def open_engine(data_dir) -> Iterator[tuple[LogStore, GroupCoordinator]]:
         holder = f"pid {exc.pid}" if exc.pid else f"the process holding {exc.path}/.lock"
         raise CommandError(
             f"the data directory {exc.path} is in use by the running server ({holder}): "
-            f"stop the server ({holder}) or point TIDELOG_DATA_DIR at another data directory, "
-            "then run the command again"
+            "go through it with --bootstrap-server HOST:PORT (its Kafka listener), or stop the "
+            f"server ({holder}) or point TIDELOG_DATA_DIR at another data directory, then run "
+            "the command again"
         ) from None
     coordinator = None
     try:
@@ -86,15 +98,84 @@ def open_engine(data_dir) -> Iterator[tuple[LogStore, GroupCoordinator]]:
         store.close()
 
 
+def read_command_config(path: str) -> dict[str, str]:
+    """Client properties from `path` (Kafka's ``--command-config``): ``key=value`` (or
+    ``key: value``) lines, ``#`` and ``!`` comments. The keys are librdkafka's (confluent-kafka),
+    e.g. ``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
+    ``ssl.ca.location``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise CommandError(f"--command-config {path}: {exc.strerror}") from None
+    config = {}
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=") if "=" in line else line.partition(":")
+        if not sep or not key.strip():
+            raise CommandError(f"--command-config {path}, line {n}: expected key=value")
+        config[key.strip()] = value.strip()
+    return config
+
+
+@contextlib.contextmanager
+def open_cluster(
+    bootstrap: str | None, data_dir, client_config: dict[str, str] | None = None
+) -> Iterator[tuple[Cluster, AuditSink]]:
+    """The Cluster the actions run on, and where their audit records go: a running broker over
+    the Kafka protocol (`bootstrap`: ``host:port[,host:port]``, with `client_config`; the
+    database's audit log), or the stopped server's data directory (its ``__audit`` topic and
+    the database)."""
+    if bootstrap:
+        from confluent_kafka import KafkaException
+
+        from streams.cluster.kafka import KafkaCluster, parse_cluster_url
+
+        try:
+            servers = parse_cluster_url(f"kafka://{bootstrap}")
+        except InvalidConfig:
+            raise CommandError(
+                f"--bootstrap-server {bootstrap!r} is not HOST:PORT[,HOST:PORT...]"
+            ) from None
+        try:
+            cluster = KafkaCluster(
+                servers, client_config={"client.id": CLIENT_ID, **(client_config or {})}
+            )
+        except KafkaException as exc:  # a property the client does not know
+            raise CommandError(f"--command-config: {exc.args[0].str()}") from None
+        try:
+            yield cluster, AuditLog(None)
+        finally:
+            cluster.close()
+        return
+    with open_engine(data_dir) as (store, coordinator):
+        yield LocalCluster(store, coordinator), AuditLog(store)
+
+
 class Command(BaseCommand):
     help = (
         "List, describe, reset offsets of and delete consumer groups, with the options and "
-        "output columns of Kafka's kafka-consumer-groups.sh. Reads TIDELOG_DATA_DIR; stop the "
-        "server first (the data directory has one owner at a time)."
+        "output columns of Kafka's kafka-consumer-groups.sh: through a running broker with "
+        "--bootstrap-server HOST:PORT, else over TIDELOG_DATA_DIR with the server stopped (the "
+        "data directory has one owner at a time)."
     )
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--bootstrap-server",
+            metavar="HOST:PORT",
+            help="A running broker's Kafka listener (host:port[,host:port]); without it the "
+            "command opens TIDELOG_DATA_DIR, which needs the server stopped.",
+        )
+        parser.add_argument(
+            "--command-config",
+            metavar="FILE",
+            help="With --bootstrap-server: client properties (key=value lines, librdkafka's "
+            "names), e.g. security.protocol, sasl.mechanism, sasl.username, sasl.password.",
+        )
         action = parser.add_mutually_exclusive_group(required=True)
         action.add_argument("--list", action="store_true", help="List all consumer groups.")
         action.add_argument("--describe", action="store_true", help="Describe the group(s).")
@@ -173,8 +254,13 @@ class Command(BaseCommand):
         if quiet:  # the engine's INFO lines (offsets loaded, ...) are noise in a CLI
             streams_log.setLevel(logging.WARNING)
         try:
-            with open_engine(settings.TIDELOG_DATA_DIR) as (store, coordinator):
-                getattr(self, f"_{action}")(store, coordinator, options)
+            bootstrap, config_file = options["bootstrap_server"], options["command_config"]
+            if config_file and not bootstrap:
+                raise CommandError("--command-config can only be used with --bootstrap-server")
+            client_config = read_command_config(config_file) if config_file else None
+            source = open_cluster(bootstrap, settings.TIDELOG_DATA_DIR, client_config)
+            with source as (cluster, sink):
+                getattr(self, f"_{action}")(cluster, sink, options)
         except TidelogError as exc:
             raise CommandError(str(exc)) from None
         finally:
@@ -209,11 +295,11 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------------ actions
 
-    def _list(self, store, coordinator, options) -> None:
-        groups = coordinator.list_groups()
+    def _list(self, cluster: Cluster, sink: AuditSink, options) -> None:
+        groups = [(g.group_id, g.state) for g in cluster.list_groups()]
         wanted = options["state"]
         if wanted:
-            known = {str(s).lower(): str(s) for s in GroupState}
+            known = {str(s.value).lower(): str(s.value) for s in GroupState}
             states = set()
             for name in (s.strip() for s in wanted.split(",") if s.strip()):
                 if name.lower() not in known:
@@ -226,12 +312,13 @@ class Command(BaseCommand):
         if out:
             self.stdout.write(out)
 
-    def _describe(self, store, coordinator, options) -> None:
+    def _describe(self, cluster: Cluster, sink: AuditSink, options) -> None:
         for i, group in enumerate(options["group"]):
             try:
-                description = coordinator.describe_group(group)
+                detail = cluster.describe_group(group)
             except UnknownGroup:
                 raise CommandError(f"Consumer group '{group}' does not exist.") from None
+            description, lag = detail.description, detail.lag
             if i:
                 self.stdout.write("")
             if options["state"] is not None:
@@ -244,21 +331,27 @@ class Command(BaseCommand):
                 if description.members:
                     self.stdout.write(fmt.describe_members(description, options["verbose"]))
                 continue
-            lag = group_lag(coordinator, store, group)
             self.stdout.write(fmt.describe_offsets(description, lag))
-            warnings = fmt.retention_warnings(lag) + fmt.stale_topic_warnings(
-                group, coordinator.committed(group), store.list_topics()
+            warnings = fmt.retention_warnings(lag) + fmt.deleted_topic_warnings(
+                group, detail.deleted_topics
             )
             if warnings:
                 self.stdout.write("\n" + "\n".join(warnings))
 
-    def _reset_offsets(self, store, coordinator, options) -> None:
+    def _reset_offsets(self, cluster: Cluster, sink: AuditSink, options) -> None:
         group = options["group"][0]
         strategy = self._strategy(options)
         scopes = self._scopes(options, strategy)
-        exists = any(g == group for g, _ in coordinator.list_groups())
-        try:
-            plan = self._plan(store, coordinator, group, strategy, scopes)
+        try:  # one plan over every scope (several --topic flags), committed in one write
+            done = services.group_reset(
+                cluster=cluster,
+                sink=sink,
+                actor=Actor.cli(),
+                group_id=group,
+                strategy=strategy,
+                scopes=scopes,
+                execute=options["execute"],  # GroupNotEmpty unless Empty, checked at commit
+            )
         except UnknownTopic as exc:
             if not options["all_topics"]:
                 raise
@@ -267,21 +360,15 @@ class Command(BaseCommand):
                 f"exists: remove them with --delete-offsets --group {group} --topic {exc.topic}, "
                 "or name the topics with --topic"
             ) from None
-        if options["execute"]:  # GroupNotEmpty unless Empty, checked at commit
-            services.group_reset_apply(
-                cluster=LocalCluster(store, coordinator),
-                sink=AuditLog(store),
-                actor=Actor.cli(),
-                plan=plan,
-            )
+        plan = done.plan
         notes = []
-        if not exists:
-            verb = "was created" if options["execute"] else "will be created by --execute"
+        if not done.existed:
+            verb = "was created" if done.executed else "will be created by --execute"
             notes.append(f"Note: consumer group '{group}' did not exist; its offsets {verb}.")
         busy = services.busy_reason(plan.group_state)
-        if not options["execute"] and busy:
+        if not done.executed and busy:
             notes.append(f"Warning: {busy} --execute is refused until then.")
-        notes.append(fmt.reset_summary(plan, executed=options["execute"]))
+        notes.append(fmt.reset_summary(plan, executed=done.executed))
         if options["export"]:  # stdout is the CSV alone, fit for --from-file
             self.stdout.write(fmt.export_csv(plan))
             for note in notes:
@@ -313,27 +400,11 @@ class Command(BaseCommand):
             return [ResetScope(all_topics=True)]  # every partition the file names
         raise CommandError("--reset-offsets needs a scope: --all-topics or --topic T[:P,P...]")
 
-    @staticmethod
-    def _plan(store, coordinator, group, strategy, scopes):
-        """One plan over every scope (several --topic flags), so --execute commits it in one
-        atomic write. With --from-file, the scopes filter the file's partitions."""
-        return services.group_reset_plan(
-            cluster=LocalCluster(store, coordinator),
-            group_id=group,
-            strategy=strategy,
-            scopes=scopes,
-        )
-
-    def _delete(self, store, coordinator, options) -> None:
+    def _delete(self, cluster: Cluster, sink: AuditSink, options) -> None:
         deleted, failed = [], []
         for group in options["group"]:
             try:
-                services.group_delete(
-                    cluster=LocalCluster(store, coordinator),
-                    sink=AuditLog(store),
-                    actor=Actor.cli(),
-                    group_id=group,
-                )
+                services.group_delete(cluster=cluster, sink=sink, actor=Actor.cli(), group_id=group)
                 deleted.append(group)
             except UnknownGroup:
                 failed.append(f"Group '{group}' could not be deleted: it does not exist")
@@ -344,11 +415,14 @@ class Command(BaseCommand):
         if failed:
             raise CommandError("; ".join(failed))
 
-    def _delete_offsets(self, store, coordinator, options) -> None:
+    def _delete_offsets(self, cluster: Cluster, sink: AuditSink, options) -> None:
         group = options["group"][0]
-        if not any(g == group for g, _ in coordinator.list_groups()):
-            raise CommandError(f"Consumer group '{group}' does not exist.")
-        committed = coordinator.committed(group)
+        try:
+            detail = cluster.describe_group(group)
+        except UnknownGroup:
+            raise CommandError(f"Consumer group '{group}' does not exist.") from None
+        committed = {p.topic for p in detail.lag.partitions if p.committed is not None}
+        committed |= set(detail.deleted_topics)
         topics = []
         for spec in options["topic"]:
             topic, _, parts = spec.partition(":")
@@ -357,21 +431,18 @@ class Command(BaseCommand):
                     f"--delete-offsets deletes a whole topic's offsets; drop the partition "
                     f"list from {spec!r}"
                 )
-            has_offsets = any(t == topic for t, _ in committed)
-            if not has_offsets and topic not in store.list_topics():
-                raise CommandError(f"topic {topic!r} does not exist")
-            if not has_offsets:
+            if topic not in committed:
+                try:
+                    cluster.describe_topic(topic)
+                except UnknownTopic:
+                    raise CommandError(f"topic {topic!r} does not exist") from None
                 raise CommandError(
                     f"consumer group '{group}' has no committed offsets for topic '{topic}'"
                 )
             topics.append(topic)
         for i, topic in enumerate(dict.fromkeys(topics)):
             doomed = services.group_offsets_delete(
-                cluster=LocalCluster(store, coordinator),
-                sink=AuditLog(store),
-                actor=Actor.cli(),
-                group_id=group,
-                topic=topic,
+                cluster=cluster, sink=sink, actor=Actor.cli(), group_id=group, topic=topic
             )
             if i:
                 self.stdout.write("")

@@ -1,0 +1,195 @@
+"""Debezium's change-event envelope, as Kafka Connect's JsonConverter writes it.
+
+The value is ``{"schema": ..., "payload": {"before", "after", "source", "op", "ts_ms",
+"transaction"}}`` (the converter's default ``schemas.enable=true``), so the field list of the
+table travels in every event and a column added or dropped shows in the next event's schema.
+The key is the primary key's columns as a plain JSON object (``{"id": 7}``, the key converter
+with ``schemas.enable=false``): a key must not change when the table's schema does, or log
+compaction would keep two records for one row.
+
+Values are decoded from PostgreSQL's text output by type: integers, floats and booleans as JSON
+numbers and booleans, ``bytea`` as base64 (Connect's ``bytes``), ``numeric`` as a string
+(Debezium's ``decimal.handling.mode=string``), ``json``/``jsonb`` as the JSON text
+(``io.debezium.data.Json``), dates and times as PostgreSQL prints them (not Debezium's
+epoch-based ``time.precision.mode``). A TOASTed value an update did not touch is
+``__debezium_unavailable_value``, as in Debezium.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streams.capture import pgoutput
+
+CONNECTOR = "postgresql"
+VERSION = "tidelog-capture-1"
+UNAVAILABLE = "__debezium_unavailable_value"
+
+# PostgreSQL type oid -> (Connect type, Connect semantic name or None)
+_TYPES: dict[int, tuple[str, str | None]] = {
+    16: ("boolean", None),
+    17: ("bytes", None),
+    20: ("int64", None),
+    21: ("int16", None),
+    23: ("int32", None),
+    26: ("int64", None),  # oid
+    700: ("float32", None),
+    701: ("float64", None),
+    1700: ("string", None),  # numeric
+    114: ("string", "io.debezium.data.Json"),
+    3802: ("string", "io.debezium.data.Json"),
+    2950: ("string", "io.debezium.data.Uuid"),
+    1082: ("string", "io.debezium.time.Date"),
+    1114: ("string", "io.debezium.time.Timestamp"),
+    1184: ("string", "io.debezium.time.ZonedTimestamp"),
+}
+
+
+def connect_type(type_oid: int) -> tuple[str, str | None]:
+    return _TYPES.get(type_oid, ("string", None))
+
+
+def decode_value(type_oid: int, raw: pgoutput.Value) -> Any:
+    """A column's JSON value from the text pgoutput sent."""
+    if raw is None:
+        return None
+    if raw is pgoutput.UNCHANGED_TOAST:
+        return UNAVAILABLE
+    assert isinstance(raw, bytes)
+    text = raw.decode()
+    kind, _ = connect_type(type_oid)
+    if kind in ("int16", "int32", "int64"):
+        return int(text)
+    if kind in ("float32", "float64"):
+        return float(text)  # also 'NaN', 'Infinity'
+    if kind == "boolean":
+        return text == "t"
+    if kind == "bytes":  # bytea's text form is hex: \x0102
+        return base64.b64encode(bytes.fromhex(text[2:])).decode()
+    return text
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """One version of a captured table: the Relation message and the primary key columns."""
+
+    relation: pgoutput.Relation
+    key_columns: tuple[str, ...]
+    topic: str
+    server: str  # Debezium's topic prefix / logical server name
+    database: str
+
+    def row(self, values: Sequence[pgoutput.Value]) -> dict[str, Any]:
+        """A tuple as ``{column: value}`` (a ``K`` old tuple has NULL outside the key)."""
+        if len(values) != len(self.relation.columns):
+            raise pgoutput.PgOutputError(
+                f"{self.qualified_name}: tuple of {len(values)} columns, relation has "
+                f"{len(self.relation.columns)}"
+            )
+        return {
+            column.name: decode_value(column.type_oid, raw)
+            for column, raw in zip(self.relation.columns, values, strict=True)
+        }
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.relation.namespace}.{self.relation.name}"
+
+    def key_of(self, row: dict[str, Any]) -> bytes:
+        return dumps({name: row[name] for name in self.key_columns})
+
+    def value_schema(self) -> dict[str, Any]:
+        name = f"{self.server}.{self.relation.namespace}.{self.relation.name}"
+        fields = []
+        for column in self.relation.columns:
+            kind, semantic = connect_type(column.type_oid)
+            field: dict[str, Any] = {
+                "type": kind,
+                "optional": column.name not in self.key_columns,
+                "field": column.name,
+            }
+            if semantic:
+                field["name"] = semantic
+            fields.append(field)
+        row = {"type": "struct", "fields": fields, "optional": True, "name": f"{name}.Value"}
+        return {
+            "type": "struct",
+            "optional": False,
+            "name": f"{name}.Envelope",
+            "fields": [
+                {**row, "field": "before"},
+                {**row, "field": "after"},
+                {
+                    "type": "struct",
+                    "fields": SOURCE_FIELDS,
+                    "optional": False,
+                    "name": "io.debezium.connector.postgresql.Source",
+                    "field": "source",
+                },
+                {"type": "string", "optional": False, "field": "op"},
+                {"type": "int64", "optional": True, "field": "ts_ms"},
+            ],
+        }
+
+
+SOURCE_FIELDS = [
+    {"type": "string", "optional": False, "field": "version"},
+    {"type": "string", "optional": False, "field": "connector"},
+    {"type": "string", "optional": False, "field": "name"},
+    {"type": "int64", "optional": False, "field": "ts_ms"},
+    {"type": "string", "optional": True, "field": "snapshot"},
+    {"type": "string", "optional": False, "field": "db"},
+    {"type": "string", "optional": True, "field": "sequence"},
+    {"type": "string", "optional": False, "field": "schema"},
+    {"type": "string", "optional": False, "field": "table"},
+    {"type": "int64", "optional": True, "field": "txId"},
+    {"type": "int64", "optional": True, "field": "lsn"},
+    {"type": "int64", "optional": True, "field": "commit_lsn"},
+]
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def change_event(
+    table: TableSchema,
+    *,
+    op: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    lsn: int,
+    begin: pgoutput.Begin,
+    ts_ms: int,
+    snapshot: str = "false",
+) -> bytes:
+    """The value of one change event (op ``c``, ``u``, ``d``; ``r`` a snapshot's read, with
+    `snapshot` ``"incremental"`` as in Debezium's incremental snapshots)."""
+    rel = table.relation
+    source = {
+        "version": VERSION,
+        "connector": CONNECTOR,
+        "name": table.server,
+        "ts_ms": begin.commit_ts_us // 1000,
+        "snapshot": snapshot,
+        "db": table.database,
+        "sequence": json.dumps([str(begin.final_lsn), str(lsn)]),
+        "schema": rel.namespace,
+        "table": rel.name,
+        "txId": begin.xid,
+        "lsn": lsn,
+        "commit_lsn": begin.final_lsn,
+    }
+    payload = {
+        "before": before,
+        "after": after,
+        "source": source,
+        "op": op,
+        "ts_ms": ts_ms,
+        "transaction": None,
+    }
+    return dumps({"schema": table.value_schema(), "payload": payload})

@@ -1,0 +1,287 @@
+"""A decoder of PostgreSQL's ``pgoutput`` logical replication messages (protocol version 1).
+
+Each ``XLogData`` payload that the walsender sends for a ``pgoutput`` slot is one message, its
+first byte the kind (PostgreSQL docs, "Logical Replication Message Formats"):
+
+- ``R`` Relation: a table's id, namespace, name, replica identity and columns (name, type oid,
+  typmod, part of the replica identity key or not). Sent before the first change of a table in a
+  session and again after its definition changed (``ALTER TABLE``), so it is how a schema change
+  reaches the stream.
+- ``B`` Begin / ``C`` Commit: a transaction's bounds (commit LSN, end LSN, commit time, xid).
+- ``I`` Insert / ``U`` Update / ``D`` Delete: a change with its tuple(s). An update carries the
+  old tuple (``K``: key columns only, ``O``: the whole row) only when the key changed or the
+  table has ``REPLICA IDENTITY FULL``; a delete always carries one of them.
+- ``T`` Truncate, ``Y`` Type, ``O`` Origin and ``M`` Message are decoded too.
+
+Column values are kept as the text (``t``) or binary (``b``) bytes the server sent, ``None`` for
+SQL NULL and `UNCHANGED_TOAST` for a large value the update did not touch (``u``).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+# PostgreSQL timestamps count microseconds from 2000-01-01 00:00 UTC
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+PG_EPOCH_UNIX_US = int((PG_EPOCH - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
+
+
+class PgOutputError(ValueError):
+    """A message that is not valid ``pgoutput`` (truncated, unknown kind or tuple marker)."""
+
+
+class _UnchangedToast:
+    """The marker of a TOASTed value an update left as it was (the server does not resend it)."""
+
+    _instance: _UnchangedToast | None = None
+
+    def __new__(cls) -> _UnchangedToast:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNCHANGED_TOAST"
+
+
+UNCHANGED_TOAST = _UnchangedToast()
+
+Value = bytes | None | _UnchangedToast
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type_oid: int
+    type_modifier: int
+    is_key: bool  # part of the replica identity key
+
+
+@dataclass(frozen=True)
+class Relation:
+    relation_id: int
+    namespace: str
+    name: str
+    replica_identity: str  # d default (primary key), n nothing, f full, i index
+    columns: tuple[Column, ...]
+
+
+@dataclass(frozen=True)
+class Begin:
+    final_lsn: int  # the LSN of the commit record
+    commit_ts_us: int  # microseconds since the Unix epoch
+    xid: int
+
+
+@dataclass(frozen=True)
+class Commit:
+    flags: int
+    commit_lsn: int
+    end_lsn: int  # the LSN just past the commit record: what a consumer confirms
+    commit_ts_us: int
+
+
+@dataclass(frozen=True)
+class Insert:
+    relation_id: int
+    new: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Update:
+    relation_id: int
+    old: tuple[Value, ...] | None
+    old_kind: str | None  # "K" key columns only, "O" the whole old row, None not sent
+    new: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Delete:
+    relation_id: int
+    old: tuple[Value, ...]
+    old_kind: str  # "K" or "O"
+
+
+@dataclass(frozen=True)
+class Truncate:
+    relation_ids: tuple[int, ...]
+    cascade: bool
+    restart_identity: bool
+
+
+@dataclass(frozen=True)
+class Type:
+    type_oid: int
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Origin:
+    lsn: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Message:
+    transactional: bool
+    lsn: int
+    prefix: str
+    content: bytes
+
+
+PgOutputMessage = (
+    Relation | Begin | Commit | Insert | Update | Delete | Truncate | Type | Origin | Message
+)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def _take(self, n: int) -> bytes:
+        end = self.pos + n
+        if end > len(self.buf):
+            raise PgOutputError(
+                f"message truncated: wanted {n} bytes at offset {self.pos}, "
+                f"{len(self.buf)} bytes in all"
+            )
+        out = self.buf[self.pos : end]
+        self.pos = end
+        return out
+
+    def byte(self) -> str:
+        return chr(self._take(1)[0])
+
+    def int8(self) -> int:
+        return self._take(1)[0]
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def uint32(self) -> int:
+        return struct.unpack(">I", self._take(4))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
+
+    def uint64(self) -> int:
+        return struct.unpack(">Q", self._take(8))[0]
+
+    def string(self) -> str:
+        end = self.buf.find(b"\0", self.pos)
+        if end < 0:
+            raise PgOutputError(f"unterminated string at offset {self.pos}")
+        out = self.buf[self.pos : end].decode()
+        self.pos = end + 1
+        return out
+
+    def timestamp_us(self) -> int:
+        return self.int64() + PG_EPOCH_UNIX_US
+
+    def tuple(self) -> tuple[Value, ...]:
+        values: list[Value] = []
+        for _ in range(self.int16()):
+            kind = self.byte()
+            if kind == "n":
+                values.append(None)
+            elif kind == "u":
+                values.append(UNCHANGED_TOAST)
+            elif kind in ("t", "b"):
+                values.append(self._take(self.int32()))
+            else:
+                raise PgOutputError(f"unknown tuple column kind {kind!r} at offset {self.pos - 1}")
+        return tuple(values)
+
+    def done(self, kind: str) -> None:
+        if self.pos != len(self.buf):
+            raise PgOutputError(
+                f"{len(self.buf) - self.pos} bytes left over after a {kind!r} message"
+            )
+
+
+def decode(payload: bytes) -> PgOutputMessage:
+    """One ``pgoutput`` message from the bytes of one ``XLogData`` payload."""
+    if not payload:
+        raise PgOutputError("empty message")
+    r = _Reader(bytes(payload))
+    kind = r.byte()
+    msg: PgOutputMessage
+    if kind == "B":
+        msg = Begin(final_lsn=r.uint64(), commit_ts_us=r.timestamp_us(), xid=r.uint32())
+    elif kind == "C":
+        msg = Commit(
+            flags=r.int8(), commit_lsn=r.uint64(), end_lsn=r.uint64(), commit_ts_us=r.timestamp_us()
+        )
+    elif kind == "R":
+        rel_id, namespace, name = r.uint32(), r.string(), r.string()
+        identity = r.byte()
+        columns = []
+        for _ in range(r.int16()):
+            flags = r.int8()
+            columns.append(
+                Column(
+                    name=r.string(),
+                    type_oid=r.uint32(),
+                    type_modifier=r.int32(),
+                    is_key=bool(flags & 1),
+                )
+            )
+        msg = Relation(rel_id, namespace, name, identity, tuple(columns))
+    elif kind == "I":
+        rel_id = r.uint32()
+        if (marker := r.byte()) != "N":
+            raise PgOutputError(f"insert: expected a new tuple ('N'), got {marker!r}")
+        msg = Insert(rel_id, r.tuple())
+    elif kind == "U":
+        rel_id = r.uint32()
+        marker = r.byte()
+        old, old_kind = None, None
+        if marker in ("K", "O"):
+            old, old_kind = r.tuple(), marker
+            marker = r.byte()
+        if marker != "N":
+            raise PgOutputError(f"update: expected a new tuple ('N'), got {marker!r}")
+        msg = Update(rel_id, old, old_kind, r.tuple())
+    elif kind == "D":
+        rel_id = r.uint32()
+        marker = r.byte()
+        if marker not in ("K", "O"):
+            raise PgOutputError(f"delete: expected an old tuple ('K' or 'O'), got {marker!r}")
+        msg = Delete(rel_id, r.tuple(), marker)
+    elif kind == "T":
+        count, options = r.int32(), r.int8()
+        msg = Truncate(
+            tuple(r.uint32() for _ in range(count)), bool(options & 1), bool(options & 2)
+        )
+    elif kind == "Y":
+        msg = Type(r.uint32(), r.string(), r.string())
+    elif kind == "O":
+        msg = Origin(r.uint64(), r.string())
+    elif kind == "M":
+        flags, lsn, prefix = r.int8(), r.uint64(), r.string()
+        msg = Message(bool(flags & 1), lsn, prefix, r._take(r.int32()))
+    else:
+        raise PgOutputError(f"unknown pgoutput message kind {kind!r}")
+    r.done(kind)
+    return msg
+
+
+def format_lsn(lsn: int) -> str:
+    """PostgreSQL's spelling of an LSN: ``16/B374D848``."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def parse_lsn(text: str) -> int:
+    high, _, low = text.partition("/")
+    if not low:
+        raise ValueError(f"not an LSN: {text!r} (expected e.g. 16/B374D848)")
+    return (int(high, 16) << 32) | int(low, 16)

@@ -1,0 +1,653 @@
+"""Change data capture from PostgreSQL: logical decoding (``pgoutput``) into compacted topics.
+
+`PostgresCapture` checks the chosen tables (each needs a primary key and a replica identity
+that carries it), creates a publication for them and a logical replication slot, then streams
+every committed insert, update and delete, in commit order, as Debezium change events into one
+compacted topic per table (``<server>.<schema>.<table>``, one partition, keyed by primary key).
+A delete is followed by a tombstone (same key, null value) so compaction forgets the row; an
+update that changes the primary key is a delete (+ tombstone) of the old key and a create of
+the new one, as Debezium does.
+
+The driver is psycopg2 (``psycopg2-binary``): psycopg 3 has no API for the streaming
+replication protocol (it refuses ``COPY_BOTH``), psycopg2 has ``LogicalReplicationConnection``
+with ``start_replication(decode=False)`` for pgoutput's binary messages and ``send_feedback``.
+
+Delivery guarantee. Records go out through an idempotent producer (confluent-kafka,
+``enable.idempotence=true``, ``acks=all``), so retries inside one producer session neither
+duplicate nor reorder. The position confirmed to PostgreSQL (``send_feedback(flush_lsn=)``, the
+slot's ``confirmed_flush_lsn``) is a transaction's commit end LSN, sent only once every record of
+that transaction and of all earlier ones has been acknowledged by the log (delivery reports);
+after a crash PostgreSQL replays from there, so nothing is lost. The replayed transactions that
+had already reached the log are not written twice: every record carries its position (the
+transaction's commit LSN and the record's index in it) in the ``tidelog.capture.position``
+header, and on start the capture reads the last record of each topic and skips records at or
+before that position. Effectively-once into the log, then, with one window left: a produce
+request already on the wire when the process died could be appended after the restarted capture
+read the topic's end (a transactional producer would fence it; Tidelog's broker gains
+transactions in another change).
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streams.capture import envelope, pgoutput, snapshot
+from streams.capture.envelope import TableSchema
+from streams.capture.snapshot import ChunkWindow, SnapshotJob
+
+log = logging.getLogger(__name__)
+
+POSITION_HEADER = "tidelog.capture.position"
+DEFAULT_SLOT = "tidelog_capture"
+DEFAULT_PUBLICATION = "tidelog_capture"
+DEFAULT_SERVER = "tidelog"
+TIMEOUT_S = 30.0
+
+
+class CaptureError(Exception):
+    """A setup problem the user must fix (a table without a primary key, a bad topic...)."""
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    oid: int
+    schema: str
+    name: str
+    key_columns: tuple[str, ...]
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+def split_table_name(name: str) -> tuple[str, str]:
+    schema, dot, table = name.strip().rpartition(".")
+    if not table:
+        raise CaptureError(f"not a table name: {name!r} (expected TABLE or SCHEMA.TABLE)")
+    return (schema if dot else "public"), table
+
+
+_IDENTITY_REFUSALS = {
+    "n": "REPLICA IDENTITY NOTHING: updates and deletes would not carry the row's key; "
+    "set REPLICA IDENTITY DEFAULT (or FULL) on it",
+    "i": "REPLICA IDENTITY USING INDEX: deletes would carry that index's columns, not the "
+    "primary key the topic is keyed by; set REPLICA IDENTITY DEFAULT (or FULL) on it",
+}
+
+
+def check_tables(conn: Any, names: Sequence[str]) -> list[TableInfo]:
+    """The tables to capture, each checked: it exists, is an ordinary table, has a primary key
+    and a replica identity that carries it. Raises `CaptureError` naming every refusal."""
+    tables, problems = [], []
+    with conn.cursor() as cur:
+        for name in names:
+            schema, table = split_table_name(name)
+            cur.execute(
+                "SELECT c.oid, c.relkind, c.relreplident FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relname = %s",
+                (schema, table),
+            )
+            row = cur.fetchone()
+            if row is None:
+                problems.append(f"table {schema}.{table} does not exist")
+                continue
+            oid, relkind, identity = row
+            if relkind not in ("r", "p"):
+                problems.append(f"{schema}.{table} is not a table (relkind {relkind!r})")
+                continue
+            cur.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+                "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                "WHERE i.indrelid = %s AND i.indisprimary "
+                "ORDER BY array_position(i.indkey::int2[], a.attnum)",
+                (oid,),
+            )
+            keys = tuple(r[0] for r in cur.fetchall())
+            if not keys:
+                problems.append(
+                    f"table {schema}.{table} has no primary key: its topic is keyed by primary "
+                    "key so that compaction keeps one record per row, and without one updates "
+                    "and deletes cannot name the row they change; add one "
+                    f"(ALTER TABLE {schema}.{table} ADD PRIMARY KEY (...))"
+                )
+            elif identity in _IDENTITY_REFUSALS:
+                problems.append(f"table {schema}.{table} has {_IDENTITY_REFUSALS[identity]}")
+            else:
+                tables.append(TableInfo(oid, schema, table, keys))
+    conn.rollback()
+    if problems:
+        raise CaptureError("cannot capture: " + "; ".join(problems))
+    return tables
+
+
+def _quoted_tables(tables: Sequence[TableInfo]) -> Any:
+    from psycopg2 import sql
+
+    return sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
+
+
+def ensure_publication(conn: Any, name: str, tables: Sequence[TableInfo]) -> None:
+    """A publication of exactly these tables (created, or its table list set)."""
+    from psycopg2 import sql
+
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
+        verb = (
+            "ALTER PUBLICATION {} SET TABLE {}"
+            if cur.fetchone()
+            else "CREATE PUBLICATION {} FOR TABLE {}"
+        )
+        cur.execute(sql.SQL(verb).format(sql.Identifier(name), _quoted_tables(tables)))
+    conn.commit()
+
+
+def ensure_slot(conn: Any, name: str) -> None:
+    """A logical replication slot with the pgoutput plugin in this database."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT plugin, database, slot_type FROM pg_replication_slots WHERE slot_name = %s",
+            (name,),
+        )
+        row = cur.fetchone()
+        database = conn.info.dbname
+        if row is None:
+            cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+            log.info("created replication slot %s (pgoutput) in %s", name, database)
+        elif (row[2], row[0], row[1]) != ("logical", "pgoutput", database):
+            raise CaptureError(
+                f"replication slot {name!r} exists but is a {row[2]} slot of plugin {row[0]!r} "
+                f"in database {row[1]!r}; capture needs a logical pgoutput slot in {database!r}: "
+                "choose another --slot"
+            )
+    conn.commit()
+
+
+def parse_position(raw: bytes | None) -> tuple[int, int] | None:
+    if not raw:
+        return None
+    lsn, _, index = raw.decode().partition(":")
+    return int(lsn), int(index)
+
+
+class KafkaSink:
+    """The topics and the idempotent producer (confluent-kafka) on a Kafka-protocol cluster."""
+
+    def __init__(self, bootstrap: str, extra_config: dict[str, Any] | None = None) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient
+
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "client.id": "tidelog-capture",
+                **(extra_config or {}),
+            }
+        )
+
+    def ensure_topic(self, topic: str) -> None:
+        """A compacted one-partition topic (created, or an existing one checked)."""
+        from confluent_kafka.admin import ConfigResource, NewTopic
+
+        metadata = self.admin.list_topics(timeout=TIMEOUT_S)
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            futures = self.admin.create_topics(
+                [NewTopic(topic, 1, config={"cleanup.policy": "compact"})],
+                request_timeout=TIMEOUT_S,
+            )
+            try:
+                futures[topic].result(TIMEOUT_S)
+                log.info("created topic %s (cleanup.policy=compact, 1 partition)", topic)
+                return
+            except Exception as exc:  # created meanwhile: checked below
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise CaptureError(f"cannot create topic {topic!r}: {exc}") from exc
+            metadata = self.admin.list_topics(topic, timeout=TIMEOUT_S)
+        partitions = len(metadata.topics[topic].partitions)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        config = self.admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+        policy = config["cleanup.policy"].value if "cleanup.policy" in config else "delete"
+        if partitions != 1 or "compact" not in policy:
+            raise CaptureError(
+                f"topic {topic!r} exists with {partitions} partition(s) and "
+                f"cleanup.policy={policy}; capture writes a table's changes in commit order to "
+                "one compacted partition: delete the topic or choose another --server name"
+            )
+
+    def last_position(self, topic: str) -> tuple[int, int] | None:
+        """The capture position of the topic's last record (None: empty or not ours)."""
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "tidelog-capture-position",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0), timeout=TIMEOUT_S, cached=False
+            )
+            if high <= low:
+                return None
+            consumer.assign([TopicPartition(topic, 0, high - 1)])
+            deadline = time.monotonic() + TIMEOUT_S
+            last = None
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        break
+                    raise CaptureError(f"cannot read the end of {topic!r}: {msg.error()}")
+                last = msg
+                if msg.offset() >= high - 1:
+                    break
+            if last is None:
+                raise CaptureError(f"cannot read the last record of {topic!r} (offset {high - 1})")
+            headers = dict(last.headers() or [])
+            return parse_position(headers.get(POSITION_HEADER))
+        finally:
+            consumer.close()
+
+
+@dataclass
+class _Transaction:
+    begin: pgoutput.Begin
+    end_lsn: int = 0
+    committed: bool = False
+    outstanding: int = 0
+    records: int = 0
+
+
+@dataclass
+class CaptureStats:
+    transactions: int = 0
+    records: int = 0
+    skipped_records: int = 0  # replayed after a restart, already in the log
+    truncates: int = 0
+    confirmed_lsn: int = 0
+    schema_changes: list[str] = field(default_factory=list)
+
+
+class PostgresCapture:
+    def __init__(
+        self,
+        *,
+        dsn: str,
+        tables: Sequence[str],
+        bootstrap: str,
+        slot: str = DEFAULT_SLOT,
+        publication: str = DEFAULT_PUBLICATION,
+        server: str = DEFAULT_SERVER,
+        producer_config: dict[str, Any] | None = None,
+        status_interval_s: float = 1.0,
+        snapshot_tables: Sequence[str] = (),
+        chunk_rows: int = snapshot.DEFAULT_CHUNK_ROWS,
+    ) -> None:
+        self.dsn = dsn
+        self.table_names = list(tables)
+        self.bootstrap = bootstrap
+        self.slot = slot
+        self.publication = publication
+        self.server = server
+        self.producer_config = producer_config
+        self.status_interval_s = status_interval_s
+        self.stats = CaptureStats()
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+        self._tables: dict[int, TableInfo] = {}
+        self._schemas: dict[int, TableSchema] = {}
+        self._last_positions: dict[str, tuple[int, int]] = {}
+        self._pending: deque[_Transaction] = deque()
+        self._current: _Transaction | None = None
+        self._confirmed = 0
+        self._sent_confirmed = 0
+        self.ready = threading.Event()
+        self.chunk_rows = chunk_rows
+        self.snapshots: list[SnapshotJob] = []  # every snapshot asked for, with its progress
+        self._jobs: deque[SnapshotJob] = deque()  # those not done, in order
+        self._window: ChunkWindow | None = None
+        self._paused = threading.Event()
+        self._lock = threading.Lock()
+        self._initial_snapshots = list(snapshot_tables)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- snapshots (thread-safe: the console or a signal handler may call these) -----------
+
+    def request_snapshot(
+        self, table: str, *, keys: Sequence[dict[str, Any]] | None = None
+    ) -> SnapshotJob:
+        """Queues a DBLog snapshot of a captured table (or of the rows with these keys)."""
+        schema_name, name = split_table_name(table)
+        info = next(
+            (t for t in self._tables.values() if (t.schema, t.name) == (schema_name, name)), None
+        )
+        if info is None:
+            raise CaptureError(f"table {schema_name}.{name} is not captured by this source")
+        if keys is not None:
+            for key in keys:
+                if set(key) != set(info.key_columns):
+                    raise CaptureError(
+                        f"a key of {info.qualified_name} names {sorted(info.key_columns)}, "
+                        f"not {sorted(key)}"
+                    )
+        job = SnapshotJob(
+            info.oid, info.qualified_name, list(keys) if keys is not None else None, self.chunk_rows
+        )
+        with self._lock:
+            self.snapshots.append(job)
+            self._jobs.append(job)
+        return job
+
+    def pause_snapshots(self) -> None:
+        """No new chunk starts until `resume_snapshots` (the stream goes on)."""
+        self._paused.set()
+
+    def resume_snapshots(self) -> None:
+        self._paused.clear()
+
+    def topic_for(self, table: TableInfo) -> str:
+        return f"{self.server}.{table.schema}.{table.name}"
+
+    def setup(self) -> tuple[Any, KafkaSink]:
+        """Checks the tables, creates the publication, slot and topics; reads the positions."""
+        import psycopg2
+
+        conn = psycopg2.connect(self.dsn)
+        try:
+            tables = check_tables(conn, self.table_names)
+            ensure_publication(conn, self.publication, tables)
+            ensure_slot(conn, self.slot)
+            self.database = conn.info.dbname
+        except Exception:
+            conn.close()
+            raise
+        self._tables = {t.oid: t for t in tables}
+        sink = KafkaSink(self.bootstrap, self.producer_config)
+        for table in tables:
+            topic = self.topic_for(table)
+            sink.ensure_topic(topic)
+            position = sink.last_position(topic)
+            if position is not None:
+                self._last_positions[topic] = position
+        return conn, sink
+
+    def run(self) -> CaptureStats:
+        """Streams until `stop()`; then flushes, confirms what the log holds and returns."""
+        import psycopg2
+        from psycopg2.extras import LogicalReplicationConnection
+
+        conn, sink = self.setup()
+        conn.autocommit = True  # watermarks and snapshot chunks, each committed on its own
+        self._db = conn
+        self.sink = sink
+        for table in self._initial_snapshots:
+            self.request_snapshot(table)
+        repl = psycopg2.connect(self.dsn, connection_factory=LogicalReplicationConnection)
+        cursor = repl.cursor()
+        try:
+            cursor.start_replication(
+                slot_name=self.slot,
+                decode=False,
+                options={
+                    "proto_version": "1",
+                    "publication_names": self.publication,
+                    "messages": "true",  # the snapshots' watermarks
+                },
+                status_interval=self.status_interval_s,
+            )
+            self.ready.set()
+            log.info(
+                "capturing %s from slot %s into %s",
+                ", ".join(t.qualified_name for t in self._tables.values()),
+                self.slot,
+                self.bootstrap,
+            )
+            while not self._stop.is_set():
+                msg = cursor.read_message()
+                if self._window is None and self._jobs and not self._paused.is_set():
+                    self._start_chunk()
+                if msg is not None:
+                    self._handle(pgoutput.decode(msg.payload), msg.data_start)
+                    sink.producer.poll(0)
+                else:
+                    sink.producer.poll(0)
+                    self._advance(cursor)
+                    select.select([cursor], [], [], 0.05)
+                    continue
+                self._advance(cursor)
+            remaining = sink.producer.flush(TIMEOUT_S)
+            self._advance(cursor)
+            if remaining:
+                log.warning("%d records not acknowledged at stop; they will be resent", remaining)
+        finally:
+            repl.close()
+            conn.close()
+        return self.stats
+
+    # -- confirmation ------------------------------------------------------------------------
+
+    def _advance(self, cursor: Any) -> None:
+        if self._failure is not None:
+            raise CaptureError(f"the log refused a record: {self._failure}")
+        while self._pending and self._pending[0].committed and self._pending[0].outstanding == 0:
+            self._confirmed = self._pending.popleft().end_lsn
+        if self._confirmed > self._sent_confirmed:
+            cursor.send_feedback(flush_lsn=self._confirmed, write_lsn=self._confirmed)
+            self._sent_confirmed = self._confirmed
+            self.stats.confirmed_lsn = self._confirmed
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def _handle(self, msg: pgoutput.PgOutputMessage, lsn: int) -> None:
+        if isinstance(msg, pgoutput.Begin):
+            self._current = _Transaction(msg)
+            self._pending.append(self._current)
+        elif isinstance(msg, pgoutput.Commit):
+            txn = self._require_txn(msg)
+            txn.end_lsn, txn.committed = msg.end_lsn, True
+            self._current = None
+            self.stats.transactions += 1
+        elif isinstance(msg, pgoutput.Relation):
+            self._relation(msg)
+        elif isinstance(msg, pgoutput.Insert | pgoutput.Update | pgoutput.Delete):
+            self._change(msg, lsn)
+        elif isinstance(msg, pgoutput.Message):
+            self._watermark(msg, lsn)
+        elif isinstance(msg, pgoutput.Truncate):
+            self.stats.truncates += 1
+            names = [self._tables[r].qualified_name for r in msg.relation_ids if r in self._tables]
+            log.warning(
+                "TRUNCATE of %s is not carried into the topics (no per-row events, like "
+                "Debezium's default skipped.operations=t); their compacted state keeps the "
+                "rows until they are deleted or re-snapshotted",
+                ", ".join(names),
+            )
+
+    def _require_txn(self, msg: object) -> _Transaction:
+        if self._current is None:
+            raise pgoutput.PgOutputError(f"{type(msg).__name__} outside a transaction")
+        return self._current
+
+    def _relation(self, rel: pgoutput.Relation) -> None:
+        table = self._tables.get(rel.relation_id)
+        if table is None:
+            return
+        previous = self._schemas.get(rel.relation_id)
+        columns = {c.name for c in rel.columns}
+        missing = [k for k in table.key_columns if k not in columns]
+        if missing:
+            raise CaptureError(f"{table.qualified_name}: primary key column(s) {missing} gone")
+        self._schemas[rel.relation_id] = TableSchema(
+            relation=rel,
+            key_columns=table.key_columns,
+            topic=self.topic_for(table),
+            server=self.server,
+            database=self.database,
+        )
+        if previous is not None and previous.relation.columns != rel.columns:
+            before = [c.name for c in previous.relation.columns]
+            after = [c.name for c in rel.columns]
+            change = f"{table.qualified_name}: columns {before} -> {after}"
+            self.stats.schema_changes.append(change)
+            log.info("schema change of %s", change)
+
+    def _change(self, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete, lsn: int) -> None:
+        txn = self._require_txn(msg)
+        schema = self._schemas.get(msg.relation_id)
+        if schema is None:
+            if msg.relation_id in self._tables:
+                raise pgoutput.PgOutputError(
+                    f"change of relation {msg.relation_id} before its Relation"
+                )
+            return
+        ts_ms = int(time.time() * 1000)
+
+        def event(op: str, before: dict | None, after: dict | None) -> bytes:
+            return envelope.change_event(
+                schema, op=op, before=before, after=after, lsn=lsn, begin=txn.begin, ts_ms=ts_ms
+            )
+
+        if isinstance(msg, pgoutput.Insert):
+            after = schema.row(msg.new)
+            self._supersede(msg.relation_id, schema.key_of(after))
+            self._emit(txn, schema, schema.key_of(after), event("c", None, after))
+        elif isinstance(msg, pgoutput.Update):
+            after = schema.row(msg.new)
+            before = schema.row(msg.old) if msg.old is not None else None
+            key = schema.key_of(after)
+            self._supersede(msg.relation_id, key)
+            if before is not None and schema.key_of(before) != key:
+                old_key = schema.key_of(before)
+                self._supersede(msg.relation_id, old_key)
+                self._emit(txn, schema, old_key, event("d", before, None))
+                self._emit(txn, schema, old_key, None)
+                self._emit(txn, schema, key, event("c", None, after))
+            else:
+                self._emit(txn, schema, key, event("u", before, after))
+        else:
+            before = schema.row(msg.old)
+            key = schema.key_of(before)
+            self._supersede(msg.relation_id, key)
+            self._emit(txn, schema, key, event("d", before, None))
+            self._emit(txn, schema, key, None)  # the tombstone
+
+    # -- DBLog chunks ------------------------------------------------------------------------
+
+    def _start_chunk(self) -> None:
+        with self._lock:
+            job = self._jobs[0]
+        info = self._tables[job.oid]
+        schema = snapshot.table_schema(
+            self._db,
+            job.oid,
+            info.key_columns,
+            topic=self.topic_for(info),
+            server=self.server,
+            database=self.database,
+        )
+        self._window = snapshot.read_chunk(self._db, job, schema)
+
+    def _supersede(self, relation_id: int, key: bytes) -> None:
+        """A change inside a chunk's window: the stream has that row, newer; drop it."""
+        window = self._window
+        if window is not None and window.open and window.job.oid == relation_id:
+            if window.rows.pop(key, None) is not None:
+                window.job.rows_dropped += 1
+
+    def _watermark(self, msg: pgoutput.Message, lsn: int) -> None:
+        mark = snapshot.parse_watermark(msg)
+        window = self._window
+        if mark is None or window is None or mark[1] != window.id:
+            return  # not ours, or a window of before a restart
+        if mark[0] == "low":
+            window.open = True
+            return
+        txn = self._require_txn(msg)
+        ts_ms = int(time.time() * 1000)
+        for key, row in window.rows.items():
+            value = envelope.change_event(
+                window.schema,
+                op="r",
+                before=None,
+                after=row,
+                lsn=lsn,
+                begin=txn.begin,
+                ts_ms=ts_ms,
+                snapshot="incremental",
+            )
+            self._emit(txn, window.schema, key, value)
+        job = window.job
+        job.chunks += 1
+        job.rows_written += len(window.rows)
+        job.as_of_lsn = txn.begin.final_lsn
+        job.last_key = window.last_key if window.last_key is not None else job.last_key
+        self._window = None
+        if not window.full:
+            job.done = True
+            with self._lock:
+                self._jobs.popleft()
+            log.info(
+                "snapshot of %s done: %d rows in %d chunks (%d superseded by changes), as of %s",
+                job.table,
+                job.rows_written,
+                job.chunks,
+                job.rows_dropped,
+                pgoutput.format_lsn(job.as_of_lsn),
+            )
+
+    def _emit(
+        self, txn: _Transaction, schema: TableSchema, key: bytes, value: bytes | None
+    ) -> None:
+        index = txn.records
+        txn.records += 1
+        topic = schema.topic
+        last = self._last_positions.get(topic)
+        if last is not None and (txn.begin.final_lsn, index) <= last:
+            self.stats.skipped_records += 1
+            return
+        txn.outstanding += 1
+        producer = self.sink.producer
+        headers = [(POSITION_HEADER, f"{txn.begin.final_lsn}:{index}".encode())]
+        on_delivery = self._delivery_callback(txn)
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=key,
+                    value=value,
+                    partition=0,
+                    headers=headers,
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:  # the local queue is full: wait for deliveries
+                producer.poll(0.1)
+        self.stats.records += 1
+
+    def _delivery_callback(self, txn: _Transaction) -> Callable[[Any, Any], None]:
+        def done(err: Any, _msg: Any) -> None:
+            if err is not None:
+                self._failure = err
+            else:
+                txn.outstanding -= 1
+
+        return done
