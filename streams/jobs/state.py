@@ -21,6 +21,9 @@ Backends (``Backend`` Protocol: get/put/delete/items/clear/close):
   task. ``rocksdict`` ships self-contained wheels (no system librocksdb to install). The
   changelog stays the source of truth: the RocksDB directory is a cache, wiped when a task
   opens it and rebuilt from the changelog.
+  What it moves out of memory: the stores of ``process`` steps, running aggregates and joins.
+  Windowed steps keep their open windows inside ``streams.processing``'s ``WindowOperator``
+  (in memory whatever the backend; only their changelog snapshots pass through the store).
 
 Thread-safety: none; a store belongs to one task.
 """
