@@ -319,7 +319,8 @@ class Runner:
             try:
                 key = _tupled(params["key"].deserialize(r.key))
                 value = params["value"].deserialize(r.value)
-                ts = extract(value) if extract is not None else r.timestamp_ms
+                # a tombstone has no value to read a time from: its record's timestamp counts
+                ts = r.timestamp_ms if extract is None or value is None else extract(value)
             except (SerdeError, TidelogError) as exc:
                 raise RecordError(self.job.name, topic, p, r.offset, exc) from exc
             out.append((r.offset, key, value, ts))

@@ -323,3 +323,25 @@ def test_a_bad_record_stops_the_job_naming_it_and_loses_nothing(store, coordinat
     j2.stream("in2", value=JSON).map(lambda v: {"inv": 1 / v["x"]}).to("out2")
     with pytest.raises(RecordError, match=r"in2-0 offset 0: ZeroDivisionError"):
         Runner(j2, store, coordinator=coordinator).run_until_idle()
+
+
+def test_a_table_tombstone_takes_its_records_timestamp(store, coordinator):
+    """A deleted customer (a tombstone: no value to read "ts" from) is deleted from the
+    record's timestamp on: orders after it are not enriched, orders before it are."""
+    store.create_topic("customers", 1, {"cleanup.policy": "compact"})
+    store.create_topic("orders", 1)
+    store.append("customers", b'{"country": "fr", "ts": 0}', b"c1", timestamp_ms=0)
+    store.append("customers", None, b"c1", timestamp_ms=50)
+    store.append_batch(
+        "orders",
+        [(b'{"customer": "c1", "ts": 10}', b"o1"), (b'{"customer": "c1", "ts": 60}', b"o2")],
+    )
+    j = Job("enrich")
+    customers = j.table("customers", timestamp=field("ts"))
+    orders = j.stream("orders", value=JSON, timestamp=field("ts"))
+    orders.key_by("customer").join(customers, how="left", grace_ms=1_000).to("enriched")
+    runner = Runner(j, store, coordinator=coordinator)
+    runner.run_until_idle()
+    runner.close()
+    out = sorted(read_all(store, "enriched"), key=lambda r: r[2])
+    assert [v[1] for _, v, _ in out] == [{"country": "fr", "ts": 0}, None]
