@@ -202,6 +202,17 @@ class Store(MutableMapping):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def scan(self) -> Iterator[tuple[object, object]]:
+        """Every ``(key, value)``, read from the backend without caching what it reads (so a
+        RocksDB-backed store can be scanned at restore without loading it all into memory)."""
+        for k, v in list(self._dirty.items()):
+            if v is not _MISSING:
+                yield k, v
+        for raw, value in self.backend.items():
+            k = decode_key(raw)
+            if k not in self._dirty:
+                yield k, json.loads(value)
+
     def take_changes(self) -> list[tuple[bytes, bytes | None]]:
         out: list[tuple[bytes, bytes | None]] = []
         for key, value in self._dirty.items():
