@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from streams.errors import InvalidConfig
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Count, Job, Sum, Tumbling, field
 from streams.jobs.runner import CoPartitioningError, RecordError, Runner
@@ -222,6 +223,10 @@ def test_joins_check_co_partitioning_at_start(store):
     job.stream("searches").join(job.stream("clicks"), within=600_000).to("out")
     with pytest.raises(CoPartitioningError, match="clicks has 2, searches has 3"):
         Runner(job, store).start()
+    missing = Job("nope")
+    missing.stream("no-such-topic").to("o")
+    with pytest.raises(InvalidConfig, match="reads a topic that does not exist"):
+        Runner(missing, store).start()
     # repartitioning one side to 3 partitions makes it co-partitioned
     job2 = Job("ctr2")
     job2.stream("searches").join(job2.stream("clicks").repartition(partitions=3), within=10).to("o")
