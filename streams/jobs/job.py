@@ -32,7 +32,7 @@ from streams.errors import InvalidConfig
 from streams.jobs.aggregates import FieldAggregate, extractor
 from streams.jobs.joins import Joiner, pair
 from streams.jobs.serde import BYTES, JSON, KEY, TEXT, Serde, serde_of
-from streams.processing.windows import Hopping, Tumbling
+from streams.processing.windows import Hopping, Session, Tumbling
 
 
 @dataclass(eq=False)
@@ -215,15 +215,19 @@ class Stream:
         return Table(self.job, node)
 
     def window(
-        self, window: Tumbling | Hopping, *, grace_ms: int = 0, out_of_orderness_ms: int = 0
+        self,
+        window: Tumbling | Hopping | Session,
+        *,
+        grace_ms: int = 0,
+        out_of_orderness_ms: int = 0,
     ) -> WindowedStream:
         """Event-time windows per key (``streams.processing``'s operator and semantics)."""
-        if not isinstance(window, (Tumbling, Hopping)):
+        if not isinstance(window, (Tumbling, Hopping, Session)):
             raise InvalidConfig(
                 "window",
                 window,
-                "jobs support Tumbling and Hopping windows "
-                "(their state is changelogged); sliding and session are not yet",
+                "jobs support Tumbling, Hopping and Session windows (their state is "
+                "changelogged); sliding windows are not supported yet",
             )
         return WindowedStream(self._keyed(), window, grace_ms, out_of_orderness_ms)
 

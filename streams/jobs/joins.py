@@ -84,7 +84,8 @@ class IntervalJoin:
         self.late_count = 0
         self._heap: list[tuple[int, int, object]] = []  # (expires after, side, key)
         for side, store in enumerate(self.sides):
-            for key, entries in store.items():
+            scan = getattr(store, "scan", store.items)  # a Store scans without caching
+            for key, entries in scan():
                 for e in entries:
                     self._heap.append((e[0] + self.within, side, key))
         heapq.heapify(self._heap)

@@ -82,6 +82,7 @@ class Runner:
         max_records: int = 1000,
         group: bool = False,
         consumer_options: dict | None = None,
+        changelog_config: dict | None = None,
     ):
         self.job, self.log_store, self.coordinator = job, store, coordinator
         self.group_id = job.name
@@ -102,6 +103,8 @@ class Runner:
         if group and coordinator is None:
             raise InvalidConfig("coordinator", None, "a runner in a group needs the coordinator")
         self._consumer_options = consumer_options or {}
+        # topic configs of new changelog topics (always compacted), e.g. {"segment.bytes": ...}
+        self._changelog_config = {**(changelog_config or {}), **CHANGELOG_CONFIG}
         self.consumer: Consumer | None = None
         self._counts: dict[str, int] = {}
 
@@ -119,7 +122,8 @@ class Runner:
             if node.kind == "sink":
                 self._ensure_topic(node.params["topic"], n_tasks, None)
         for store in self.job.stores():
-            self._ensure_topic(changelog_topic(self.job.name, store), n_tasks, CHANGELOG_CONFIG)
+            topic = changelog_topic(self.job.name, store)
+            self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
         if self.group:
             self.consumer = Consumer(
@@ -319,7 +323,8 @@ class Runner:
             try:
                 key = _tupled(params["key"].deserialize(r.key))
                 value = params["value"].deserialize(r.value)
-                ts = extract(value) if extract is not None else r.timestamp_ms
+                # a tombstone has no value to read a time from: its record's timestamp counts
+                ts = r.timestamp_ms if extract is None or value is None else extract(value)
             except (SerdeError, TidelogError) as exc:
                 raise RecordError(self.job.name, topic, p, r.offset, exc) from exc
             out.append((r.offset, key, value, ts))

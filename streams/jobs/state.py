@@ -21,6 +21,9 @@ Backends (``Backend`` Protocol: get/put/delete/items/clear/close):
   task. ``rocksdict`` ships self-contained wheels (no system librocksdb to install). The
   changelog stays the source of truth: the RocksDB directory is a cache, wiped when a task
   opens it and rebuilt from the changelog.
+  What it moves out of memory: the stores of ``process`` steps, running aggregates and joins.
+  Windowed steps keep their open windows inside ``streams.processing``'s ``WindowOperator``
+  (in memory whatever the backend; only their changelog snapshots pass through the store).
 
 Thread-safety: none; a store belongs to one task.
 """
@@ -198,6 +201,17 @@ class Store(MutableMapping):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+    def scan(self) -> Iterator[tuple[object, object]]:
+        """Every ``(key, value)``, read from the backend without caching what it reads (so a
+        RocksDB-backed store can be scanned at restore without loading it all into memory)."""
+        for k, v in list(self._dirty.items()):
+            if v is not _MISSING:
+                yield k, v
+        for raw, value in self.backend.items():
+            k = decode_key(raw)
+            if k not in self._dirty:
+                yield k, json.loads(value)
 
     def take_changes(self) -> list[tuple[bytes, bytes | None]]:
         out: list[tuple[bytes, bytes | None]] = []

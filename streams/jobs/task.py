@@ -27,10 +27,12 @@ from streams.processing.aggregates import (
     values_builder,
 )
 from streams.processing.operator import MIN_TIME, WindowOperator
+from streams.processing.windows import Session
 
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
 Emit = Callable[[str, str, object, object, int], None]
 _PROGRESS = ("__progress__",)
+_SESSION = "sessions"  # store key (key, "sessions"): all of a session-windowed key's sessions
 
 
 class Task:
@@ -156,7 +158,9 @@ class _Window(_Step):
 
     Changelog: ``(key, start) -> [[revision, count, sum, min, max] per operator]`` for every
     open window an event touched, a tombstone when it closes, and the operators' progress
-    (watermark) under ``("__progress__",)``."""
+    (watermark) under ``("__progress__",)``; session windows keep all of a key's open
+    sessions under ``(key, "sessions")``. A session's emission lists the bounds of earlier
+    emitted sessions it merged (``"replaces"``), as ``WindowResult.replaces``."""
 
     def __init__(self, node, task):
         super().__init__(node, task)
@@ -175,7 +179,8 @@ class _Window(_Step):
         self.window = node.params["window"]
         emit = "current" if node.params["emit"] == "updates" else "final"
         self.only_final = node.params["emit"] == "final"
-        self._dirty: set[tuple[object, int]] = set()  # windows touched since the last commit
+        self._dirty: set[tuple[object, object]] = set()  # windows touched since the last commit
+        self.sessions = isinstance(self.window, Session)
         self.ops: list[tuple[Callable, WindowOperator]] = []
         for members in groups.values():
             ext = next(
@@ -203,7 +208,10 @@ class _Window(_Step):
             key, start = skey
             states = self.store[skey]
             pairs = zip(self.ops, states, strict=True)
-            opened = [op.restore_fixed(key, start, st) for (_, op), st in pairs]
+            if self.sessions:
+                opened = [op.restore_sessions(key, st) for (_, op), st in pairs]
+            else:
+                opened = [op.restore_fixed(key, start, st) for (_, op), st in pairs]
             if not all(opened):
                 del self.store[skey]
 
@@ -211,16 +219,24 @@ class _Window(_Step):
         outs = [op.process(key, ext(value), ts, 0) for ext, op in self.ops]
         if outs[0]:
             self._emit(outs)
-        dirty = self._dirty
-        for start in self.window.starts(ts):
-            dirty.add((key, start))
+        if self.sessions:
+            self._dirty.add((key, _SESSION))
+        else:
+            dirty = self._dirty
+            for start in self.window.starts(ts):
+                dirty.add((key, start))
 
     def before_commit(self) -> None:
         """Snapshot the windows events touched since the last commit (closed ones were
         deleted when they closed) and the operators' progress."""
         op0 = self.ops[0][1]
         for key, start in self._dirty:
-            if op0.fixed_window_state(key, start) is not None:
+            if self.sessions:
+                if op0.session_state(key) is not None:
+                    self.store[(key, start)] = [op.session_state(key) for _, op in self.ops]
+                else:
+                    self.store.pop((key, start), None)
+            elif op0.fixed_window_state(key, start) is not None:
                 self.store[(key, start)] = [op.fixed_window_state(key, start) for _, op in self.ops]
         self._dirty.clear()
         self.store[_PROGRESS] = [op.progress() for _, op in self.ops]
@@ -228,7 +244,9 @@ class _Window(_Step):
     def _emit(self, outs) -> None:
         for results in zip(*outs, strict=True):
             r0 = results[0]
-            if r0.final:
+            if self.sessions:
+                self._dirty.add((r0.key, _SESSION))  # snapshot (or delete) its sessions
+            elif r0.final:
                 self._dirty.discard((r0.key, r0.start))
                 self.store.pop((r0.key, r0.start), None)
             if self.only_final and not r0.final:
@@ -237,6 +255,8 @@ class _Window(_Step):
             for r in results:
                 value.update(r.values)
             value["revision"], value["final"] = r0.revision, r0.final
+            if r0.replaces:
+                value["replaces"] = [list(b) for b in r0.replaces]
             self.forward(r0.key, value, r0.end - 1)
 
     def flush(self) -> None:

@@ -38,7 +38,7 @@ class TestDriver:
         k = node.params["key"].deserialize(node.params["key"].serialize(key))
         v = node.params["value"].deserialize(node.params["value"].serialize(value))
         extract = node.params["timestamp"]
-        if extract is not None:
+        if extract is not None and v is not None:  # a tombstone's time is the record's
             ts = extract(v)
         if ts is None:
             raise ValueError(f"{topic}: a record needs a timestamp")

@@ -336,6 +336,49 @@ class WindowOperator:
         self._schedule(acc)
         return True
 
+    def session_state(self, key: object) -> list | None:
+        """A key's open sessions as ``[[start, end, revision, count, sum, min, max, emitted
+        bounds or None], ...]`` (None: it has none), for ``restore_sessions``."""
+        sessions = self._sessions.get(key)
+        if not sessions:
+            return None
+        return [
+            [
+                a[S],
+                a[E],
+                a[REV],
+                a[CNT],
+                a[SUM],
+                None if a[MIN] == math.inf else a[MIN],
+                None if a[MAX] == -math.inf else a[MAX],
+                None if a[_EMITTED] is None else list(a[_EMITTED]),
+            ]
+            for a in sessions
+        ]
+
+    def restore_sessions(self, key: object, states: list) -> int:
+        """Re-open a key's sessions from ``session_state``'s snapshot, after
+        ``restore_progress``; sessions already closed at the watermark are skipped. Returns
+        how many were re-opened."""
+        if type(self.window) is not Session or self._processing:
+            raise InvalidConfig("window", self.window, "restore_sessions needs session windows")
+        n = 0
+        for start, end, rev, cnt, total, lo, hi, emitted in states:
+            if end + self._grace <= self._wm:
+                continue
+            acc = new_acc(key, start, end, self._sketch) + [
+                None if emitted is None else tuple(emitted),
+                [],
+            ]
+            acc[REV], acc[CNT], acc[SUM] = rev, cnt, total
+            acc[MIN] = math.inf if lo is None else lo
+            acc[MAX] = -math.inf if hi is None else hi
+            bisect.insort(self._sessions.setdefault(key, []), acc, key=_start)
+            self._open += 1
+            self._schedule(acc)
+            n += 1
+        return n
+
     # ------------------------------------------------------------------ hot loop: tumbling
 
     def _tumbling_many(self, events: Iterable[Event], out: list[WindowResult]) -> None:

@@ -3,44 +3,51 @@ serialisers, process() state, joins wired through the API."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.errors import InvalidConfig
-from streams.jobs import JSON, TEXT, Count, Job, Max, Sum, Tumbling, field
+from streams.jobs import JSON, TEXT, Count, Hopping, Job, Max, Sum, Tumbling, field
 from streams.jobs.serde import BYTES, SerdeError, serde_of
 from streams.jobs.testing import TestDriver
 from streams.processing.operator import MIN_TIME
+from tests.jobs.test_joins import interval_oracle
 
 
-def revenue_job(size: int, grace: int) -> Job:
+def revenue_job(size: int, grace: int, step: int | None = None) -> Job:
     job = Job("revenue")
     orders = job.stream("orders", value=JSON, timestamp=field("ts"))
     (
         orders.filter(lambda o: o["amount"] > 0)
         .key_by("country")
-        .window(Tumbling(size), grace_ms=grace)
+        .window(Tumbling(size) if step is None else Hopping(size, step), grace_ms=grace)
         .aggregate(revenue=Sum("amount"), n=Count(), top=Max("amount"))
         .to("revenue-by-country")
     )
     return job
 
 
-def window_oracle(orders, size, grace):
+def window_oracle(orders, size, grace, step=None):
     """Final (revenue, n, max) per (country, window start) over the non-late orders: an order
-    is late when its window closed (end + grace <= max earlier event time)."""
+    counts in each of its windows that has not closed (end + grace <= max earlier event
+    time). Hopping windows start every `step`."""
+    step = step or size
     wm = MIN_TIME
     out: dict = {}
     for o in orders:
-        start = o["ts"] - o["ts"] % size
-        if o["amount"] > 0:  # filtered events never reach the window
-            if start + size + grace > wm:
+        t = o["ts"]
+        starts = range(t - t % step - (size - 1) // step * step, t + 1, step)
+        for start in [s for s in starts if s <= t < s + size]:
+            if o["amount"] > 0 and start + size + grace > wm:
                 acc = out.setdefault((o["country"], start), [0, 0, None])
                 acc[0] += o["amount"]
                 acc[1] += 1
                 acc[2] = o["amount"] if acc[2] is None else max(acc[2], o["amount"])
-            wm = max(wm, o["ts"])
+        if o["amount"] > 0:  # filtered events never reach the window
+            wm = max(wm, t)
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -57,9 +64,17 @@ orders_strategy = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(orders_strategy, st.sampled_from([10, 60, 100]), st.integers(0, 80))
-def test_windowed_aggregate_equals_oracle(orders, size, grace):
-    driver = TestDriver(revenue_job(size, grace))
+@given(
+    orders_strategy,
+    st.sampled_from([10, 60, 100]),
+    st.integers(0, 80),
+    st.sampled_from([None, 5, 20, 30]),
+)
+def test_windowed_aggregate_equals_oracle(orders, size, grace, step):
+    """Tumbling (step None) and hopping windows through the chained API and a repartition."""
+    if step is not None and step > size:
+        step = size
+    driver = TestDriver(revenue_job(size, grace, step))
     for i, o in enumerate(orders):
         driver.pipe("orders", f"o{i}", o)
     driver.flush()
@@ -67,7 +82,7 @@ def test_windowed_aggregate_equals_oracle(orders, size, grace):
     assert all(v["final"] for _, v, _ in out)
     got = {(k, v["start"]): (v["revenue"], v["n"], v["top"]) for k, v, _ in out}
     assert len(got) == len(out)  # one final record per window
-    assert got == window_oracle(orders, size, grace)
+    assert got == window_oracle(orders, size, grace, step)
     assert all(ts == v["end"] - 1 for _, v, ts in out)
 
 
@@ -165,10 +180,10 @@ def test_bad_job_definitions_get_clear_errors():
         s.join(job.stream("b"))
     with pytest.raises(InvalidConfig, match="name at least one"):
         s.window(Tumbling(10)).aggregate()
-    with pytest.raises(InvalidConfig, match="Tumbling and Hopping"):
-        from streams.processing.windows import Session
+    with pytest.raises(InvalidConfig, match="sliding windows are not supported"):
+        from streams.processing.windows import Sliding
 
-        s.window(Session(10))
+        s.window(Sliding(10))
 
 
 def test_running_aggregate_is_a_table_joinable_to_another():
@@ -192,3 +207,30 @@ def test_running_aggregate_is_a_table_joinable_to_another():
     ]
     assert [(k, v) for k, v, _ in d.output("met")] == [("fr", False), ("fr", True)]
     assert job.stores() == ["per-country", "table_join-7-left", "table_join-7-right"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1), st.sampled_from(["a", "b", "c"]), st.integers(0, 300)),
+        max_size=40,
+    ),
+    st.integers(0, 60),
+    st.integers(0, 100),
+    st.sampled_from(["inner", "left"]),
+)
+def test_interval_join_through_the_api_equals_brute_force(events, within, grace, how):
+    """Both sides re-keyed (so each goes through a repartition) and joined: the output is the
+    operator's semantics, checked by the same oracle as the operator itself."""
+    job = Job("j")
+    left = job.stream("l", value=JSON, timestamp=field("t")).key_by("k")
+    right = job.stream("r", value=JSON, timestamp=field("t")).key_by("k")
+    left.join(right, within=within, how=how, grace_ms=grace).to("out")
+    d = TestDriver(job)
+    for i, (side, key, ts) in enumerate(events):
+        d.pipe("lr"[side], None, {"k": key, "t": ts, "i": i})
+    d.flush()
+    got = Counter(
+        (k, (lv["i"], None if rv is None else rv["i"]), ts) for k, (lv, rv), ts in d.output("out")
+    )
+    assert got == interval_oracle(events, within, grace, how)

@@ -17,7 +17,12 @@ from streams.jobs import JSON, Count, Job, Sum, Tumbling, field
 from streams.jobs.runner import Runner
 
 SIZE = 100
-OPTIONS = {"session_timeout_ms": 2_000, "heartbeat_interval_ms": 50, "rebalance_timeout_ms": 5_000}
+# generous session timeout: a loaded CI machine must not expire a live worker (no timing tested)
+OPTIONS = {
+    "session_timeout_ms": 10_000,
+    "heartbeat_interval_ms": 50,
+    "rebalance_timeout_ms": 10_000,
+}
 
 
 def job() -> Job:

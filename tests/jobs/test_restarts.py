@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.groups import GroupCoordinator
-from streams.jobs import JSON, Count, Job, Sum, Tumbling, field
+from streams.jobs import JSON, Count, Job, Session, Sum, Tumbling, field
 from streams.jobs.runner import Runner
 from streams.log import LogStore
 
 SIZE = 100
+GAP = 30
 
 
 def job(grace: int) -> Job:
@@ -34,7 +35,24 @@ def job(grace: int) -> Job:
     keyed.window(Tumbling(SIZE), grace_ms=grace).aggregate(
         name="totals", total=Sum("amount"), n=Count()
     ).to("totals")
+    keyed.window(Session(GAP), grace_ms=grace).aggregate(name="visits", n=Count()).to("sessions")
     return j
+
+
+def session_oracle(orders) -> dict:
+    out = {}
+    for country in {c for c, _, _ in orders}:
+        times = sorted(t for c, _, t in orders if c == country)
+        first = prev = times[0]
+        n = 0
+        for t in times:
+            if t - prev >= GAP:
+                out[(country, first, prev + GAP)] = n
+                first, n = t, 0
+            prev = t
+            n += 1
+        out[(country, first, prev + GAP)] = n
+    return out
 
 
 def read_all(store: LogStore, topic: str) -> list:
@@ -114,6 +132,11 @@ def test_restarts_anywhere_give_the_oracles_output(orders, cuts, batch, in_order
                 acc[0] += a
                 acc[1] += 1
             assert got == {k: tuple(v) for k, v in expected.items()}
+            # sessions: per key, events less than GAP apart chain into one [first, last + GAP)
+            sessions = read_all(store, "sessions")
+            got_s = {(k, v["start"], v["end"]): v["n"] for k, v in sessions}
+            assert len(got_s) == len(sessions)
+            assert got_s == session_oracle(orders)
         finally:
             co.close()
             store.close()

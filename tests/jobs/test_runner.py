@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from streams.errors import InvalidConfig
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Count, Job, Sum, Tumbling, field
 from streams.jobs.runner import CoPartitioningError, RecordError, Runner
@@ -53,6 +54,10 @@ def read_all(store: LogStore, topic: str) -> list[tuple[object, object, int]]:
             )
             pos = recs[-1].offset + 1
     return out
+
+
+def count_records(store: LogStore, topic: str) -> int:
+    return sum(1 for _ in read_all(store, topic))
 
 
 def enriched_revenue_job(name: str = "revenue") -> Job:
@@ -152,7 +157,11 @@ def test_restore_from_changelog_continues_correctly(store, coordinator, backend,
     """Run half the input, stop; a new runner restores the stores from their changelogs,
     resumes at the committed offsets and the whole output equals the oracle's (a runner
     that did not restore would lose the first half's open windows and counts)."""
-    opts = {"state_backend": backend, "state_dir": str(tmp_path / "state")}
+    opts = {
+        "state_backend": backend,
+        "state_dir": str(tmp_path / "state"),
+        "changelog_config": {"segment.bytes": 2048},  # small segments, so compaction has work
+    }
     store.create_topic("orders", 3)
     store.create_topic("customers", 3, {"cleanup.policy": "compact"})
     customers, orders = make_data(2)
@@ -162,6 +171,9 @@ def test_restore_from_changelog_continues_correctly(store, coordinator, backend,
     first = Runner(enriched_revenue_job(), store, coordinator=coordinator, max_records=37, **opts)
     first.run_until_idle()
     first.close()  # stops without flushing: windows are open, their state is in changelogs
+    before = count_records(store, "revenue-totals-changelog")
+    store.compact(force=True)  # the changelogs are compacted topics: restore from what is kept
+    assert count_records(store, "revenue-totals-changelog") < before
 
     second = Runner(enriched_revenue_job(), store, coordinator=coordinator, **opts)
     second.start()
@@ -211,6 +223,10 @@ def test_joins_check_co_partitioning_at_start(store):
     job.stream("searches").join(job.stream("clicks"), within=600_000).to("out")
     with pytest.raises(CoPartitioningError, match="clicks has 2, searches has 3"):
         Runner(job, store).start()
+    missing = Job("nope")
+    missing.stream("no-such-topic").to("o")
+    with pytest.raises(InvalidConfig, match="reads a topic that does not exist"):
+        Runner(missing, store).start()
     # repartitioning one side to 3 partitions makes it co-partitioned
     job2 = Job("ctr2")
     job2.stream("searches").join(job2.stream("clicks").repartition(partitions=3), within=10).to("o")
@@ -323,3 +339,25 @@ def test_a_bad_record_stops_the_job_naming_it_and_loses_nothing(store, coordinat
     j2.stream("in2", value=JSON).map(lambda v: {"inv": 1 / v["x"]}).to("out2")
     with pytest.raises(RecordError, match=r"in2-0 offset 0: ZeroDivisionError"):
         Runner(j2, store, coordinator=coordinator).run_until_idle()
+
+
+def test_a_table_tombstone_takes_its_records_timestamp(store, coordinator):
+    """A deleted customer (a tombstone: no value to read "ts" from) is deleted from the
+    record's timestamp on: orders after it are not enriched, orders before it are."""
+    store.create_topic("customers", 1, {"cleanup.policy": "compact"})
+    store.create_topic("orders", 1)
+    store.append("customers", b'{"country": "fr", "ts": 0}', b"c1", timestamp_ms=0)
+    store.append("customers", None, b"c1", timestamp_ms=50)
+    store.append_batch(
+        "orders",
+        [(b'{"customer": "c1", "ts": 10}', b"o1"), (b'{"customer": "c1", "ts": 60}', b"o2")],
+    )
+    j = Job("enrich")
+    customers = j.table("customers", timestamp=field("ts"))
+    orders = j.stream("orders", value=JSON, timestamp=field("ts"))
+    orders.key_by("customer").join(customers, how="left", grace_ms=1_000).to("enriched")
+    runner = Runner(j, store, coordinator=coordinator)
+    runner.run_until_idle()
+    runner.close()
+    out = sorted(read_all(store, "enriched"), key=lambda r: r[2])
+    assert [v[1] for _, v, _ in out] == [{"country": "fr", "ts": 0}, None]

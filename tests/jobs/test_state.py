@@ -30,6 +30,7 @@ def test_store_mapping_changes_and_restore(backend):
     assert dict(s.take_changes()) == {b'"a"': None, b'["k",5]': b'{"n":[1,2,3]}'}
     assert sorted(s.keys(), key=repr) == [("k", 5)]  # keys come back as tuples
     assert s.size() == 1
+    assert list(s.scan()) == [(("k", 5), {"n": [1, 2, 3]})]
     with pytest.raises(InvalidConfig, match="cannot hold None"):
         s["b"] = None
 
