@@ -279,6 +279,47 @@ class OutOfOrderSequence(TidelogError):
     kafka_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+class TransactionError(TidelogError):
+    """A transaction coordinator refusal; `kafka_code` is the Kafka error code it maps to."""
+
+    code = "transaction_error"
+    kafka_code = -1
+
+
+class InvalidTxnState(TransactionError):
+    """The request does not fit the transaction's state (e.g. a produce to a partition the
+    transaction never added, or a commit of an aborted transaction)."""
+
+    code = "invalid_txn_state"
+    kafka_code = 48
+
+
+class InvalidProducerIdMapping(TransactionError):
+    code = "invalid_producer_id_mapping"
+    kafka_code = 49
+
+
+class InvalidTransactionTimeout(TransactionError):
+    code = "invalid_transaction_timeout"
+    kafka_code = 50
+
+
+class ConcurrentTransactions(TransactionError):
+    """The previous transaction of this transactional id is still being completed: retry."""
+
+    code = "concurrent_transactions"
+    kafka_code = 51
+
+
+class TransactionalProducerFenced(TransactionError):
+    """A newer instance with the same transactional id (a higher epoch) took over, or the
+    coordinator aborted the transaction (timeout) and bumped the epoch: this one is a zombie.
+    PRODUCER_FENCED on request versions that know it, INVALID_PRODUCER_EPOCH before."""
+
+    code = "producer_fenced"
+    kafka_code = 90
+
+
 # --------------------------------------------------------------------------- external clusters
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import logging
 from collections.abc import Mapping
 
 from drf_spectacular.utils import extend_schema_field
@@ -569,8 +570,33 @@ class GroupDetailSerializer(serializers.Serializer):
         return GroupHealthSerializer(health).data if health is not None else None
 
 
+log = logging.getLogger(__name__)
+
+
+class AliasedChoiceField(serializers.ChoiceField):
+    """A choice that also takes deprecated spellings (`aliases`: old → current), logged; the
+    schema lists the current ones only."""
+
+    def __init__(self, *, aliases: dict[str, str], **kwargs):
+        self.aliases = aliases
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and data in self.aliases:
+            log.warning(
+                "API: %s %r is a deprecated spelling; send %r",
+                self.field_name,
+                data,
+                self.aliases[data],
+            )
+            data = self.aliases[data]
+        return super().to_internal_value(data)
+
+
 class Reset(StrictSerializer):
-    """An offset reset: a strategy (with its value) over a scope; a dry run by default."""
+    """An offset reset: a strategy (with its value) over a scope; a dry run by default.
+    Values are spelled as ``kafka-consumer-groups.sh``'s flags, in kebab-case (``to-earliest``,
+    ``all-topics``); field names are snake_case, as everywhere in the API."""
 
     strategy = TextField(
         help_text="to-earliest, to-latest, to-current, to-offset, shift-by, to-datetime, "
@@ -584,10 +610,16 @@ class Reset(StrictSerializer):
         help_text="to-offset/shift-by: a number; to-datetime: ISO-8601 or epoch ms; "
         "by-duration: ISO-8601 duration (PT1H); from-file: CSV text of topic,partition,offset",
     )
-    scope = serializers.ChoiceField(
-        choices=["all_topics", "topic", "partitions"],
+    scope = AliasedChoiceField(
+        choices=["all-topics", "topic", "partitions"],
+        aliases={"all_topics": "all-topics"},  # the spelling before 2026-12; still accepted
+        error_messages={
+            "invalid_choice": '"{input}" is not a valid choice: use all-topics, topic or '
+            "partitions."
+        },
         required=False,
-        help_text="required except for from-file (the CSV names the partitions)",
+        help_text="required except for from-file (the CSV names the partitions); "
+        "all_topics is a deprecated spelling of all-topics",
     )
     topic = TextField(required=False, help_text="scope topic or partitions")
     partitions = serializers.ListField(

@@ -541,7 +541,7 @@ def _strategy(v) -> ResetStrategy:
 
 
 def _scope(v) -> ResetScope:
-    if v.get("scope") == "all_topics":
+    if v.get("scope") == "all-topics":
         return ResetScope(all_topics=True)
     if v.get("scope") == "topic":
         return ResetScope(topic=v["topic"])

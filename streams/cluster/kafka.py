@@ -9,7 +9,8 @@ over offsets fetched from the cluster; only the I/O differs (see ``kafka_io``).
 
 What an external cluster cannot tell is reported as unknown rather than invented: segment sizes
 and counts (0), topic creation time (0), commit timestamps and group generations. Deleting one
-topic's offsets from a group (OffsetDelete) is not in the client library: ``Unsupported``.
+topic's offsets from a group (OffsetDelete) goes through kafka-python's admin client, as
+confluent-kafka's binding lacks that API (``KafkaClients.delete_offsets``).
 
 Thread-safety: safe to share between threads (one instance per process, see
 ``brokerui.cluster``); each call builds its own views.
@@ -435,10 +436,32 @@ class KafkaCluster:
             raise self._reset_error(exc, group_id) from None
 
     def delete_group_offsets(self, *, group_id: str, topic: str) -> list[tuple[str, int]]:
-        raise se.Unsupported(
-            "deleting one topic's offsets from a group (OffsetDelete) is not available on an "
-            "external Kafka cluster from the console; delete the group, or reset its offsets"
-        )
+        """OffsetDelete of the group's committed offsets for `topic`, as LocalCluster: refused
+        (GroupNotEmpty) while active members subscribe to it, as Kafka's coordinator refuses
+        with GROUP_SUBSCRIBED_TO_TOPIC; UnknownGroup, or UnknownTopic for a topic neither in
+        the cluster nor among the group's offsets."""
+        from kafka.errors import GroupSubscribedToTopicError, NoError
+
+        groups = GroupView(self.clients)
+        desc = self._known(groups, group_id)  # UnknownGroup
+        doomed = sorted(tp for tp in groups.committed(group_id) if tp[0] == topic)
+        if not doomed:
+            if topic not in {t.name for t in self.list_topics(include_internal=True)}:
+                raise se.UnknownTopic(topic)
+            return []
+        try:
+            answer = self.clients.delete_offsets(group_id, doomed)
+        except Exception as exc:  # noqa: BLE001 - kafka-python's errors, a refused connection
+            raise se.ClusterUnavailable(
+                f"OffsetDelete for group {group_id!r} failed: {exc}"
+            ) from None
+        errors = {tp: err for tp, err in answer.items() if err is not NoError}
+        if any(err is GroupSubscribedToTopicError for err in errors.values()):
+            raise se.GroupNotEmpty(group_id, desc.state, [m.member_id for m in desc.members])
+        if errors:
+            tp, err = next(iter(sorted(errors.items())))
+            raise se.ClusterUnavailable(f"OffsetDelete of {tp[0]}[{tp[1]}]: {err.__name__}")
+        return doomed
 
     def is_internal(self, topic: str) -> bool:
         return is_internal(topic)

@@ -206,6 +206,25 @@ class KafkaClients:
             )
         return self._consumer
 
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict:
+        """OffsetDelete (Kafka's API 47, which librdkafka's Python binding lacks) through
+        kafka-python's admin client, connected with the same bootstrap servers and security
+        settings (librdkafka's names translated: ``kafka_python_config``). Returns
+        {(topic, partition): kafka.errors error class}, NoError where deleted."""
+        from kafka import KafkaAdminClient
+        from kafka import TopicPartition as KTopicPartition
+
+        admin = KafkaAdminClient(
+            **kafka_python_config(self.base), request_timeout_ms=int(self.timeout * 1000)
+        )
+        try:
+            answer = admin.delete_group_offsets(
+                group_id, [KTopicPartition(t, p) for t, p in partitions]
+            )
+        finally:
+            admin.close()
+        return {(tp.topic, tp.partition): err for tp, err in answer.items()}
+
     def close(self) -> None:
         with self._lock, self._read_lock:
             if self._consumer is not None:
@@ -215,6 +234,46 @@ class KafkaClients:
             if self._producer is not None:
                 self._producer.flush(self.timeout)
                 self._producer = None
+
+
+# librdkafka property -> kafka-python KafkaAdminClient argument, for the settings a console or
+# `consumer_groups --command-config` passes (bootstrap, client id, SASL, TLS)
+_KAFKA_PYTHON_NAMES = {
+    "bootstrap.servers": "bootstrap_servers",
+    "client.id": "client_id",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+}
+_LIBRDKAFKA_ONLY = {"log.connection.close"}  # librdkafka's own behaviour, nothing to translate
+
+
+def kafka_python_config(conf: dict) -> dict:
+    """The kafka-python arguments for a librdkafka configuration; a setting with no
+    translation is refused (ClusterUnavailable naming it) rather than silently dropped, since
+    it may be the one that makes the connection work."""
+    out: dict = {}
+    for key, value in conf.items():
+        if key in _LIBRDKAFKA_ONLY:
+            continue
+        name = _KAFKA_PYTHON_NAMES.get(key)
+        if name is None:
+            raise se.ClusterUnavailable(
+                f"the setting {key!r} has no equivalent for the OffsetDelete client"
+            )
+        out[name] = value.upper() if name in ("security_protocol", "sasl_mechanism") else value
+    if (
+        out.get("security_protocol", "").startswith("SASL_SSL")
+        or out.get("security_protocol") == "SSL"
+    ):
+        out.setdefault("ssl_check_hostname", True)
+    return out
 
 
 def _record(m) -> Record:

@@ -534,6 +534,29 @@ class GroupCoordinator:
             # flushed before it returns
             self.offsets.commit(group_id, normalised, now, durable=generation < 0)
 
+    def check_member(self, group_id: str, member_id: str, generation: int) -> None:
+        """A TxnOffsetCommit's member check: `member_id` is in the group at `generation`
+        (UnknownMemberId, IllegalGeneration otherwise)."""
+        with self._lock:
+            g, _ = self._member(group_id, member_id)
+            if generation != g.generation:
+                raise IllegalGeneration(
+                    f"generation {generation} is stale; group {group_id!r} is at "
+                    f"{g.generation}: the partitions may belong to another member now"
+                )
+
+    def commit_transactional_offsets(
+        self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]]
+    ) -> None:
+        """The offsets of a committed transaction (``streams.txn``), in one durable write:
+        they were checked when the transaction received them (TxnOffsetCommit), and a
+        transaction that committed must not lose them to a rebalance since."""
+        with self._lock:
+            now = self.clock()
+            if group_id not in self._groups or self._groups[group_id].state == GroupState.DEAD:
+                self._groups[group_id] = Group(group_id, state_timestamp_ms=now)
+            self.offsets.commit(group_id, dict(offsets), now, durable=True)
+
     def _check_expected(self, group_id: str, expect: dict[TopicPartition, int | None]) -> None:
         committed = _positions(self.offsets.committed(group_id))
         changed = []

@@ -3,10 +3,14 @@
 One pass over a partition:
 
 1. The cleanable range is the prefix of closed segments whose records are all older than
-   ``min.compaction.lag.ms``; the active segment is never touched.
-2. A map key -> last offset is built over that range.
+   ``min.compaction.lag.ms`` and below the last stable offset (a record of a transaction still
+   open may yet be aborted: it must not supersede anything); the active segment is never
+   touched.
+2. A map key -> last offset is built over that range, leaving out records of aborted
+   transactions (the partition's aborted index, ``txn``): they never supersede anything.
 3. Each cleanable segment is copied, keeping a record only if it is the latest for its key, with
-   its original offset (offsets get gaps; batches keep their boundaries).
+   its original offset (offsets get gaps; batches keep their boundaries). Records of aborted
+   transactions are dropped; transaction markers (control batches) are kept.
 4. Tombstones (null values) are kept until a delete horizon: the first pass that keeps one
    stamps its batch with horizon = now + ``delete.retention.ms`` (KIP-534: attribute bit 6, the
    horizon in baseTimestamp, record timestamps re-based so they read back unchanged); a pass after
@@ -86,9 +90,13 @@ class Cleaner:
     @staticmethod
     def _cleanable_segments(plog: PartitionLog, now: int) -> list[LogSegment]:
         lag = plog.config.get("min.compaction.lag.ms")
+        stable = plog.last_stable_offset
+        segments = plog.segments
         out = []
-        for seg in plog.segments[:-1]:
+        for i, seg in enumerate(segments[:-1]):
             if seg.damage or (lag > 0 and seg.max_timestamp > now - lag):
+                break
+            if segments[i + 1].base_offset > stable:  # holds an open transaction's records
                 break
             out.append(seg)
         return out
@@ -106,9 +114,10 @@ class Cleaner:
     def _latest_offsets(plog: PartitionLog, segments: list[LogSegment]) -> dict[bytes, int]:
         latest: dict[bytes, int] = {}
         start = plog.log_start_offset
+        aborted = _aborted_ranges(plog)
         for seg in segments:
             for h, batch in seg.read_from(seg.base_offset, seg.size):
-                if h.is_control:
+                if h.is_control or _is_aborted(aborted, h):
                     continue
                 for r in rb.decode_records(batch, h):
                     if r.offset >= start and r.key is not None:
@@ -123,9 +132,13 @@ class Cleaner:
         start = plog.log_start_offset
         out_batches: list[tuple[bytes, int, int, int]] = []
         changed = False
+        aborted = _aborted_ranges(plog)
         for h, batch in seg.read_from(seg.base_offset, seg.size):
             if h.is_control:
                 out_batches.append((bytes(batch), h.base_offset, h.next_offset, h.max_timestamp))
+                continue
+            if _is_aborted(aborted, h):
+                changed = True
                 continue
             horizon = h.base_timestamp if h.attributes & rb.ATTR_DELETE_HORIZON else None
             kept: list[Record] = []
@@ -221,6 +234,20 @@ def _rebuild(kept: list[Record], h: rb.BatchHeader, horizon: int | None, now: in
         offset_deltas=[r.offset - base for r in kept],
     )
     return data, base, kept[-1].offset + 1, max(r.timestamp_ms for r in kept)
+
+
+def _aborted_ranges(plog: PartitionLog) -> dict[int, list[tuple[int, int]]]:
+    """Producer id -> (first offset, marker offset) of its aborted transactions here."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for a in plog.txns.aborted:
+        out.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+    return out
+
+
+def _is_aborted(aborted: dict[int, list[tuple[int, int]]], h: rb.BatchHeader) -> bool:
+    if not h.attributes & rb.ATTR_TRANSACTIONAL:
+        return False
+    return any(first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ()))
 
 
 def _min_horizon(segments: list[LogSegment]) -> int | None:

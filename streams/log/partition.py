@@ -46,7 +46,7 @@ from streams.errors import (
     StorageError,
     StoreClosed,
 )
-from streams.log import checkpoint, compression, damage
+from streams.log import checkpoint, compression, damage, txn
 from streams.log import records as rb
 from streams.log.config import TopicConfig
 from streams.log.records import ProducerRecord, Record
@@ -106,6 +106,7 @@ class PartitionLog:
         self.on_append: Callable[[PartitionLog], None] | None = None
         self.cleaner_next_horizon: int | None = None  # earliest tombstone delete horizon
         self.contiguous = not config.compact  # set by open(): false once ever compacted
+        self.txns = txn.PartitionTxns(directory)  # open transactions, aborted index (``txn``)
 
     # ------------------------------------------------------------------ opening
 
@@ -153,6 +154,7 @@ class PartitionLog:
             fsync_dir(directory)
             plog = cls(directory, topic, partition, config, clock, [seg], log_start_offset)
             plog.contiguous = contiguous
+            plog.txns.load(plog)
             return plog
         segments = [LogSegment(directory, b, interval, contiguous) for b in bases]
         recorded = damage.load(directory)
@@ -190,6 +192,7 @@ class PartitionLog:
             plog._reset_to(plog.log_start_offset)
         elif plog._segments[-1].damage:
             plog._roll()  # never append behind damage: it stays in a closed segment
+        plog.txns.load(plog)
         return plog
 
     # ------------------------------------------------------------------ state
@@ -197,6 +200,12 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed readers stop: the first offset of the earliest transaction
+        still open here, else the high watermark (Kafka's LSO)."""
+        return self.txns.stable_offset(self.high_watermark)
 
     @property
     def recovery_point(self) -> int:
@@ -263,7 +272,10 @@ class PartitionLog:
         return h
 
     def write_raw(
-        self, batch: bytes, checked: rb.BatchHeader | None = None
+        self,
+        batch: bytes,
+        checked: rb.BatchHeader | None = None,
+        verify_txn: Callable[[rb.BatchHeader], None] | None = None,
     ) -> tuple[int, int, int, bool]:
         """``append_raw`` without waiting for the disk: returns its result plus whether the
         flush policy wants a sync; the caller then calls ``sync_to(last + 1)`` (from any
@@ -271,14 +283,50 @@ class PartitionLog:
         a caller can write batches in order on one thread and wait for the disk elsewhere.
 
         `checked`: the header `check_client_batch` returned for this batch, so a caller that
-        checks every batch of a request before writing any does not check twice."""
+        checks every batch of a request before writing any does not check twice.
+
+        A transactional batch opens its producer's transaction here (see ``txn``);
+        `verify_txn(header)`, called under the write lock just before the write, may refuse it
+        (the transaction coordinator's check that the partition is part of an ongoing
+        transaction of that producer epoch: KIP-890's verification)."""
         h = checked if checked is not None else self.check_client_batch(batch)
         cfg = self.config
         now = self.clock()
         if cfg.compact or (cfg.codec is not None and cfg.codec != h.codec) or cfg.log_append_time:
             batch, h = self._rewrite_client_batch(batch, h, now)
-        base, needs_sync = self._append_batch(batch, h.count, h.max_timestamp, now, wait=False)
+        before = after = None
+        if txn.is_transactional(h):
+            if verify_txn is not None:
+                checked_h = h
+
+                def before():
+                    verify_txn(checked_h)
+
+            def after(base: int, h=h) -> None:
+                self.txns.begin_if_new(h, base)
+
+        base, needs_sync = self._append_batch(
+            batch, h.count, h.max_timestamp, now, wait=False, before=before, after=after
+        )
         return base, base + h.last_offset_delta, now if cfg.log_append_time else -1, needs_sync
+
+    def write_marker(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0
+    ) -> int:
+        """Write a COMMIT or ABORT control batch for `producer_id` and wait for the disk; its
+        transaction here ends (an abort joins the aborted index, saved after the marker is on
+        disk). Returns the marker's offset."""
+        now = self.clock()
+        batch = txn.marker_batch(producer_id, epoch, commit, coordinator_epoch, now)
+
+        def after(base: int) -> None:
+            self.txns.end(producer_id, commit, base, self.high_watermark)
+
+        base, _ = self._append_batch(batch, 1, now, now, wait=False, after=after)
+        self.sync_to(base + 1)
+        if not commit:
+            self.txns.save()
+        return base
 
     def _rewrite_client_batch(self, batch: bytes, h: rb.BatchHeader, now: int):
         """Re-encode a client batch when the topic's config demands it (codec, append time)."""
@@ -307,15 +355,26 @@ class PartitionLog:
             )
 
     def _append_batch(
-        self, batch: bytes, count: int, max_ts: int, now: int, wait: bool = True
+        self,
+        batch: bytes,
+        count: int,
+        max_ts: int,
+        now: int,
+        wait: bool = True,
+        before: Callable[[], None] | None = None,
+        after: Callable[[int], None] | None = None,
     ) -> tuple[int, bool]:
         """Write under the lock; returns (base offset, whether a sync is due). With `wait`,
-        that sync is done before returning."""
+        that sync is done before returning. `before()` runs under the lock first (it may
+        refuse the write by raising), `after(base)` once written, before the high watermark
+        moves (the transaction bookkeeping)."""
         with self._write_lock:
             if self._closed:
                 raise StoreClosed(f"{self.topic}-{self.partition} is closed")
             if self._offline is not None:
                 raise self._offline
+            if before is not None:
+                before()
             base = self._next_offset
             try:
                 seg = self._segments[-1]
@@ -331,6 +390,8 @@ class PartitionLog:
                     "nothing was stored and the log is unchanged; each new write tries again",
                 ) from None
             self._refusals.succeeded()
+            if after is not None:
+                after(base)
             end = self._next_offset = base + count
             self.last_append_ms = now
             self.bytes_appended += len(batch)
@@ -486,6 +547,8 @@ class PartitionLog:
         """Flush the active segment's indexes; return the offset below which all is durable."""
         rp = self._flushed
         seg = self._segments[-1]
+        if self.txns.active:  # where the next open scans from for open transactions
+            self.txns.save_checkpoint(min(self.last_stable_offset, rp))
         if not self._closed:
             seg.index.flush()
             seg.time_index.flush()
@@ -517,8 +580,10 @@ class PartitionLog:
 
     def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
         """Records from `offset` on, at most `max_records` and `max_bytes` of encoded records
-        (always at least one record when any is available). An empty list before the high
-        watermark means compaction removed every record in [offset, high watermark).
+        (always at least one record when any is available). Transaction markers (control
+        batches) are not records and are skipped. An empty list before the high watermark
+        means compaction removed every record in [offset, high watermark) or only markers
+        are there.
 
         Every batch read is checked (CRC-32C): reads stop before damage, and an offset inside
         a damaged range raises LogDamaged (Kafka's CORRUPT_MESSAGE), never garbled records."""
@@ -535,6 +600,9 @@ class PartitionLog:
                     return
                 if h.next_offset <= offset:
                     continue
+                if h.is_control:  # a transaction marker: no record for readers
+                    offset = h.next_offset
+                    continue
                 recs, used, complete = rb.decode_from(
                     batch, h, offset, max_records - len(out), max(budget, 0), not out
                 )
@@ -546,11 +614,14 @@ class PartitionLog:
                     return
                 offset = h.next_offset
 
-    def read_batches(self, offset: int, max_bytes: int) -> bytes:
+    def read_batches(self, offset: int, max_bytes: int, until: int | None = None) -> bytes:
         """Whole raw batches starting with the one containing `offset`, never past the high
-        watermark; at least one batch even if it exceeds `max_bytes` (as Kafka's Fetch).
-        Checked as ``read`` checks them."""
+        watermark (nor `until`: read_committed readers pass the last stable offset); at least
+        one batch even if it exceeds `max_bytes` (as Kafka's Fetch). Checked as ``read``
+        checks them."""
         hw = self._check_range(offset)
+        if until is not None:
+            hw = min(hw, until)
         out = self._around_damage(
             lambda out: self._batches_into(out, offset, hw, max_bytes), offset
         )
@@ -829,6 +900,7 @@ class PartitionLog:
             self._set_segments(keep)
             if keep[0].base_offset > self.log_start_offset:
                 self.log_start_offset = keep[0].base_offset
+            self.txns.forget_below(self.log_start_offset)
         for seg in doomed:
             log.info(
                 "%s: deleting segment %d (%d bytes), %s",

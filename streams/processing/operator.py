@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
@@ -286,6 +287,97 @@ class WindowOperator:
         self._gc_heap.clear()
         self._open = 0
         return out
+
+    # ------------------------------------------------------------------ snapshots (jobs)
+
+    def fixed_window_state(self, key: object, start: int) -> list | None:
+        """A tumbling/hopping window's state as ``[revision, count, sum, min, max]`` (min/max
+        None when not kept), or None when the window is not open. With ``restore_fixed`` this
+        is what ``streams.jobs`` writes to a changelog and reads back (quantile sketches are
+        not snapshotted)."""
+        acc = self._fixed.get((key, start))
+        if acc is None:
+            return None
+        lo, hi = acc[MIN], acc[MAX]
+        return [
+            acc[REV],
+            acc[CNT],
+            acc[SUM],
+            None if lo == math.inf else lo,
+            None if hi == -math.inf else hi,
+        ]
+
+    def progress(self) -> list:
+        """``[watermark, {partition: max event time}]`` for a snapshot (MIN_TIME: none)."""
+        return [self._wm, dict(self._pmax)]
+
+    def restore_progress(self, watermark: int, partition_max: Mapping[int, int]) -> None:
+        """Set the watermark and partitions' progress from a snapshot (before any event)."""
+        self._wm = max(self._wm, watermark)
+        for p, t in partition_max.items():
+            self._pmax[int(p)] = max(self._pmax.get(int(p), MIN_TIME), t)
+
+    def restore_fixed(self, key: object, start: int, state: list) -> bool:
+        """Re-open a tumbling/hopping window from ``fixed_window_state``'s snapshot, after
+        ``restore_progress``; a window already closed at the watermark is not re-opened
+        (returns False)."""
+        if type(self.window) not in (Tumbling, Hopping) or self._processing:
+            raise InvalidConfig("window", self.window, "only tumbling/hopping can be restored")
+        end = start + self.window.size_ms
+        if end + self._grace <= self._wm or (key, start) in self._fixed:
+            return False
+        rev, cnt, total, lo, hi = state
+        acc = new_acc(key, start, end, self._sketch)
+        acc[REV], acc[CNT], acc[SUM] = rev, cnt, total
+        acc[MIN] = math.inf if lo is None else lo
+        acc[MAX] = -math.inf if hi is None else hi
+        self._fixed[(key, start)] = acc
+        self._open += 1
+        self._schedule(acc)
+        return True
+
+    def session_state(self, key: object) -> list | None:
+        """A key's open sessions as ``[[start, end, revision, count, sum, min, max, emitted
+        bounds or None], ...]`` (None: it has none), for ``restore_sessions``."""
+        sessions = self._sessions.get(key)
+        if not sessions:
+            return None
+        return [
+            [
+                a[S],
+                a[E],
+                a[REV],
+                a[CNT],
+                a[SUM],
+                None if a[MIN] == math.inf else a[MIN],
+                None if a[MAX] == -math.inf else a[MAX],
+                None if a[_EMITTED] is None else list(a[_EMITTED]),
+            ]
+            for a in sessions
+        ]
+
+    def restore_sessions(self, key: object, states: list) -> int:
+        """Re-open a key's sessions from ``session_state``'s snapshot, after
+        ``restore_progress``; sessions already closed at the watermark are skipped. Returns
+        how many were re-opened."""
+        if type(self.window) is not Session or self._processing:
+            raise InvalidConfig("window", self.window, "restore_sessions needs session windows")
+        n = 0
+        for start, end, rev, cnt, total, lo, hi, emitted in states:
+            if end + self._grace <= self._wm:
+                continue
+            acc = new_acc(key, start, end, self._sketch) + [
+                None if emitted is None else tuple(emitted),
+                [],
+            ]
+            acc[REV], acc[CNT], acc[SUM] = rev, cnt, total
+            acc[MIN] = math.inf if lo is None else lo
+            acc[MAX] = -math.inf if hi is None else hi
+            bisect.insort(self._sessions.setdefault(key, []), acc, key=_start)
+            self._open += 1
+            self._schedule(acc)
+            n += 1
+        return n
 
     # ------------------------------------------------------------------ hot loop: tumbling
 

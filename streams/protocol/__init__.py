@@ -1,6 +1,7 @@
 """Kafka wire protocol for Tidelog: a codec (``codec``, no I/O), an asyncio listener
-(``server``), one handler module per API family (``handlers``) and idempotent-producer state
-(``producer_state``). ``python -m streams.protocol`` runs a broker with the listener."""
+(``server``) and one handler module per API family (``handlers``); produce goes through the
+log's entry point (``streams.log.produce``) and transactions through ``streams.txn``.
+``python -m streams.protocol`` runs a broker with the listener."""
 
 from streams.protocol.server import KafkaListener, ListenerConfig
 

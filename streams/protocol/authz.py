@@ -35,7 +35,7 @@ BROKER_RESOURCE = 4
 TRANSACTION_KEY_TYPE = 1
 
 # API key -> the role it needs; OffsetCommit depends on the request (see `required_role`)
-OPERATOR_APIS = {0, 19, 20, 21, 22, 33, 37, 42, 44, 47}
+OPERATOR_APIS = {0, 19, 20, 21, 22, 24, 25, 26, 28, 33, 37, 42, 44, 47}
 ANYONE_APIS = {17, 18, 36}  # SaslHandshake, ApiVersions, SaslAuthenticate
 OFFSET_COMMIT = 8
 
@@ -375,6 +375,12 @@ def _delete_groups(ctx, req: Request):
     return codec.make_response(req, throttle_time_ms=0, results=results)
 
 
+def _transactional(ctx, req: Request):
+    return codec.error_response_body(
+        req.api_key, req.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    )
+
+
 def _offset_delete(ctx, req: Request):
     return codec.make_response(req, error_code=GROUP, throttle_time_ms=0, topics=[])
 
@@ -398,6 +404,10 @@ _DENIALS: dict[int, Callable[[Any, Request], Any]] = {
     21: _delete_records,
     22: _init_producer_id,
     23: _offset_for_leader_epoch,
+    24: _transactional,  # AddPartitionsToTxn (its per-partition results stay empty)
+    25: _transactional,
+    26: _transactional,
+    28: _transactional,  # TxnOffsetCommit
     32: _describe_configs,
     33: _alter_configs,
     37: _create_partitions,

@@ -46,6 +46,7 @@ import time
 
 from streams import telemetry
 from streams.errors import ProtocolError
+from streams.log.producer_state import ProducerStateManager
 from streams.log.refusals import RefusalLog
 from streams.protocol import audit, authz, codec
 from streams.protocol.audit import AuditEvent, AuditSink
@@ -53,7 +54,6 @@ from streams.protocol.handlers import APIS, SUPPORTED_VERSIONS
 from streams.protocol.handlers.common import BrokerContext, CloseConnection, ErrorCode
 from streams.protocol.handlers.metadata import handle_api_versions
 from streams.protocol.notify import AppendNotifier
-from streams.protocol.producer_state import ProducerStateManager
 from streams.protocol.security import (
     MECHANISMS,
     OPEN,
@@ -64,6 +64,7 @@ from streams.protocol.security import (
     Principal,
     SaslExchange,
 )
+from streams.txn import TransactionCoordinator
 
 log = logging.getLogger("streams.protocol")
 _API_NAMES = {key: telemetry.api_name(api.handler.__name__) for key, api in APIS.items()}
@@ -117,6 +118,7 @@ class KafkaListener:
         self.coordinator = coordinator
         self.config = config or ListenerConfig()
         self.producers = ProducerStateManager(store)
+        self.transactions: TransactionCoordinator | None = None  # made by _open
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -177,6 +179,10 @@ class KafkaListener:
     async def _open(self) -> None:
         cfg = self.config
         self.producers.load()
+        self.transactions = TransactionCoordinator(
+            self.store, self.coordinator, self.producers.allocate_id
+        ).load()
+        self.transactions.start()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             cfg.worker_threads, thread_name_prefix="tidelog-kafka-io"
         )
@@ -192,6 +198,7 @@ class KafkaListener:
             coordinator=self.coordinator,
             config=cfg,
             producers=self.producers,
+            transactions=self.transactions,
             notifier=notifier,
             executor=self._executor,
             cluster_id=_cluster_id(self.store.path),
@@ -202,6 +209,7 @@ class KafkaListener:
                 self._connection, cfg.host, cfg.port, limit=1 << 20
             )
         except BaseException:  # e.g. the port is taken: leave nothing running behind
+            self.transactions.close()
             self._executor.shutdown(wait=False)
             self._auth_executor.shutdown(wait=False)
             raise
@@ -221,6 +229,7 @@ class KafkaListener:
         self.store.remove_append_listener(self._ctx.notifier.on_append)
         self._executor.shutdown(wait=True)
         self._auth_executor.shutdown(wait=True)
+        self.transactions.close()
         try:
             self.producers.snapshot()
         except Exception:  # noqa: BLE001 - the store may already be closing

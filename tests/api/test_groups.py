@@ -89,6 +89,32 @@ def test_unknown_group_is_404(op, orders, method, path, body):
 # --------------------------------------------------------------------------------- reset
 
 
+def test_reset_values_are_kebab_case_and_the_old_scope_spelling_still_works(
+    op, view, billing, broker, caplog
+):
+    """Values are spelled as Kafka's flags (to-earliest, all-topics); all_topics, the spelling
+    before, is a deprecated alias: the same plan, and a warning in the server's log."""
+    new = op.post(RESET, {"strategy": "to-earliest", "scope": "all-topics"}, format="json")
+    assert new.status_code == 200, new.json()
+    with caplog.at_level("WARNING", logger="brokerui.api.serializers"):
+        old = op.post(RESET, {"strategy": "to-earliest", "scope": "all_topics"}, format="json")
+    assert old.status_code == 200 and rows(old.json()) == rows(new.json())
+    assert "'all_topics' is a deprecated spelling; send 'all-topics'" in caplog.text
+    executed = op.post(
+        RESET, {"strategy": "to-earliest", "scope": "all-topics", "dry_run": False}, format="json"
+    )
+    assert executed.json()["executed"] and committed(broker) == {("orders", 0): 0, ("orders", 1): 0}
+    err = error(op.post(RESET, {"strategy": "to-earliest", "scope": "all"}, format="json"), 400)
+    assert "all-topics" in str(err)  # the choices offered are the current spelling
+    schema = view.get(f"{API}/schema", {"format": "json"}).json()
+    scope = schema["components"]["schemas"]["ResetRequest"]["properties"]["scope"]
+    enum = (
+        scope.get("enum")
+        or schema["components"]["schemas"][scope["allOf"][0]["$ref"].rsplit("/", 1)[1]]["enum"]
+    )
+    assert enum == ["all-topics", "topic", "partitions"]
+
+
 def test_reset_is_a_dry_run_by_default(op, billing, broker):
     r = op.post(RESET, {"strategy": "to-earliest", "scope": "all_topics"}, format="json")
     assert r.status_code == 200

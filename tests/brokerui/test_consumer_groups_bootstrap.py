@@ -154,11 +154,38 @@ def test_delete_and_errors_through_the_running_broker(server, data_dir_of, db):
     while "Empty" not in run(server, "--describe", "--group", "short-lived", "--state"):
         assert time.monotonic() < deadline, "the group did not become Empty"
         time.sleep(0.2)
-    # OffsetDelete is not in the client library: a clear line, nothing deleted
-    with pytest.raises(CommandError, match="OffsetDelete") as info:
-        run(server, "--delete-offsets", "--group", "short-lived", "--topic", TOPIC)
-    assert committed(server, "short-lived") == {0: 4, 1: 6}
-    assert "\n" not in str(info.value)
+    # OffsetDelete through the broker (kafka-python's admin client: librdkafka's binding lacks
+    # it): refused while a member subscribes to the topic, then done once the group is Empty
+    busy = Consumer({
+        "bootstrap.servers": server.bootstrap, "group.id": "short-lived",
+        "enable.auto.commit": False, "session.timeout.ms": 6000,
+    })  # fmt: skip
+    busy.subscribe([TOPIC])
+    deadline = time.monotonic() + 30
+    while not busy.assignment():  # a member that subscribes to orders
+        assert time.monotonic() < deadline, "the consumer was given no partitions"
+        busy.poll(0.2)
+    try:
+        with pytest.raises(CommandError, match="short-lived") as info:
+            run(server, "--delete-offsets", "--group", "short-lived", "--topic", TOPIC)
+        assert "\n" not in str(info.value)
+        assert committed(server, "short-lived") == {0: 4, 1: 6}
+    finally:
+        busy.close()
+    deadline = time.monotonic() + 30
+    while "Empty" not in run(server, "--describe", "--group", "short-lived", "--state"):
+        assert time.monotonic() < deadline, "the group did not become Empty again"
+        time.sleep(0.2)
+    out = run(server, "--delete-offsets", "--group", "short-lived", "--topic", TOPIC)
+    assert out.splitlines()[0] == (
+        f"Request succeed for deleting offsets with topic {TOPIC} group short-lived"
+    )
+    assert all(offset < 0 for offset in committed(server, "short-lived").values())  # none
+    from brokerui.audit.models import AuditEntry
+
+    entry = AuditEntry.objects.get(action="group.offsets.delete", source="cli")
+    assert entry.target == "group short-lived"
+    member(server, "short-lived")[0].close()  # offsets again, for the group delete below
     assert "Deletion of requested consumer groups ('short-lived')" in run(
         server, "--delete", "--group", "short-lived"
     )

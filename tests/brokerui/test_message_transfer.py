@@ -238,3 +238,28 @@ def test_under_asgi_the_export_is_streamed_piece_by_piece(viewer, broker, monkey
     assert seen_after_first < 6  # the first piece left before the last page was read
     lines = (first + b"".join(rest)).splitlines()
     assert len(lines) == 3002 and json.loads(lines[-1])["tidelog_export_end"]["records"] == 3000
+
+
+def test_a_file_over_the_import_limit_is_refused_and_old_previews_are_removed(
+    operator_client, broker, monkeypatch, settings
+):
+    import os
+    import time
+    from pathlib import Path
+
+    from brokerui.console.messages import views
+
+    broker.store.create_topic("target", partitions=1)
+    monkeypatch.setattr(views, "IMPORT_MAX_BYTES", 100)
+    response = _upload(operator_client, "target", b'{"value": "x"}\n' * 10)
+    assert response.status_code == 400
+    assert "at most 100 bytes" in response.content.decode()
+
+    monkeypatch.setattr(views, "IMPORT_MAX_BYTES", 1 << 20)
+    _upload(operator_client, "target", b'{"value": "x"}\n')
+    pending = list((Path(settings.TIDELOG_DATA_DIR) / "imports").glob("*.jsonl"))
+    assert len(pending) == 1
+    hours_ago = time.time() - 2 * 3600
+    os.utime(pending[0], (hours_ago, hours_ago))
+    _upload(operator_client, "target", b'{"value": "y"}\n')
+    assert not pending[0].exists()

@@ -201,7 +201,8 @@ def test_text_and_binary_values(viewer_client, store):
 
     body = response.content.decode()
     assert "grüße, plain text" in body
-    assert "00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f" in body
+    dump = re.sub(r"</?span[^>]*>", "", body)  # each line and column of a dump is in a span
+    assert "00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  ........" in dump
     assert "binary (hex)" in body
     assert 'title="binary key, in hex">00 ff</code>' in body
 
@@ -212,7 +213,7 @@ def test_the_hex_toggle_shows_text_as_hex_too(viewer_client, store):
 
     response = _get(viewer_client, "mixed", seek="oldest", view="hex")
 
-    assert "00000000  41 42" in response.content.decode()
+    assert "00000000  41 42" in re.sub(r"</?span[^>]*>", "", response.content.decode())
     text = _get(viewer_client, "mixed", seek="oldest", view="text").content.decode()
     assert '<pre class="value kind-text">AB</pre>' in text
 

@@ -211,3 +211,26 @@ def test_a_lone_surrogate_produced_with_kcat_renders_everywhere(settings, tmp_pa
         assert "&quot;a&quot;: &quot;\\ud800&quot;" in shown
     finally:
         close_broker()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_hex_rows_keep_the_dump_and_put_each_column_in_a_span(data):
+    """The page's hex dump markup (templatetags hex_rows): its text is the dump, escaped, and
+    each line has its offset, two groups of 8 bytes and their ASCII in spans of their own."""
+    import html as htmllib
+
+    from brokerui.console.templatetags.tidelog_format import hex_rows
+
+    dump = display.hex_dump(data)
+    markup = str(hex_rows(dump))
+    assert htmllib.unescape(re.sub(r"</?span[^>]*>", "", markup)) == dump
+    assert "<" not in re.sub(r"</?span[^>]*>", "", markup)  # "<" in the ASCII is escaped
+    lines = re.findall(r'<span class="hx">(.*?)\n?</span>(?=<span class="hx">|$)', markup, re.S)
+    assert len(lines) == len(dump.split("\n")) if data else markup == ""
+    chunks = [data[i : i + 16] for i in range(0, len(data), 16)]
+    for line, chunk in zip(lines, chunks, strict=True):
+        columns = [htmllib.unescape(c) for c in re.findall(r"<span>(.*?)</span>", line)]
+        ascii_ = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        assert len(columns) == 5 and columns[3] + columns[4] == ascii_
+        assert bytes.fromhex(columns[1] + columns[2]) == chunk

@@ -130,6 +130,9 @@ def test_group_pages(empty_group, operator_login, browser):
     )
     page.wait_for_selector("#reset-refused")
     assert "not Empty" in page.locator("#reset-refused").inner_text()
+    # the header's state was swapped (out of band) for the refusal's own, not duplicated
+    assert page.locator("#reset-group-state").count() == 1
+    assert page.locator(".page-head #reset-group-state").inner_text() == "Stable"
     _shot(page, "reset-refused")
 
     # reset of the Empty group: preview with clamps, apply, result

@@ -2,7 +2,8 @@
 against a real server with demo traffic: no page is wider than the window, the top bar folds
 into a menu that opens and closes, wide tables scroll sideways inside their wrapper, the
 favicon is served, and a hex dump's ASCII column is never cut off (in the message browser at
-phone and desktop widths). Screenshots go to tests/browser/screenshots/narrow-*.png."""
+phone and desktop widths, and on a record's page, where a phone gets two rows of 8 bytes a line).
+Screenshots go to tests/browser/screenshots/narrow-*.png."""
 
 from __future__ import annotations
 
@@ -26,14 +27,13 @@ PAGES = [
     "/topics/orders/purge/",
     "/groups/",
     "/panels/",
+    "/alerts/",
+    "/alerts/new/",
     "/audit/",
     "/accounts/",
     "/accounts/password_change/",
     "/api/v1/docs",
 ]
-# where the first line of a hex dump's ASCII column starts: offset (8), 2 spaces, 16 bytes in
-# hex with an extra space after the eighth (48), 2 spaces (brokerui/console/messages/display.py)
-ASCII_START = 60
 
 
 def _login(browser, base: str, user: str, password: str, viewport: dict, scheme="light"):
@@ -155,19 +155,29 @@ def test_the_favicon_is_served(operator_login, browser):
     page.context.close()
 
 
-# The ASCII column of the first hex dump's first line: its box, the dump's (<pre>) box and how
-# wide the dump is inside (scrollWidth) against what it shows (clientWidth).
-ASCII_BOX = """([start]) => {
-  const pre = document.querySelector("table.records pre.kind-hex");
-  const text = pre.firstChild;
-  const line = text.data.split("\\n")[0];
-  const range = document.createRange();
-  range.setStart(text, start);
-  range.setEnd(text, line.length);
-  const a = range.getBoundingClientRect(), p = pre.getBoundingClientRect();
-  return {ascii: line.slice(start), left: a.left, right: a.right, preLeft: p.left,
-          preRight: p.right, scrollWidth: pre.scrollWidth, clientWidth: pre.clientWidth};
+# The ASCII column of the last hex dump's first line (its two groups of 8 bytes, each in a span: the
+# page's markup, templatetags hex_rows): its box, the dump's (<pre>) box and how wide the dump is
+# inside (scrollWidth) against what it shows (clientWidth).
+ASCII_BOX = """(selector) => {
+  const pre = [...document.querySelectorAll(selector)].pop();  // the last: a record's value
+  const columns = pre.querySelector(".hx").children;
+  const boxes = [columns[3], columns[4]].map(c => c.getBoundingClientRect())
+    .filter(r => r.width > 0);
+  const p = pre.getBoundingClientRect();
+  return {ascii: columns[3].textContent + columns[4].textContent,
+          left: Math.min(...boxes.map(r => r.left)), right: Math.max(...boxes.map(r => r.right)),
+          preLeft: p.left, preRight: p.right,
+          scrollWidth: pre.scrollWidth, clientWidth: pre.clientWidth};
 }"""
+TABLE_DUMP = "table.records pre.kind-hex"
+RECORD_DUMP = "pre.value.full.kind-hex"
+
+
+def _assert_whole(box: dict) -> None:
+    assert box["ascii"].startswith("{") and len(box["ascii"]) == 16, box  # demo JSON
+    # the dump hides nothing behind its own scrollbar, and its ASCII lies inside it
+    assert box["scrollWidth"] <= box["clientWidth"], box
+    assert box["preLeft"] <= box["left"] and box["right"] <= box["preRight"], box
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -176,20 +186,26 @@ def test_the_hex_views_ascii_column_is_whole(operator_login, browser, viewport):
     for scheme in ("light", "dark"):
         page = _login(browser, base, user, password, viewport, scheme)
         page.goto(base + "/topics/orders/messages/?view=hex")
-        page.locator("table.records pre.kind-hex").first.wait_for(timeout=WAIT_MS)
-        box = page.evaluate(ASCII_BOX, [ASCII_START])
-        assert box["ascii"].startswith("{") and len(box["ascii"]) == 16, box  # demo JSON
-        # the dump hides nothing behind its own scrollbar, and its ASCII lies inside it
-        assert box["scrollWidth"] <= box["clientWidth"], box
-        assert box["preLeft"] <= box["left"] and box["right"] <= box["preRight"], box
+        page.locator(TABLE_DUMP).first.wait_for(timeout=WAIT_MS)
+        box = page.evaluate(ASCII_BOX, TABLE_DUMP)
+        _assert_whole(box)
         if viewport is PHONE:  # the table scrolls sideways until the ASCII is on screen
             page.locator("table.records").locator("xpath=..").evaluate(
                 "(w, right) => { w.scrollLeft += right - w.getBoundingClientRect().right + 16; }",
                 box["right"],
             )
-            box = page.evaluate(ASCII_BOX, [ASCII_START])
-            assert 0 <= box["left"] and box["right"] <= viewport["width"], box
-        else:
-            assert box["right"] <= viewport["width"], box  # on screen as the page opens
-        _shot(page, f"hex-{viewport['width']}-{scheme}")
+            box = page.evaluate(ASCII_BOX, TABLE_DUMP)
+        assert 0 <= box["left"] and box["right"] <= viewport["width"], box  # on screen
+        page.locator(TABLE_DUMP).first.scroll_into_view_if_needed()
+        _shot(page, f"hex-table-{viewport['width']}-{scheme}")
+
+        # one record's page: the whole dump on screen, no scrolling sideways at all
+        href = page.locator("table.records td.actions a", has_text="Open").first
+        page.goto(base + href.get_attribute("href") + "?view=hex")
+        box = page.evaluate(ASCII_BOX, RECORD_DUMP)
+        _assert_whole(box)
+        assert 0 <= box["left"] and box["right"] <= viewport["width"], box
+        assert _page_overflow(page)[0] <= viewport["width"]
+        page.locator(RECORD_DUMP).last.scroll_into_view_if_needed()
+        _shot(page, f"hex-record-{viewport['width']}-{scheme}")
         page.context.close()

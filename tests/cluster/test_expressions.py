@@ -111,3 +111,23 @@ def test_the_scan_says_how_many_of_how_many_it_examined(cluster):
     assert result.stopped == "scan limit of 1 records"
     found, result = keys(cluster, 'key == "k39"')
     assert found == ["k39"] and result.complete and result.scanned_records == 40
+
+
+def test_namespaced_extensions_work_and_lists_range_is_refused(cluster):
+    assert keys(cluster, "has(value.n) && math.greatest([value.n, 37]) == 38")[0] == ["k38"]
+    assert keys(cluster, 'base64.encode(bytes(key)) == "azE="')[0] == ["k1"]  # "k1"
+    with pytest.raises(ExpressionError, match="unknown variable “lists”") as err:
+        CEL.compile("lists.range(100000000).size() > 0")  # would fill memory
+    assert err.value.column == 1
+
+
+def test_a_comprehension_inside_another_is_refused_where_it_starts(cluster):
+    source = 'headers.exists(h, [h].exists(x, x == "src"))'
+    with pytest.raises(ExpressionError, match="inside another") as err:
+        CEL.compile(source)
+    assert source[err.value.column - 1 :].startswith("exists(x")
+    # one after the other is fine, as is the word in a string
+    found, _ = keys(
+        cluster, 'headers.exists(h, h == "src") && [1].all(x, x > 0) && key != ".map(a, b.all("'
+    )
+    assert len(found) == 40

@@ -267,8 +267,8 @@ def test_the_clusters_own_refusal_of_a_reset_is_group_not_empty(server, topic):
 def test_group_refusals(cluster):
     with pytest.raises(se.UnknownGroup):
         cluster.describe_group("no-such-group-anywhere")
-    with pytest.raises(se.Unsupported):
-        cluster.delete_group_offsets(group_id="g", topic="t")
+    with pytest.raises(se.UnknownGroup):
+        cluster.delete_group_offsets(group_id="no-such-group-anywhere", topic="t")
 
 
 def test_an_unreachable_cluster_is_a_domain_error():

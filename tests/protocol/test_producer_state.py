@@ -7,12 +7,12 @@ import pytest
 from streams.errors import OutOfOrderSequence, ProducerFenced
 from streams.log import LogStore
 from streams.log import records as rb
-from streams.log.records import ProducerRecord
-from streams.protocol.producer_state import (
+from streams.log.producer_state import (
     ID_BLOCK,
     PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
 )
+from streams.log.records import ProducerRecord
 
 
 class Clock:

@@ -185,8 +185,8 @@ def test_every_api_answers_requests_with_default_fields_without_internal_errors(
 
 # APIs Kafka defines that Tidelog does not serve (never advertised), each at a version whose
 # response has a top-level error_code: DescribeClientQuotas, DescribeAcls, DescribeLogDirs,
-# DescribeUserScramCredentials, AddPartitionsToTxn, DescribeQuorum
-UNSERVED = [(48, 1), (29, 1), (35, 4), (50, 0), (24, 4), (55, 1)]
+# DescribeUserScramCredentials, ListPartitionReassignments, DescribeQuorum
+UNSERVED = [(48, 1), (29, 1), (35, 4), (50, 0), (46, 0), (55, 1)]
 
 
 @pytest.mark.parametrize(("api_key", "version"), UNSERVED)
@@ -202,8 +202,8 @@ def test_an_unserved_kafka_api_gets_unsupported_version_and_the_connection_stays
 
 def test_an_unserved_api_without_a_top_level_error_code_gets_an_empty_answer(broker, bootstrap):
     with WireClient(bootstrap) as c:
-        resp = c.call(61, 0)  # DescribeProducers v0: errors live per partition, of which none
-        assert resp.topics == []
+        resp = c.call(35, 1)  # DescribeLogDirs v1: errors live per directory, of which none
+        assert resp.results == []
         assert c.call(3, 1, topics=None).brokers[0].node_id == 0
 
 

@@ -78,6 +78,22 @@ def hex_dump(data: bytes, limit: int | None = None) -> str:
     return "\n".join(lines)
 
 
+HEX_LINE_MIN = 61  # a `hex_dump` line: offset, 2, 16 bytes in hex (48), 2, ASCII (1 to 16)
+
+
+def hex_dump_columns(line: str) -> list[str] | None:
+    """A `hex_dump` line cut into its columns, the spaces between them kept, so that joined
+    they give the line back: [offset, "  ", bytes 0-7, "  ", bytes 8-15, "  ", ASCII of 0-7,
+    ASCII of 8-15]; None for a line that is not one."""
+    if len(line) < HEX_LINE_MIN or len(line) > HEX_LINE_MIN + 15:
+        return None
+    ascii_ = line[60:]
+    return [line[:8], line[8:10], line[10:33], line[33:35], line[35:58], line[58:60]] + [
+        ascii_[:8],
+        ascii_[8:],
+    ]
+
+
 def _pretty_json(data: bytes) -> str | None:
     """Indented JSON when `data` is a JSON object or array, else None."""
     if len(data) > JSON_MAX_BYTES or data.lstrip()[:1] not in (b"{", b"["):

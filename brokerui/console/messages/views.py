@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -560,12 +561,23 @@ def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
 # ================================================================================ import
 
 PREVIEW_RECORDS = 20
+IMPORT_MAX_BYTES = 64 << 20  # a file is checked whole (in memory) before anything is written
+PENDING_MAX_AGE_S = 3600  # previewed files not confirmed within this are removed
 _IMPORTS_KEY = "message_imports"
 
 
 def _import_dir() -> Path:
+    """Where previewed files wait for their confirmation; older ones than PENDING_MAX_AGE_S
+    are removed."""
     path = Path(settings.TIDELOG_DATA_DIR) / "imports"
-    path.mkdir(exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
+    cutoff = time.time() - PENDING_MAX_AGE_S
+    for old in path.glob("*.jsonl"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except FileNotFoundError:  # removed meanwhile by another request
+            pass
     return path
 
 
@@ -641,6 +653,13 @@ def import_messages(request: HttpRequest, topic: str) -> HttpResponse:
     context["keep_partitions"] = keep
     if upload is None:
         context["problem"] = "Choose a JSON Lines file (.jsonl) to import."
+        return render(request, template, context, status=400)
+    if upload.size > IMPORT_MAX_BYTES:
+        context["problem"] = (
+            f"{upload.name} is {upload.size:,} bytes; an import takes at most "
+            f"{IMPORT_MAX_BYTES:,} bytes ({IMPORT_MAX_BYTES >> 20} MiB). Split it into parts "
+            "(whole lines); nothing was written."
+        )
         return render(request, template, context, status=400)
     data = upload.read()
     parsed = services.records_import_check(

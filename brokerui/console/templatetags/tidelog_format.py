@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from django import template
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -155,3 +156,37 @@ def lookup(mapping, key):
         return mapping.get(key)
     except AttributeError:
         return None
+
+
+@register.filter
+def hex_rows(dump: str):
+    """A hex dump (`display.hex_dump`) with each line and its columns in spans, its text
+    unchanged: a container too narrow for 16 bytes a line lays each out as two rows of 8
+    (static/css/tidelog.css, ``.hx``), so the ASCII column is never cut off."""
+    from brokerui.console.messages.display import hex_dump_columns
+
+    lines = dump.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        end = "\n" if i < len(lines) - 1 else ""
+        columns = hex_dump_columns(line)
+        if columns is None:
+            out.append(format_html("{}{}", line, end))
+            continue
+        o, s1, h1, s2, h2, s3, a1, a2 = columns
+        out.append(
+            format_html(
+                '<span class="hx"><span>{}</span>{}<span>{}</span>{}<span>{}</span>{}'
+                "<span>{}</span><span>{}</span>{}</span>",
+                o,
+                s1,
+                h1,
+                s2,
+                h2,
+                s3,
+                a1,
+                a2,
+                end,
+            )
+        )
+    return mark_safe("".join(out))

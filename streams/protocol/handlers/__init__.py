@@ -21,7 +21,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from streams.protocol.handlers import admin, fetch, groups, metadata, offsets, produce, sasl
+from streams.protocol.handlers import (
+    admin,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    sasl,
+    transactions,
+)
 
 
 class Api(NamedTuple):
@@ -55,6 +64,10 @@ APIS: dict[int, Api] = {
         Api(21, 2, admin.handle_delete_records),
         Api(22, 4, produce.handle_init_producer_id),
         Api(23, 4, offsets.handle_offset_for_leader_epoch),
+        Api(24, 3, transactions.handle_add_partitions_to_txn),
+        Api(25, 4, transactions.handle_add_offsets_to_txn),
+        Api(26, 5, transactions.handle_end_txn),
+        Api(28, 4, transactions.handle_txn_offset_commit),
         Api(32, 4, admin.handle_describe_configs),
         Api(33, 2, admin.handle_alter_configs),
         Api(36, 2, sasl.handle_sasl_authenticate),
@@ -63,6 +76,9 @@ APIS: dict[int, Api] = {
         Api(44, 1, admin.handle_incremental_alter_configs),
         Api(47, 0, offsets.handle_offset_delete),
         Api(60, 1, metadata.handle_describe_cluster),
+        Api(61, 0, transactions.handle_describe_producers),
+        Api(65, 0, transactions.handle_describe_transactions),
+        Api(66, 1, transactions.handle_list_transactions),
     )
 }
 

@@ -31,6 +31,7 @@ from streams.errors import (
     StorageError,
     StoreClosed,
     TopicAlreadyExists,
+    TransactionError,
     UnknownPartition,
     UnknownTopic,
     UnknownTopicId,
@@ -39,9 +40,10 @@ from streams.errors import (
 if TYPE_CHECKING:
     from streams.groups import GroupCoordinator
     from streams.log import LogStore
+    from streams.log.producer_state import ProducerStateManager
     from streams.protocol.notify import AppendNotifier
-    from streams.protocol.producer_state import ProducerStateManager
     from streams.protocol.server import ListenerConfig
+    from streams.txn import TransactionCoordinator
 
 log = logging.getLogger("streams.protocol")
 
@@ -78,6 +80,10 @@ class ErrorCode(enum.IntEnum):
     POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
     SASL_AUTHENTICATION_FAILED = 58
@@ -86,6 +92,7 @@ class ErrorCode(enum.IntEnum):
     GROUP_ID_NOT_FOUND = 69
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
+    PRODUCER_FENCED = 90
     UNKNOWN_TOPIC_ID = 100
 
 
@@ -111,7 +118,7 @@ _BY_TYPE: tuple[tuple[type[Exception], ErrorCode], ...] = (
 
 def error_code(exc: BaseException) -> int:
     """The Kafka error code for a domain error (UNKNOWN_SERVER_ERROR for anything else)."""
-    if isinstance(exc, GroupError) and exc.kafka_code >= 0:
+    if isinstance(exc, GroupError | TransactionError) and exc.kafka_code >= 0:
         return exc.kafka_code
     for cls, code in _BY_TYPE:
         if isinstance(exc, cls):
@@ -156,6 +163,7 @@ class BrokerContext:
     coordinator: GroupCoordinator
     config: ListenerConfig
     producers: ProducerStateManager
+    transactions: TransactionCoordinator
     notifier: AppendNotifier
     executor: Executor
     cluster_id: str

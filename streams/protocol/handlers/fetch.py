@@ -2,8 +2,11 @@
 
 Each partition answers with the batches starting at the one containing the fetch offset (the
 client skips the records before it), never past the high watermark, at least one batch even if
-it exceeds the limits (KIP-74). There are no transactions, so the last stable offset is the
-high watermark and read_committed consumers read the same as read_uncommitted ones.
+it exceeds the limits (KIP-74). read_uncommitted readers read up to the high watermark;
+read_committed ones (isolation level 1, v4+) up to the last stable offset (the first offset of
+the earliest open transaction), with the aborted transactions that overlap what is returned
+(producer id, first offset), so the client drops those producers' records up to their ABORT
+marker, as Kafka's fetch does (``streams.log.txn``).
 
 From v13 the request names topics by id (KIP-516) and the response answers by id; an id no
 topic has (deleted, or re-created under a new id) gets UNKNOWN_TOPIC_ID, which makes clients
@@ -94,19 +97,29 @@ def _read_all(ctx: BrokerContext, req: Request, topics):
             # batch of the response is returned even if it exceeds every limit (KIP-74)
             limit = min(p.partition_max_bytes, budget)
             limit = limit if total else max(limit, 1)
+            aborted = []
             if old_format:
                 data, fields = b"", _fields(ErrorCode.UNSUPPORTED_VERSION, -1, -1)
             elif name is None:
                 data, fields = b"", _fields(topic_error, -1, -1)
             else:
-                data, fields = _read_partition(ctx, name, p.partition, p.fetch_offset, limit)
+                data, fields, aborted = _read_partition(
+                    ctx, name, p.partition, p.fetch_offset, limit, committed
+                )
             total += len(data)
             budget -= len(data)
             failed = failed or fields["error_code"] != 0
             parts.append(
                 topic_cls.PartitionData(
                     partition_index=p.partition,
-                    aborted_transactions=[] if committed else None,
+                    aborted_transactions=[
+                        topic_cls.PartitionData.AbortedTransaction(
+                            producer_id=pid, first_offset=first
+                        )
+                        for pid, first in aborted
+                    ]
+                    if committed
+                    else None,
                     preferred_read_replica=-1,
                     records=data,
                     **fields,
@@ -117,40 +130,50 @@ def _read_all(ctx: BrokerContext, req: Request, topics):
     return out, total, failed
 
 
-def _read_partition(ctx: BrokerContext, topic: str, partition: int, offset: int, limit: int):
+def _read_partition(
+    ctx: BrokerContext, topic: str, partition: int, offset: int, limit: int, committed: bool
+):
+    """(records, response fields, aborted transactions in range) of one partition."""
     try:
         plog = ctx.store.partition_log(topic, partition)
+        lso = plog.last_stable_offset  # before the high watermark: it never passes it
         hw = plog.high_watermark
         if not plog.log_start_offset <= offset <= hw:
             raise OffsetOutOfRange(topic, partition, offset, plog.log_start_offset, hw)
-        data = plog.read_batches(offset, limit) if offset < hw and limit > 0 else b""
+        end = lso if committed else hw
+        data = plog.read_batches(offset, limit, until=end) if offset < end and limit > 0 else b""
+        aborted = []
         if data:
-            telemetry.current().records_out(topic, _records_in(data, offset), len(data))
-        return data, _fields(0, hw, plog.log_start_offset)
+            read_to = _next_offset(data, offset)
+            telemetry.current().records_out(topic, max(0, read_to - offset), len(data))
+            if committed:
+                aborted = plog.txns.aborted_in(offset, read_to)
+        return data, _fields(0, hw, plog.log_start_offset, lso), aborted
     except OffsetOutOfRange as exc:
-        return b"", _fields(1, exc.end_offset, exc.log_start_offset)
+        return b"", _fields(1, exc.end_offset, exc.log_start_offset), []
     except LogDamaged as exc:  # CORRUPT_MESSAGE, with the partition's offsets as Kafka sends
-        return b"", _fields(domain_error_code(exc), plog.high_watermark, plog.log_start_offset)
+        fields = _fields(domain_error_code(exc), plog.high_watermark, plog.log_start_offset)
+        return b"", fields, []
     except TidelogError as exc:
-        return b"", _fields(domain_error_code(exc), -1, -1)
+        return b"", _fields(domain_error_code(exc), -1, -1), []
 
 
-def _records_in(data: bytes, offset: int) -> int:
-    """Records a fetch answer holds from `offset` on, from its batch headers (the last batch
-    may be cut short by the size limit: only whole ones count)."""
-    pos, last = 0, offset - 1
+def _next_offset(data: bytes, offset: int) -> int:
+    """The offset after the last whole batch of a fetch answer (the last batch may be cut
+    short by the size limit: only whole ones count)."""
+    pos, end = 0, offset
     while pos + rb.HEADER_SIZE <= len(data):
         h = rb.parse_header(data, pos)
         if pos + h.size > len(data):
             break
-        last, pos = h.last_offset, pos + h.size
-    return max(0, last - offset + 1)
+        end, pos = h.next_offset, pos + h.size
+    return end
 
 
-def _fields(error: int, hw: int, start: int) -> dict:
+def _fields(error: int, hw: int, start: int, lso: int | None = None) -> dict:
     return {
         "error_code": error,
         "high_watermark": hw,
-        "last_stable_offset": hw,
+        "last_stable_offset": hw if lso is None else lso,
         "log_start_offset": start,
     }

@@ -32,6 +32,7 @@ from streams.protocol.handlers.common import (
 )
 from streams.protocol.security import Role
 
+GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -144,9 +145,9 @@ def _described(cls, desc):
 
 async def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
-    supported = body.key_type != TRANSACTION_KEY_TYPE
-    code = 0 if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    message = None if supported else "transactions are not supported"
+    supported = body.key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE)
+    code = 0 if supported else ErrorCode.INVALID_REQUEST
+    message = None if supported else f"unknown coordinator key type {body.key_type}"
     if req.api_version < 4:
         return codec.make_response(
             req,

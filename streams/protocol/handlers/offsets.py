@@ -27,6 +27,7 @@ from streams.protocol.handlers.common import (
 )
 
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+READ_COMMITTED = 1
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
@@ -36,10 +37,11 @@ async def handle_list_offsets(ctx: BrokerContext, req: Request) -> Any:
     cls = codec.response_class(req.api_key)
     topic_cls = cls.ListOffsetsTopicResponse
     topics = []
+    committed = req.api_version >= 2 and req.body.isolation_level == READ_COMMITTED
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
-            code, offset, ts = _lookup(ctx, t.name, p.partition_index, p.timestamp)
+            code, offset, ts = _lookup(ctx, t.name, p.partition_index, p.timestamp, committed)
             parts.append(
                 topic_cls.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index,
@@ -54,12 +56,13 @@ async def handle_list_offsets(ctx: BrokerContext, req: Request) -> Any:
     return codec.make_response(req, throttle_time_ms=0, topics=topics)
 
 
-def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int):
-    """(error code, offset, timestamp) for one partition."""
+def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, committed: bool):
+    """(error code, offset, timestamp) for one partition; "latest" is the last stable offset
+    for read_committed (isolation level 1), else the high watermark."""
     try:
         plog = ctx.store.partition_log(topic, partition)
         if timestamp == LATEST:
-            return 0, plog.high_watermark, -1
+            return 0, plog.last_stable_offset if committed else plog.high_watermark, -1
         if timestamp == EARLIEST:
             return 0, plog.log_start_offset, -1
         if timestamp == MAX_TIMESTAMP:

@@ -1,12 +1,12 @@
-"""Produce and InitProducerId.
+"""Produce and InitProducerId (of idempotent producers; transactional ones: ``transactions``).
 
 A Produce request is handled in two phases so that pipelined requests on one connection keep
 their order and still share fsyncs:
 
-1. synchronously, on the event loop, in request order: validate each batch (size, magic,
-   CRC-32C, record count), check the idempotent producer's sequence, and write it to the log
-   as received (``PartitionLog.write_raw``: only the base offset is assigned; compressed
-   batches stay compressed);
+1. synchronously, on the event loop, in request order: each partition's record set goes
+   through the log's entry point (``streams.log.produce.append_record_set``: validation,
+   the idempotent producer's sequence, the transaction coordinator's check of transactional
+   batches, then the write as received);
 2. then, off the loop, wait until the flush policy is satisfied (``sync_to``): the writes of
    many requests and connections made meanwhile share one fdatasync (group commit).
 
@@ -24,13 +24,13 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from streams import telemetry
-from streams.errors import InvalidRecord, StorageError, TidelogError, UnknownTopic
-from streams.log import records as rb
+from streams.errors import StorageError, TidelogError, UnknownTopic
 from streams.log.partition import PartitionLog
+from streams.log.produce import append_record_set
 from streams.log.store import is_internal
 from streams.protocol import codec
 from streams.protocol.codec import Request
+from streams.protocol.handlers import transactions
 from streams.protocol.handlers.common import (
     BrokerContext,
     CloseConnection,
@@ -84,13 +84,11 @@ def _produce_partition(ctx, req, acks, topic, partition, records, syncs) -> Part
         return PartitionResult(partition, ErrorCode.INVALID_REQUIRED_ACKS)
     if req.api_version < MIN_MAGIC2_VERSION:
         return PartitionResult(partition, ErrorCode.UNSUPPORTED_VERSION)
-    if req.body.transactional_id is not None:
-        return PartitionResult(partition, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if is_internal(topic):
         return PartitionResult(partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     try:
         plog = _partition_log(ctx, topic, partition)
-        return _append_batches(ctx, plog, bytes(records or b""), syncs)
+        return _append(ctx, plog, bytes(records or b""), syncs)
     except TidelogError as exc:
         return PartitionResult(partition, domain_error_code(exc), message=str(exc))
 
@@ -108,55 +106,13 @@ def _partition_log(ctx: BrokerContext, topic: str, partition: int) -> PartitionL
         return ctx.store.partition_log(topic, partition)
 
 
-def _append_batches(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionResult:
-    """Append every batch of a partition's record set (uncompressed sets may hold several),
-    all validated before the first is written."""
-    batches = _split_batches(data)
-    for h, batch in batches:
-        plog.check_client_batch(batch, h)  # CRC already checked by _split_batches
-        if plog.config.compact and len(batches) > 1:  # one batch: write_raw checks keys
-            _check_keys(plog, h, batch)
-    # every batch's sequence, continuity across the set's batches included, before any write
-    dups = ctx.producers.check_batches(plog.topic, plog.partition, [h for h, _ in batches])
-    pairs = zip(batches, dups, strict=True)
-    results = [_append_one(ctx, plog, h, batch, dup, syncs) for (h, batch), dup in pairs]
-    return results[0]
-
-
-def _check_keys(plog: PartitionLog, h: rb.BatchHeader, batch: bytes) -> None:
-    """``write_raw``'s key check of a compacted topic, for a batch that is not the first."""
-    if any(r.key is None for r in rb.decode_records(batch, h)):
-        raise InvalidRecord(f"topic {plog.topic!r} is compacted: every record needs a key")
-
-
-def _split_batches(data: bytes) -> list[tuple[rb.BatchHeader, bytes]]:
-    if not data:
-        raise InvalidRecord("empty record set")
-    out = []
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < rb.LOG_OVERHEAD:
-            raise InvalidRecord("record set ends inside a batch header")
-        _, size = rb.peek_size(data, pos)
-        h = rb.validate_batch(data, pos, min(size, len(data) - pos))
-        whole = pos == 0 and h.size == len(data)  # the usual case: one batch, no copy
-        out.append((h, data if whole else data[pos : pos + h.size]))
-        pos += h.size
-    return out
-
-
-def _append_one(ctx, plog: PartitionLog, h: rb.BatchHeader, batch: bytes, dup, syncs):
-    """Write one batch already checked (`dup`: the original if it is a retry)."""
-    topic, partition = plog.topic, plog.partition
-    if dup is not None:  # a retry: acknowledge the original once it is durable
-        syncs.append((plog, dup.last_offset + 1))
-        return PartitionResult(partition, 0, dup.base_offset, dup.timestamp, plog.log_start_offset)
-    base, last, ts, needs_sync = plog.write_raw(batch, checked=h)
-    ctx.producers.record(topic, partition, h, base, ts)
-    telemetry.current().records_in(topic, h.count, len(batch))
-    if needs_sync:
-        syncs.append((plog, last + 1))
-    return PartitionResult(partition, 0, base, ts, plog.log_start_offset)
+def _append(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionResult:
+    """One partition's record set through the log's entry point (``streams.log.produce``)."""
+    done = append_record_set(plog, data, ctx.producers, ctx.transactions.verify_produce)
+    if done.sync_to is not None:
+        syncs.append((plog, done.sync_to))
+    start = plog.log_start_offset
+    return PartitionResult(plog.partition, 0, done.base_offset, done.timestamp, start)
 
 
 def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> dict[tuple[str, int], StorageError]:
@@ -225,13 +181,7 @@ def _with_sync_failures(results, failed: dict[tuple[str, int], StorageError]):
 async def handle_init_producer_id(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     if body.transactional_id is not None:
-        return codec.make_response(
-            req,
-            throttle_time_ms=0,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return await transactions.handle_init_producer_id(ctx, req)
     pid, epoch = body.producer_id, body.producer_epoch
     if req.api_version >= 3 and pid >= 0 and 0 <= epoch < MAX_EPOCH:
         epoch += 1  # KIP-360: the producer bumps its epoch to reset its sequences

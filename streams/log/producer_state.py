@@ -13,9 +13,10 @@
   Without a snapshot for a partition only its active segment is scanned (the tail). Producers
   idle for a day (Kafka's ``producer.id.expiration.ms``) are forgotten at the next snapshot.
 
-Thread-safety: one lock guards all state. The listener calls `check_batches` for a record set
-and `record` for each batch it then writes without yielding in between (on its event loop), so
-no other append to that partition can interleave between the checks and the writes.
+Thread-safety: one lock guards all state. ``streams.log.produce`` calls `check_batches` for a
+record set and `record` for each batch it then writes, on the listener's event loop without
+yielding in between, so no other client append to that partition interleaves between the
+checks and the writes.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ import threading
 from typing import NamedTuple
 
 from streams.errors import OutOfOrderSequence, ProducerFenced
-from streams.log import LogStore
 from streams.log.checkpoint import write_atomic
 from streams.log.records import BatchHeader
+from streams.log.store import LogStore
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,13 @@ def _next_seq(seq: int) -> int:
 
 
 Key = tuple[str, int, int]  # topic, partition, producer id
+
+
+class ProducerDescription(NamedTuple):
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
 
 
 class ProducerStateManager:
@@ -194,6 +202,20 @@ class ProducerStateManager:
             BatchMetadata(h.base_sequence, _last_seq(h), base, base + h.last_offset_delta, ts)
         )
 
+    def describe(self, topic: str, partition: int) -> list[ProducerDescription]:
+        """The producers remembered for one partition (DescribeProducers)."""
+        with self._lock:
+            return [
+                ProducerDescription(
+                    pid,
+                    e.epoch,
+                    e.last_seq,
+                    e.batches[-1].timestamp if e.batches else -1,
+                )
+                for (t, p, pid), e in self._entries.items()
+                if t == topic and p == partition
+            ]
+
     def forget_topic(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._entries if k[0] == topic]:
@@ -275,7 +297,8 @@ class ProducerStateManager:
                 if seg.next_offset <= start:
                     continue
                 for h, _ in seg.batches_from(max(start, seg.base_offset), seg.size):
-                    if h.producer_id >= 0 and h.next_offset > start:
+                    # markers (control batches) carry a producer id but no sequence
+                    if h.producer_id >= 0 and not h.is_control and h.next_offset > start:
                         self._remember(plog.topic, plog.partition, h, h.base_offset, -1)
                         batches += 1
         if batches:

@@ -1,0 +1,47 @@
+"""Stream jobs: a chained dataflow API with keyed state, changelogs and joins (no Django).
+
+- ``job``: ``Job``, ``Stream``, ``Table`` — the chained API (``stream().filter().map()
+  .key_by().window().aggregate().to()``, tumbling/hopping/session windows, running
+  aggregates, joins, ``process`` with state, ``repartition``);
+- ``serde``: the ``Serde`` Protocol and ``BYTES``/``TEXT``/``JSON``, ``field()``;
+- ``aggregates``: ``Count``, ``Sum``, ``Min``, ``Max``, ``Mean`` over value fields, computed by
+  ``streams.processing``'s window operator;
+- ``joins``: ``IntervalJoin``, ``AsOfJoin``, ``TableJoin`` (semantics in their docstrings);
+- ``state``: changelogged stores (memory by default, RocksDB via rocksdict as an option);
+- ``runner``: ``Runner`` over the embedded ``LogStore`` (alone, every partition; or with
+  ``group=True`` one of several workers sharing the partitions through the job's group);
+- ``testing``: ``TestDriver`` (in memory, no broker).
+"""
+
+from streams.jobs.aggregates import Count, Max, Mean, Min, Sum
+from streams.jobs.job import Job, KeyState, Stream, Table
+from streams.jobs.serde import BYTES, JSON, TEXT, Serde, SerdeError, field
+from streams.processing.windows import Hopping, Session, Tumbling
+
+json = JSON
+text = TEXT
+raw = BYTES
+
+__all__ = [
+    "BYTES",
+    "Count",
+    "Hopping",
+    "JSON",
+    "Job",
+    "KeyState",
+    "Max",
+    "Mean",
+    "Min",
+    "Serde",
+    "Session",
+    "SerdeError",
+    "Stream",
+    "Sum",
+    "TEXT",
+    "Table",
+    "Tumbling",
+    "field",
+    "json",
+    "raw",
+    "text",
+]

@@ -1,0 +1,322 @@
+"""The join operators, as plain classes over keyed state (any ``MutableMapping``, by default a
+dict; a job gives them changelogged stores, see ``state``). Each states its semantics here;
+``tests/jobs/test_joins.py`` checks them against brute-force oracles with hypothesis.
+
+All times are event times in ms. A join's inputs must be co-partitioned (same key, same
+partition count), which the job checks when it starts; within one task the runner feeds the
+inputs in timestamp order (the record with the smallest timestamp first), so the outcome does
+not depend on which topic happened to be read first.
+
+Thread-safety: none; one task drives its operators from one thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Callable, MutableMapping
+
+from streams.errors import InvalidConfig
+from streams.processing.operator import MIN_TIME
+
+Out = list[tuple[object, object, int]]  # (key, value, timestamp)
+Joiner = Callable[[object, object], object]
+
+
+def pair(left: object, right: object) -> object:
+    """The default joiner: ``[left, right]`` (a list, so it survives JSON unchanged)."""
+    return [left, right]
+
+
+def _check_how(how: str, allowed: tuple[str, ...]) -> None:
+    if how not in allowed:
+        raise InvalidConfig("how", how, f"must be one of {', '.join(allowed)}")
+
+
+def _check_ms(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidConfig(name, value, "must be a non-negative whole number of milliseconds")
+
+
+class IntervalJoin:
+    """Stream–stream join within an interval (Kafka Streams' JoinWindows, Flink's interval join).
+
+    A left event ``l`` and a right event ``r`` with the same key *match* when
+    ``|l.ts - r.ts| <= within_ms``; each matching pair is emitted once, as
+    ``(key, joiner(l.value, r.value), max(l.ts, r.ts))``, when the second of the two arrives.
+
+    Watermark: ``min`` over the two sides that have seen events of (the side's largest event
+    time) minus `grace_ms` (the out-of-orderness allowed); it never goes back. An event older
+    than the watermark (``ts < watermark``) is **late**: counted in ``late_count`` and dropped
+    (it neither matches nor, in a left join, is emitted alone). An event is kept in state
+    while a non-late partner could still arrive, i.e. until ``ts + within_ms < watermark``;
+    then it is dropped from state (the watermark bounds the state).
+
+    ``how="inner"`` emits only pairs. ``how="left"`` also emits each left event that matched
+    nothing, as ``joiner(l.value, None)`` at ``l.ts``, when it leaves state (or at ``flush``),
+    never early: no "unmatched" record is later contradicted by a match.
+
+    Hence, for inputs without late events, the output is exactly the brute-force set of
+    matching pairs (plus unmatched left events for a left join), whatever the arrival order.
+    """
+
+    def __init__(
+        self,
+        within_ms: int,
+        *,
+        how: str = "inner",
+        grace_ms: int = 0,
+        joiner: Joiner = pair,
+        left: MutableMapping | None = None,
+        right: MutableMapping | None = None,
+        meta: MutableMapping | None = None,
+    ):
+        _check_ms("within_ms", within_ms)
+        _check_ms("grace_ms", grace_ms)
+        _check_how(how, ("inner", "left"))
+        self.within, self.grace, self.how, self.joiner = within_ms, grace_ms, how, joiner
+        # key -> [[ts, value, matched], ...] in arrival order
+        self.sides: tuple[MutableMapping, MutableMapping] = (
+            left if left is not None else {},
+            right if right is not None else {},
+        )
+        self.meta = meta if meta is not None else {}
+        self.late_count = 0
+        self._heap: list[tuple[int, int, object]] = []  # (expires after, side, key)
+        for side, store in enumerate(self.sides):
+            scan = getattr(store, "scan", store.items)  # a Store scans without caching
+            for key, entries in scan():
+                for e in entries:
+                    self._heap.append((e[0] + self.within, side, key))
+        heapq.heapify(self._heap)
+
+    @property
+    def watermark(self) -> int | None:
+        wm = self.meta.get("wm", MIN_TIME)
+        return None if wm == MIN_TIME else wm
+
+    def process(self, side: int, key: object, value: object, ts: int) -> Out:
+        """Add an event of the left (`side` 0) or right (1) input; returns the emissions."""
+        out: Out = []
+        wm = self.meta.get("wm", MIN_TIME)
+        if ts < wm:
+            self.late_count += 1
+        else:
+            other = self.sides[1 - side].get(key)
+            matched = False
+            if other:
+                changed = False
+                for e in other:
+                    if abs(e[0] - ts) <= self.within:
+                        matched = True
+                        if not e[2]:
+                            e[2] = changed = True
+                        lv, rv = (value, e[1]) if side == 0 else (e[1], value)
+                        out.append((key, self.joiner(lv, rv), max(ts, e[0])))
+                if changed:
+                    self.sides[1 - side][key] = other  # tell a changelogged store
+            mine = self.sides[side].get(key) or []
+            mine.append([ts, value, matched])
+            self.sides[side][key] = mine
+            heapq.heappush(self._heap, (ts + self.within, side, key))
+        self._observe(side, ts, out)
+        return out
+
+    def _observe(self, side: int, ts: int, out: Out) -> None:
+        name = ("lmax", "rmax")[side]
+        if ts <= self.meta.get(name, MIN_TIME):
+            return
+        self.meta[name] = ts
+        seen = [self.meta[n] for n in ("lmax", "rmax") if n in self.meta]
+        cand = min(seen) - self.grace
+        if cand > self.meta.get("wm", MIN_TIME):
+            self.meta["wm"] = cand
+            self._expire(cand, out)
+
+    def _expire(self, wm: int, out: Out) -> None:
+        heap = self._heap
+        touched: set[tuple[int, object]] = set()
+        while heap and heap[0][0] < wm:
+            _, side, key = heapq.heappop(heap)
+            touched.add((side, key))
+        for side, key in sorted(touched, key=repr):
+            entries = self.sides[side].get(key)
+            if not entries:
+                continue
+            keep = []
+            for e in entries:
+                if e[0] + self.within < wm:
+                    if side == 0 and self.how == "left" and not e[2]:
+                        out.append((key, self.joiner(e[1], None), e[0]))
+                else:
+                    keep.append(e)
+            if keep:
+                self.sides[side][key] = keep
+            else:
+                del self.sides[side][key]
+        out.sort(key=lambda r: r[2])
+
+    def flush(self) -> Out:
+        """End of a bounded input: a left join emits its unmatched left events; state empties."""
+        out: Out = []
+        if self.how == "left":
+            for key, entries in list(self.sides[0].items()):
+                out.extend((key, self.joiner(e[1], None), e[0]) for e in entries if not e[2])
+        for store in self.sides:
+            for key in list(store.keys()):
+                del store[key]
+        self._heap.clear()
+        out.sort(key=lambda r: r[2])
+        return out
+
+    def state_size(self) -> int:
+        return sum(len(v) for s in self.sides for v in s.values())
+
+
+class AsOfJoin:
+    """Stream–table enrichment at event time, and as-of joins (Flink's temporal join, Quix's
+    ``join_asof``).
+
+    The right side is a *versioned table*: ``update(key, value, ts)`` records that from `ts` on
+    the key's value is `value` (``None``: deleted). A left (stream) event at ``t`` is joined
+    with the version of its key in force at ``t`` — the one with the largest ``ts <= t``
+    among the versions received so far (of two with the same ``ts``, the later received) —
+    and, with `tolerance_ms`, only if ``t - version.ts <= tolerance_ms``. It is emitted at
+    once as ``(key, joiner(event, version value), t)``; with no such version (or a deleted
+    one, or one too old) ``how="inner"`` emits nothing and ``how="left"`` emits
+    ``joiner(event, None)``.
+
+    A table update that arrives after a stream event it would have applied to (a late table
+    update) does not rewrite that emitted result: emissions are final. Stream events are
+    processed in arrival order; the watermark is the largest stream event time minus
+    `grace_ms`, and a stream event older than it is late (counted in ``late_count``, dropped).
+    Versions older than the newest one at or before the watermark can serve no non-late
+    event and are dropped from state when their key is next touched. (A deletion is kept as
+    a version: a late update older than it must not resurrect the row.)
+    """
+
+    def __init__(
+        self,
+        *,
+        how: str = "inner",
+        tolerance_ms: int | None = None,
+        grace_ms: int = 0,
+        joiner: Joiner = pair,
+        versions: MutableMapping | None = None,
+        meta: MutableMapping | None = None,
+    ):
+        _check_how(how, ("inner", "left"))
+        if tolerance_ms is not None:
+            _check_ms("tolerance_ms", tolerance_ms)
+        _check_ms("grace_ms", grace_ms)
+        self.how, self.tolerance, self.grace, self.joiner = how, tolerance_ms, grace_ms, joiner
+        self.versions = versions if versions is not None else {}  # key -> [[ts, value], ...]
+        self.meta = meta if meta is not None else {}
+        self.late_count = 0
+
+    def update(self, key: object, value: object, ts: int) -> None:
+        vs = self.versions.get(key) or []
+        i = bisect.bisect_left(vs, ts, key=_ts)
+        if i < len(vs) and vs[i][0] == ts:
+            vs[i] = [ts, value]
+        else:
+            vs.insert(i, [ts, value])
+        self._prune(key, vs)
+
+    def process(self, key: object, value: object, ts: int) -> Out:
+        wm = self.meta.get("wm", MIN_TIME)
+        if ts < wm:
+            self.late_count += 1
+            return []
+        if ts - self.grace > wm:
+            self.meta["wm"] = ts - self.grace
+        vs = self.versions.get(key)
+        found = None
+        if vs:
+            i = bisect.bisect_right(vs, ts, key=_ts)
+            if i:
+                vts, v = vs[i - 1]
+                if v is not None and (self.tolerance is None or ts - vts <= self.tolerance):
+                    found = v
+            self._prune(key, vs)
+        if found is None:
+            return [] if self.how == "inner" else [(key, self.joiner(value, None), ts)]
+        return [(key, self.joiner(value, found), ts)]
+
+    def _prune(self, key: object, vs: list) -> None:
+        wm = self.meta.get("wm", MIN_TIME)
+        i = bisect.bisect_right(vs, wm, key=_ts)
+        if i > 1:
+            del vs[: i - 1]
+        if vs:
+            self.versions[key] = vs
+        elif key in self.versions:
+            del self.versions[key]
+
+    def state_size(self) -> int:
+        return sum(len(v) for v in self.versions.values())
+
+
+def _ts(entry: list) -> int:
+    return entry[0]
+
+
+class TableJoin:
+    """Table–table join by primary key, maintaining a materialised view.
+
+    Each input is a changelog: ``update(side, key, value)`` sets the key's row on the left
+    (`side` 0) or right (1) table, ``value None`` deletes it. The view holds, per key,
+    ``joiner(left row, right row)`` when: both rows exist (``how="inner"``); the left row
+    exists (``"left"``, right row or None); either exists (``"outer"``, missing one None).
+    Every update emits the view's change for its key, if any: ``(key, new row, ts)``, or
+    ``(key, None, ts)`` — a retraction (tombstone) — when the key leaves the view. An update
+    that leaves the view unchanged emits nothing. Applying the emissions in order to a dict
+    therefore gives the view at every step (the oracle in the tests), and writing them to a
+    compacted topic keeps the view there.
+    """
+
+    def __init__(
+        self,
+        *,
+        how: str = "inner",
+        joiner: Joiner = pair,
+        left: MutableMapping | None = None,
+        right: MutableMapping | None = None,
+    ):
+        _check_how(how, ("inner", "left", "outer"))
+        self.how, self.joiner = how, joiner
+        self.sides: tuple[MutableMapping, MutableMapping] = (
+            left if left is not None else {},
+            right if right is not None else {},
+        )
+
+    def row(self, key: object) -> object:
+        lv, rv = self.sides[0].get(key), self.sides[1].get(key)
+        if self.how == "inner" and (lv is None or rv is None):
+            return None
+        if self.how == "left" and lv is None:
+            return None
+        if lv is None and rv is None:
+            return None
+        return self.joiner(lv, rv)
+
+    def update(self, side: int, key: object, value: object, ts: int = 0) -> Out:
+        before = self.row(key)
+        store = self.sides[side]
+        if value is None:
+            if key in store:
+                del store[key]
+        else:
+            store[key] = value
+        after = self.row(key)
+        if after == before:
+            return []
+        return [(key, after, ts)]
+
+    def view(self) -> dict:
+        keys = set(self.sides[0].keys()) | set(self.sides[1].keys())
+        rows = {k: self.row(k) for k in keys}
+        return {k: v for k, v in rows.items() if v is not None}
+
+    def state_size(self) -> int:
+        return len(self.sides[0]) + len(self.sides[1])

@@ -1,0 +1,417 @@
+"""A task: one instance of a job's graph for one input partition number, with its own
+operators and state stores (Kafka Streams' task). The runner (or the test driver) feeds it
+deserialised records ``feed(topic, key, value, ts)`` in timestamp order and collects what it
+writes through ``emit``.
+
+Thread-safety: none; one task is driven by one thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from streams.jobs.job import Job, KeyState, Node
+from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
+from streams.jobs.state import Store
+from streams.processing.aggregates import (
+    CNT,
+    MAX,
+    MIN,
+    NEED_MINMAX,
+    NEED_SUM,
+    SUM,
+    add_value,
+    new_acc,
+    values_builder,
+)
+from streams.processing.operator import MIN_TIME, WindowOperator
+from streams.processing.windows import Session
+
+# emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
+Emit = Callable[[str, str, object, object, int], None]
+_PROGRESS = ("__progress__",)
+_SESSION = "sessions"  # store key (key, "sessions"): all of a session-windowed key's sessions
+
+
+class Task:
+    def __init__(self, job: Job, partition: int, emit: Emit, open_store: Callable[[str], Store]):
+        self.job, self.partition, self.emit = job, partition, emit
+        self.stores: dict[str, Store] = {}
+        self.metrics: dict[str, int] = {"in": 0, "out": 0, "late": 0}
+        children = job.children()
+        self._runtime: dict[int, _Step] = {}
+        for node in job.nodes:  # parents come first: nodes are created in order
+            for store in node.params.get("stores", ()):
+                self.stores[store] = open_store(store)
+            self._runtime[node.id] = _make(node, self)
+        for node in job.nodes:
+            step = self._runtime[node.id]
+            step.children = [(self._runtime[c.id], side) for c, side in children[node.id]]
+        self._sources: dict[str, list[_Step]] = {}
+        for node in job.sources():
+            self._sources.setdefault(node.params["topic"], []).append(self._runtime[node.id])
+        for step in self._runtime.values():
+            step.restored()
+
+    def feed(self, topic: str, key: object, value: object, ts: int) -> None:
+        self.metrics["in"] += 1
+        for step in self._sources[topic]:
+            step.forward(key, value, ts)
+
+    def flush(self) -> None:
+        """End of a bounded input: windows emit what they hold, left joins their unmatched."""
+        for node in self.job.nodes:
+            self._runtime[node.id].flush()
+
+    def before_commit(self) -> None:
+        """Let steps write what they keep outside their stores (window snapshots)."""
+        for step in self._runtime.values():
+            step.before_commit()
+
+    def late_count(self) -> int:
+        return sum(s.late() for s in self._runtime.values())
+
+    def watermarks(self) -> dict[str, int | None]:
+        """Event-time watermark (ms) of each windowed or joining step, by step name."""
+        out = {}
+        for node in self.job.nodes:
+            wm = self._runtime[node.id].watermark()
+            if wm is not False:
+                out[node.name] = wm
+        return out
+
+
+class _Step:
+    def __init__(self, node: Node, task: Task):
+        self.node, self.task, self.p = node, task, node.params
+        self.children: list[tuple[_Step, int]] = []
+
+    def forward(self, key: object, value: object, ts: int) -> None:
+        for child, side in self.children:
+            child.push(side, key, value, ts)
+
+    def push(self, side: int, key: object, value: object, ts: int) -> None:
+        raise NotImplementedError
+
+    def restored(self) -> None:
+        """Called once the task's stores are restored from their changelogs."""
+
+    def flush(self) -> None:
+        pass
+
+    def before_commit(self) -> None:
+        pass
+
+    def late(self) -> int:
+        return 0
+
+    def watermark(self) -> int | None | bool:
+        """False: the step keeps no watermark."""
+        return False
+
+
+class _Source(_Step):
+    def push(self, side, key, value, ts):  # the repartition topic's loop-back in the driver
+        self.forward(key, value, ts)
+
+
+class _Filter(_Step):
+    def push(self, side, key, value, ts):
+        if self.p["fn"](value):
+            self.forward(key, value, ts)
+
+
+class _Map(_Step):
+    def push(self, side, key, value, ts):
+        self.forward(key, self.p["fn"](value), ts)
+
+
+class _KeyBy(_Step):
+    def push(self, side, key, value, ts):
+        self.forward(self.p["fn"](value), value, ts)
+
+
+class _Repartition(_Step):
+    def push(self, side, key, value, ts):
+        self.task.emit("repartition", self.p["topic"], key, value, ts)
+
+
+class _Sink(_Step):
+    def push(self, side, key, value, ts):
+        self.task.metrics["out"] += 1
+        self.task.emit("sink", self.p["topic"], key, value, ts)
+
+
+class _Process(_Step):
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.store = task.stores[node.params["stores"][0]]
+
+    def push(self, side, key, value, ts):
+        self.forward(key, self.p["fn"](value, KeyState(self.store, key)), ts)
+
+
+class _Window(_Step):
+    """``WindowOperator``s (one per distinct aggregated field) whose emissions are zipped.
+
+    Changelog: ``(key, start) -> [[revision, count, sum, min, max] per operator]`` for every
+    open window an event touched, a tombstone when it closes, and the operators' progress
+    (watermark) under ``("__progress__",)``; session windows keep all of a key's open
+    sessions under ``(key, "sessions")``. A session's emission lists the bounds of earlier
+    emitted sessions it merged (``"replaces"``), as ``WindowResult.replaces``."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.store = task.stores[node.params["stores"][0]]
+        groups: dict[object, list[tuple[str, Any]]] = {}
+        count_names = []
+        for name, agg in node.params["aggregates"].items():
+            if agg.field_id() == "__count__":
+                count_names.append((name, agg))
+            else:
+                groups.setdefault(agg.field_id(), []).append((name, agg))
+        if not groups:
+            groups["__count__"] = []
+        first = next(iter(groups))
+        groups[first].extend(count_names)
+        self.window = node.params["window"]
+        emit = "current" if node.params["emit"] == "updates" else "final"
+        self.only_final = node.params["emit"] == "final"
+        self._dirty: set[tuple[object, object]] = set()  # windows touched since the last commit
+        self.sessions = isinstance(self.window, Session)
+        self.ops: list[tuple[Callable, WindowOperator]] = []
+        for members in groups.values():
+            ext = next(
+                (a.extractor() for _, a in members if a.field_id() != "__count__"),
+                members[0][1].extractor(),
+            )
+            op = WindowOperator(
+                self.window,
+                {n: a.spec() for n, a in members},
+                grace_ms=node.params["grace_ms"],
+                out_of_orderness_ms=node.params["ooo"],
+                emit=emit,
+            )
+            self.ops.append((ext, op))
+
+    def restored(self) -> None:
+        progress = self.store.get(_PROGRESS)
+        if progress is None:
+            return
+        for (_, op), (wm, pmax) in zip(self.ops, progress, strict=True):
+            op.restore_progress(wm, {int(p): t for p, t in pmax.items()})
+        for skey in list(self.store.keys()):
+            if skey == _PROGRESS:
+                continue
+            key, start = skey
+            states = self.store[skey]
+            pairs = zip(self.ops, states, strict=True)
+            if self.sessions:
+                opened = [op.restore_sessions(key, st) for (_, op), st in pairs]
+            else:
+                opened = [op.restore_fixed(key, start, st) for (_, op), st in pairs]
+            if not all(opened):
+                del self.store[skey]
+
+    def push(self, side, key, value, ts):
+        outs = [op.process(key, ext(value), ts, 0) for ext, op in self.ops]
+        if outs[0]:
+            self._emit(outs)
+        if self.sessions:
+            self._dirty.add((key, _SESSION))
+        else:
+            dirty = self._dirty
+            for start in self.window.starts(ts):
+                dirty.add((key, start))
+
+    def before_commit(self) -> None:
+        """Snapshot the windows events touched since the last commit (closed ones were
+        deleted when they closed) and the operators' progress."""
+        op0 = self.ops[0][1]
+        for key, start in self._dirty:
+            if self.sessions:
+                if op0.session_state(key) is not None:
+                    self.store[(key, start)] = [op.session_state(key) for _, op in self.ops]
+                else:
+                    self.store.pop((key, start), None)
+            elif op0.fixed_window_state(key, start) is not None:
+                self.store[(key, start)] = [op.fixed_window_state(key, start) for _, op in self.ops]
+        self._dirty.clear()
+        self.store[_PROGRESS] = [op.progress() for _, op in self.ops]
+
+    def _emit(self, outs) -> None:
+        for results in zip(*outs, strict=True):
+            r0 = results[0]
+            if self.sessions:
+                self._dirty.add((r0.key, _SESSION))  # snapshot (or delete) its sessions
+            elif r0.final:
+                self._dirty.discard((r0.key, r0.start))
+                self.store.pop((r0.key, r0.start), None)
+            if self.only_final and not r0.final:
+                continue
+            value = {"start": r0.start, "end": r0.end}
+            for r in results:
+                value.update(r.values)
+            value["revision"], value["final"] = r0.revision, r0.final
+            if r0.replaces:
+                value["replaces"] = [list(b) for b in r0.replaces]
+            self.forward(r0.key, value, r0.end - 1)
+
+    def flush(self) -> None:
+        self._emit([op.flush() for _, op in self.ops])
+        self._dirty.clear()
+        for skey in list(self.store.keys()):
+            del self.store[skey]
+
+    def late(self) -> int:
+        return self.ops[0][1].late_count
+
+    def watermark(self) -> int | None:
+        return self.ops[0][1].watermark
+
+
+class _Aggregate(_Step):
+    """A running aggregate per key: the same accumulator layout and value expressions as
+    ``streams.processing``'s windows (``new_acc``, ``add_value``, ``values_builder``), kept
+    as ``key -> [[count, sum, min, max] per field]`` in a changelogged value store."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.store = task.stores[node.params["stores"][0]]
+        groups: dict[object, list] = {}
+        for name, agg in node.params["aggregates"].items():
+            fid = agg.field_id()
+            groups.setdefault(None if fid == "__count__" else fid, []).append((name, agg))
+        counts = groups.pop(None, [])
+        if not groups:
+            groups["__count__"] = []
+        next(iter(groups.values())).extend(counts)
+        self.groups = []
+        for members in groups.values():
+            ext = next((a.extractor() for _, a in members if a.field_id() != "__count__"), None)
+            specs = [(n, a.spec()) for n, a in members]
+            needs = frozenset().union(*(sp.needs for _, sp in specs))
+            self.groups.append(
+                (ext, values_builder(specs), NEED_SUM in needs, NEED_MINMAX in needs)
+            )
+
+    def push(self, side, key, value, ts):
+        saved = self.store.get(key)
+        row: dict = {}
+        new = []
+        for i, (ext, values, need_sum, need_minmax) in enumerate(self.groups):
+            acc = new_acc(key, 0, 0, False)
+            if saved is not None:
+                cnt, total, lo, hi = saved[i]
+                acc[CNT], acc[SUM] = cnt, total
+                acc[MIN] = math.inf if lo is None else lo
+                acc[MAX] = -math.inf if hi is None else hi
+            add_value(acc, 0 if ext is None else ext(value), need_sum, need_minmax)
+            row.update(values(acc))
+            lo, hi = acc[MIN], acc[MAX]
+            new.append(
+                [
+                    acc[CNT],
+                    acc[SUM],
+                    None if lo == math.inf else lo,
+                    None if hi == -math.inf else hi,
+                ]
+            )
+        self.store[key] = new
+        self.forward(key, row, ts)
+
+
+class _IntervalJoin(_Step):
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.op: IntervalJoin | None = None
+
+    def restored(self) -> None:
+        left, right, meta = (self.task.stores[s] for s in self.p["stores"])
+        self.op = IntervalJoin(
+            self.p["within"],
+            how=self.p["how"],
+            grace_ms=self.p["grace_ms"],
+            joiner=self.p["joiner"],
+            left=left,
+            right=right,
+            meta=meta,
+        )
+
+    def push(self, side, key, value, ts):
+        for k, v, t in self.op.process(side, key, value, ts):
+            self.forward(k, v, t)
+
+    def flush(self) -> None:
+        for k, v, t in self.op.flush():
+            self.forward(k, v, t)
+
+    def late(self) -> int:
+        return self.op.late_count
+
+    def watermark(self) -> int | None:
+        return self.op.watermark
+
+
+class _AsOfJoin(_Step):
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        versions, meta = (task.stores[s] for s in node.params["stores"])
+        self.op = AsOfJoin(
+            how=self.p["how"],
+            tolerance_ms=self.p["tolerance_ms"],
+            grace_ms=self.p["grace_ms"],
+            joiner=self.p["joiner"],
+            versions=versions,
+            meta=meta,
+        )
+
+    def push(self, side, key, value, ts):
+        if side == 1:
+            self.op.update(key, value, ts)
+            return
+        for k, v, t in self.op.process(key, value, ts):
+            self.forward(k, v, t)
+
+    def late(self) -> int:
+        return self.op.late_count
+
+    def watermark(self) -> int | None:
+        wm = self.op.meta.get("wm", MIN_TIME)
+        return None if wm == MIN_TIME else wm
+
+
+class _TableJoin(_Step):
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        left, right = (task.stores[s] for s in node.params["stores"])
+        self.op = TableJoin(how=self.p["how"], joiner=self.p["joiner"], left=left, right=right)
+
+    def push(self, side, key, value, ts):
+        for k, v, t in self.op.update(side, key, value, ts):
+            self.forward(k, v, t)
+
+
+_KINDS = {
+    "source": _Source,
+    "filter": _Filter,
+    "map": _Map,
+    "key_by": _KeyBy,
+    "repartition": _Repartition,
+    "sink": _Sink,
+    "process": _Process,
+    "window": _Window,
+    "aggregate": _Aggregate,
+    "interval_join": _IntervalJoin,
+    "asof_join": _AsOfJoin,
+    "table_join": _TableJoin,
+}
+
+
+def _make(node: Node, task: Task) -> _Step:
+    return _KINDS[node.kind](node, task)
+
+
+__all__ = ["MIN_TIME", "Task"]

@@ -1,0 +1,554 @@
+"""The transaction coordinator: Kafka's ``TransactionCoordinator`` for one node (KIP-98).
+
+Per transactional id it keeps the producer id and epoch, the state and the partitions and
+consumer-group offsets of the ongoing transaction. States (Kafka's ``TransactionState``)::
+
+    Empty --AddPartitions/AddOffsets--> Ongoing --EndTxn--> PrepareCommit | PrepareAbort
+    PrepareCommit --markers written, offsets committed--> CompleteCommit
+    PrepareAbort --markers written--> CompleteAbort
+    Complete* --AddPartitions--> Ongoing;  any --InitProducerId--> Empty (epoch + 1)
+
+Every transition is written to the compacted topic ``__transaction_state`` (key: Kafka's
+``TransactionLogKey`` v0, the transactional id; value: JSON, see ``_encode``) and is on disk
+before the coordinator acts on it, so a coordinator restarted after a crash (``load``) finishes
+what it had started as Kafka's does: a PrepareCommit is completed (markers written again, the
+offsets committed), a PrepareAbort aborted; an Ongoing transaction stays open and is aborted by
+the transaction timeout (its start time is in the record) unless its producer ends it first.
+
+- ``InitProducerId`` bumps the epoch every time, fencing the older instance: its next request
+  gets PRODUCER_FENCED (INVALID_PRODUCER_EPOCH on old request versions; produce always
+  INVALID_PRODUCER_EPOCH). An ongoing transaction of the old instance is aborted first, with
+  the epoch bumped once for the abort markers and once more for the new instance (Kafka's
+  PrepareEpochFence, then the client's retry). An exhausted epoch gets a new producer id.
+- Consumer offsets sent in a transaction (``TxnOffsetCommit``) are kept with the transaction
+  (in its state record) and written to ``__consumer_offsets`` only when it commits: a reader of
+  the group's offsets never sees them before, nor ever if it aborts.
+- A transactional produce is written only if its partition was added to the ongoing
+  transaction of that producer id and epoch (``verify_produce``, KIP-890 part 1), so a late
+  write of a finished transaction cannot open a transaction nobody will end.
+- KIP-890 part 2 (epoch bump at the end of every transaction): done for EndTxn v5, whose
+  response carries the new epoch; older EndTxn versions keep the epoch (their clients would be
+  fenced by a bump they are not told of). kafka-python 3.0 (EndTxn v3), aiokafka 0.14 (v0) and
+  librdkafka 2.16 do not send v5.
+- The transaction timeout (``transaction.timeout.ms`` of the producer, at most
+  ``MAX_TIMEOUT_MS``) aborts a transaction left open, bumping the epoch (``tick``).
+
+Thread-safety: one lock guards all state and is held while markers and state records are
+written (blocking: call from a worker thread, never an event loop). ``verify_produce`` takes no
+lock: it reads a dict replaced entry by entry, and the log calls it under the partition's write
+lock, which the marker writes also take, so a produce cannot slip in after its transaction's
+marker (the entry is removed before the first marker is written).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import struct
+import threading
+from collections.abc import Callable
+
+from streams.errors import (
+    ConcurrentTransactions,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+    TidelogError,
+    TransactionalProducerFenced,
+    UnknownPartition,
+    UnknownTopic,
+)
+from streams.log import LogStore, ProducerRecord
+from streams.log.records import BatchHeader
+
+log = logging.getLogger(__name__)
+
+TXN_STATE_TOPIC = "__transaction_state"
+TXN_STATE_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
+MAX_TIMEOUT_MS = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
+MAX_EPOCH = 32767
+_KEY_VERSION = struct.Struct(">hh")
+
+TopicPartition = tuple[str, int]
+
+
+class TxnState(enum.Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = dataclasses.field(default_factory=set)
+    # group -> (topic, partition) -> (offset, metadata): committed with the transaction
+    offsets: dict[str, dict[TopicPartition, tuple[int, str]]] = dataclasses.field(
+        default_factory=dict
+    )
+    start_ms: int = -1
+    update_ms: int = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_ms: int
+    partitions: tuple[TopicPartition, ...]
+    groups: tuple[str, ...]
+
+
+class GroupOffsets:
+    """What the coordinator needs of the group coordinator (a typing seam)."""
+
+    def commit_transactional_offsets(
+        self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]]
+    ) -> None: ...
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        store: LogStore,
+        groups: GroupOffsets | None,
+        allocate_id: Callable[[], int],
+        *,
+        clock: Callable[[], int] | None = None,
+        abort_check_interval_s: float = 1.0,
+    ):
+        self.store = store
+        self.groups = groups
+        self.allocate_id = allocate_id
+        self.clock = clock or store.clock
+        self.abort_check_interval_s = abort_check_interval_s
+        self._lock = threading.RLock()
+        self._txns: dict[str, TxnMetadata] = {}
+        # producer id -> (epoch, partitions) of its ongoing transaction (see verify_produce)
+        self._ongoing: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
+        self._epochs: dict[int, int] = {}  # producer id of a transactional id -> its epoch
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ================================================================== lifecycle
+
+    def load(self) -> TransactionCoordinator:
+        """Create ``__transaction_state`` if needed, replay it, and finish every transaction a
+        crash left in PrepareCommit or PrepareAbort."""
+        topic = TXN_STATE_TOPIC
+        if topic not in self.store.list_topics():
+            self.store.create_topic(topic, 1, TXN_STATE_CONFIG)
+        start, end = self.store.offsets(topic, 0)
+        offset = start
+        while offset < end:
+            batch = self.store.read(topic, 0, offset, max_records=10_000, max_bytes=8 << 20)
+            if not batch:
+                break
+            for rec in batch:
+                if rec.key is None:
+                    continue
+                txn_id = _decode_key(rec.key)
+                if rec.value is None:
+                    self._txns.pop(txn_id, None)
+                else:
+                    self._txns[txn_id] = _decode(txn_id, rec.value)
+            offset = batch[-1].offset + 1
+        with self._lock:
+            for meta in self._txns.values():
+                self._epochs[meta.producer_id] = meta.producer_epoch
+                if meta.state == TxnState.ONGOING:
+                    self._ongoing[meta.producer_id] = (
+                        meta.producer_epoch,
+                        frozenset(meta.partitions),
+                    )
+            unfinished = [
+                m
+                for m in self._txns.values()
+                if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+            ]
+            for meta in unfinished:
+                log.warning(
+                    "transaction %s (producer %d epoch %d) was in %s when the coordinator "
+                    "stopped: completing it",
+                    meta.transactional_id,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    meta.state,
+                )
+                self._try_complete(meta)
+        log.info("loaded %d transactional ids from %s", len(self._txns), topic)
+        return self
+
+    def start(self) -> TransactionCoordinator:
+        """Start the thread that aborts transactions past their timeout."""
+        self._thread = threading.Thread(target=self._run, name="tidelog-txn-timeouts", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.abort_check_interval_s):
+            try:
+                self.abort_timed_out(self.clock())
+            except Exception:  # noqa: BLE001 - try again next turn
+                log.exception("aborting timed-out transactions failed")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    # ================================================================== requests
+
+    def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[int, int]:
+        """InitProducerId with a transactional id: (producer id, epoch), the epoch one higher
+        than any instance had, so older instances are fenced. `producer_id`/`producer_epoch`
+        (v3+, KIP-360): the caller's current ones, which must be this id's."""
+        if not transactional_id:
+            raise InvalidTxnState("the transactional id must not be empty")
+        if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+            raise InvalidTransactionTimeout(
+                f"transaction timeout {timeout_ms} ms is not within 1..{MAX_TIMEOUT_MS} ms"
+            )
+        with self._lock:
+            now = self.clock()
+            meta = self._txns.get(transactional_id)
+            if meta is None:
+                meta = TxnMetadata(transactional_id, self.allocate_id(), -1, timeout_ms)
+            elif producer_id >= 0 and (
+                producer_id != meta.producer_id or producer_epoch != meta.producer_epoch
+            ):
+                raise TransactionalProducerFenced(
+                    f"transactional id {transactional_id!r} is now producer {meta.producer_id} "
+                    f"epoch {meta.producer_epoch}, not {producer_id} epoch {producer_epoch}"
+                )
+            elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                self._complete(meta)  # finished here rather than answering "retry"
+            elif meta.state == TxnState.ONGOING:
+                # fence the older instance and abort its transaction (PrepareEpochFence)
+                self._bump_epoch(meta)
+                self._end(meta, commit=False, now=now)
+            self._bump_epoch(meta)
+            meta.timeout_ms = timeout_ms
+            meta.state = TxnState.EMPTY
+            meta.partitions = set()
+            meta.offsets = {}
+            meta.start_ms = -1
+            meta.update_ms = now
+            self._persist(meta)
+            self._txns[transactional_id] = meta
+            log.info(
+                "transactional id %s: producer %d epoch %d",
+                transactional_id,
+                meta.producer_id,
+                meta.producer_epoch,
+            )
+            return meta.producer_id, meta.producer_epoch
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions
+    ) -> None:
+        """AddPartitionsToTxn: the partitions take part in the ongoing transaction (which
+        starts here if none is ongoing)."""
+        with self._lock:
+            meta = self._checked(transactional_id, producer_id, epoch)
+            if meta.state == TxnState.ONGOING and meta.partitions.issuperset(partitions):
+                return
+            self._begin(meta)
+            meta.partitions |= set(partitions)
+            self._persist(meta)
+            self._ongoing[meta.producer_id] = (meta.producer_epoch, frozenset(meta.partitions))
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
+        """AddOffsetsToTxn: the group's offsets will be committed with the transaction."""
+        with self._lock:
+            meta = self._checked(transactional_id, producer_id, epoch)
+            if meta.state == TxnState.ONGOING and group in meta.offsets:
+                return
+            self._begin(meta)
+            meta.offsets.setdefault(group, {})
+            self._persist(meta)
+            self._ongoing[meta.producer_id] = (meta.producer_epoch, frozenset(meta.partitions))
+
+    def txn_offset_commit(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group: str,
+        offsets: dict[TopicPartition, tuple[int, str]],
+    ) -> None:
+        """TxnOffsetCommit: stage the offsets; they reach ``__consumer_offsets`` at commit."""
+        with self._lock:
+            meta = self._checked(transactional_id, producer_id, epoch)
+            if meta.state != TxnState.ONGOING or group not in meta.offsets:
+                raise InvalidTxnState(
+                    f"group {group!r} was not added to the ongoing transaction of "
+                    f"{transactional_id!r} (AddOffsetsToTxn first)"
+                )
+            meta.offsets[group].update(offsets)
+            meta.update_ms = self.clock()
+            self._persist(meta)
+
+    def end_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        bump_epoch: bool = False,
+    ) -> tuple[int, int]:
+        """EndTxn: commit or abort the ongoing transaction; returns (producer id, epoch),
+        the epoch bumped when `bump_epoch` (EndTxn v5, KIP-890)."""
+        with self._lock:
+            meta = self._checked(transactional_id, producer_id, epoch, prepared_ok=True)
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            if meta.state == done and not bump_epoch:
+                return meta.producer_id, meta.producer_epoch  # a retry of what was done
+            prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            if meta.state == prepared:  # a retry after the markers failed: try again
+                self._complete(meta)
+                return meta.producer_id, meta.producer_epoch
+            if meta.state != TxnState.ONGOING:
+                verb = "commit" if commit else "abort"
+                raise InvalidTxnState(
+                    f"cannot {verb} transaction {transactional_id!r}: it is {meta.state}"
+                )
+            if bump_epoch:
+                self._bump_epoch(meta)
+            self._end(meta, commit, self.clock())
+            return meta.producer_id, meta.producer_epoch
+
+    def verify_produce(self, topic: str, partition: int, h: BatchHeader) -> None:
+        """Before a transactional batch is written (under the partition's write lock): its
+        producer must have an ongoing transaction of this epoch holding this partition."""
+        entry = self._ongoing.get(h.producer_id)
+        if entry is None:
+            current = self._epochs.get(h.producer_id)
+            if current is None:
+                raise InvalidProducerIdMapping(
+                    f"producer {h.producer_id} has no transactional id (InitProducerId first)"
+                )
+            if h.producer_epoch < current:
+                raise ProducerFenced(
+                    f"producer {h.producer_id} epoch {h.producer_epoch} is fenced (epoch {current})"
+                )
+            raise InvalidTxnState(
+                f"producer {h.producer_id} epoch {h.producer_epoch} has no ongoing transaction"
+            )
+        current, partitions = entry
+        if h.producer_epoch != current:
+            raise ProducerFenced(
+                f"producer {h.producer_id} epoch {h.producer_epoch} is fenced (epoch {current})"
+            )
+        if (topic, partition) not in partitions:
+            raise InvalidTxnState(
+                f"{topic}-{partition} was not added to the transaction of producer "
+                f"{h.producer_id} (AddPartitionsToTxn first)"
+            )
+
+    def abort_timed_out(self, now: int) -> int:
+        """Abort every transaction open longer than its timeout, bumping the epoch so its
+        producer is fenced; returns how many. Also retries the completion of transactions
+        whose markers could not be written (a disk error)."""
+        with self._lock:
+            for meta in list(self._txns.values()):
+                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    self._try_complete(meta)
+            late = [
+                m
+                for m in self._txns.values()
+                if m.state == TxnState.ONGOING and now - m.start_ms > m.timeout_ms
+            ]
+            for meta in late:
+                log.warning(
+                    "transaction %s (producer %d epoch %d) open for %d ms, longer than its "
+                    "timeout of %d ms: aborting it",
+                    meta.transactional_id,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    now - meta.start_ms,
+                    meta.timeout_ms,
+                )
+                self._bump_epoch(meta)
+                self._end(meta, commit=False, now=now)
+            return len(late)
+
+    # ================================================================== reads
+
+    def describe(self) -> list[TransactionDescription]:
+        with self._lock:
+            return [
+                TransactionDescription(
+                    m.transactional_id,
+                    m.producer_id,
+                    m.producer_epoch,
+                    str(m.state),
+                    m.timeout_ms,
+                    m.start_ms,
+                    tuple(sorted(m.partitions)),
+                    tuple(sorted(m.offsets)),
+                )
+                for m in self._txns.values()
+            ]
+
+    # ================================================================== internals
+
+    def _checked(
+        self, transactional_id: str, producer_id: int, epoch: int, prepared_ok: bool = False
+    ) -> TxnMetadata:
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise InvalidProducerIdMapping(
+                f"producer {producer_id} is not the producer of transactional id "
+                f"{transactional_id!r}"
+            )
+        if epoch != meta.producer_epoch:
+            raise TransactionalProducerFenced(
+                f"producer {producer_id} epoch {epoch} of {transactional_id!r} is fenced: "
+                f"the current epoch is {meta.producer_epoch}"
+            )
+        if not prepared_ok and meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            raise ConcurrentTransactions(f"{transactional_id!r} is completing a transaction")
+        return meta
+
+    def _begin(self, meta: TxnMetadata) -> None:
+        now = self.clock()
+        if meta.state != TxnState.ONGOING:
+            meta.state = TxnState.ONGOING
+            meta.partitions = set()
+            meta.offsets = {}
+            meta.start_ms = now
+        meta.update_ms = now
+
+    def _bump_epoch(self, meta: TxnMetadata) -> None:
+        if meta.producer_epoch >= MAX_EPOCH - 1:  # exhausted: a new producer id
+            self._ongoing.pop(meta.producer_id, None)
+            meta.producer_id = self.allocate_id()
+            meta.producer_epoch = 0
+        else:
+            meta.producer_epoch += 1
+        self._epochs[meta.producer_id] = meta.producer_epoch
+
+    def _end(self, meta: TxnMetadata, commit: bool, now: int) -> None:
+        meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        meta.update_ms = now
+        self._persist(meta)  # on disk before any marker: a restart finishes it
+        self._complete(meta)
+
+    def _try_complete(self, meta: TxnMetadata) -> None:
+        """`_complete`, logging a failure: the transaction stays Prepare* and is retried."""
+        try:
+            self._complete(meta)
+        except TidelogError as exc:
+            log.error(
+                "transaction %s: cannot write its %s markers yet (%s); retrying",
+                meta.transactional_id,
+                "COMMIT" if meta.state == TxnState.PREPARE_COMMIT else "ABORT",
+                exc,
+            )
+
+    def _complete(self, meta: TxnMetadata) -> None:
+        """Write the markers (and, for a commit, the offsets) of a Prepare* transaction, then
+        its Complete* state."""
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        self._ongoing.pop(meta.producer_id, None)  # before the first marker: see the docstring
+        for topic, partition in sorted(meta.partitions):
+            try:
+                plog = self.store.partition_log(topic, partition)
+            except (UnknownTopic, UnknownPartition):
+                txn_id = meta.transactional_id
+                log.warning("transaction %s: %s-%d is gone", txn_id, topic, partition)
+                continue
+            plog.write_marker(meta.producer_id, meta.producer_epoch, commit)
+        if commit and self.groups is not None:
+            for group, offsets in sorted(meta.offsets.items()):
+                if offsets:
+                    self.groups.commit_transactional_offsets(group, offsets)
+        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        meta.update_ms = self.clock()
+        self._persist(meta)
+
+    def _persist(self, meta: TxnMetadata) -> None:
+        record = ProducerRecord(_encode(meta), _encode_key(meta.transactional_id))
+        self.store.append_batch(TXN_STATE_TOPIC, [record], partition=0)
+        self.store.partition_log(TXN_STATE_TOPIC, 0).flush()
+
+
+# ---------------------------------------------------------------------- records
+
+
+def _encode_key(transactional_id: str) -> bytes:
+    """Kafka's TransactionLogKey v0: int16 version, string transactional id."""
+    raw = transactional_id.encode()
+    return _KEY_VERSION.pack(0, len(raw)) + raw
+
+
+def _decode_key(key: bytes) -> str:
+    _, size = _KEY_VERSION.unpack_from(key)
+    return key[4 : 4 + size].decode()
+
+
+def _encode(meta: TxnMetadata) -> bytes:
+    """The value: JSON (version 0) of the fields of Kafka's TransactionLogValue plus the
+    offsets the transaction will commit (Kafka keeps those as transactional records in
+    ``__consumer_offsets``; here they wait with the transaction)."""
+    return json.dumps(
+        {
+            "version": 0,
+            "producer_id": meta.producer_id,
+            "producer_epoch": meta.producer_epoch,
+            "timeout_ms": meta.timeout_ms,
+            "state": meta.state.value,
+            "partitions": sorted(meta.partitions),
+            "offsets": {
+                g: [[t, p, o, md] for (t, p), (o, md) in sorted(offs.items())]
+                for g, offs in meta.offsets.items()
+            },
+            "start_ms": meta.start_ms,
+            "update_ms": meta.update_ms,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def _decode(transactional_id: str, value: bytes) -> TxnMetadata:
+    try:
+        d = json.loads(value)
+        return TxnMetadata(
+            transactional_id,
+            d["producer_id"],
+            d["producer_epoch"],
+            d["timeout_ms"],
+            TxnState(d["state"]),
+            {(t, p) for t, p in d["partitions"]},
+            {g: {(t, p): (o, md) for t, p, o, md in rows} for g, rows in d["offsets"].items()},
+            d["start_ms"],
+            d["update_ms"],
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TidelogError(
+            f"unreadable {TXN_STATE_TOPIC} record for {transactional_id!r}: {exc}"
+        ) from None

@@ -1,0 +1,322 @@
+"""The transaction coordinator and a partition's transaction state without the network: what a
+coordinator restarted after a crash does with each state (Kafka's: PrepareCommit is completed,
+PrepareAbort aborted, Ongoing left to its timeout), and the aborted index and open
+transactions of a partition rebuilt from the log when its files lag behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from streams.errors import InvalidTxnState, ProducerFenced, TransactionalProducerFenced
+from streams.groups import GroupCoordinator
+from streams.log import LogStore
+from streams.log import records as rb
+from streams.log import txn as ptxn
+from streams.log.produce import append_record_set
+from streams.log.producer_state import ProducerStateManager
+from streams.log.records import ProducerRecord
+from streams.txn import TransactionCoordinator, TxnState
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Broker:
+    """A store, producer state, group and transaction coordinators, opened and closed together
+    (closed without waiting for anything more, as a crashed process leaves them)."""
+
+    def __init__(self, path, clock: Clock):
+        self.store = LogStore.open(str(path), clock=clock, background=False)
+        if "t" not in self.store.list_topics():
+            self.store.create_topic("t", 2)
+        self.producers = ProducerStateManager(self.store).load()
+        self.groups = GroupCoordinator(self.store, clock=clock)
+        self.groups.load()
+        self.txns = TransactionCoordinator(
+            self.store, self.groups, self.producers.allocate_id, clock=clock
+        ).load()
+
+    def produce(self, partition: int, values, pid: int, epoch: int, seq: int) -> int:
+        data = rb.build_batch(
+            [ProducerRecord(v) for v in values],
+            now_ms=1_700_000_000_000,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            attributes_extra=rb.ATTR_TRANSACTIONAL,
+        )
+        plog = self.store.partition_log("t", partition)
+        done = append_record_set(plog, data, self.producers, self.txns.verify_produce)
+        plog.sync_to(done.sync_to)
+        return done.base_offset
+
+    def values(self, partition: int) -> list[bytes]:
+        return [r.value for r in self.store.read("t", partition, 0, max_records=1000)]
+
+    def close(self) -> None:
+        self.store.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def _prepared(b: Broker, commit: bool) -> tuple[int, int]:
+    """A transaction over both partitions and a group's offsets, persisted as Prepare* with
+    no marker written yet: where a crash inside EndTxn leaves it."""
+    pid, epoch = b.txns.init_producer_id("copier", 60_000)
+    b.txns.add_partitions("copier", pid, epoch, [("t", 0), ("t", 1)])
+    b.txns.add_offsets("copier", pid, epoch, "group")
+    b.produce(0, [b"a", b"b"], pid, epoch, 0)
+    b.produce(1, [b"c"], pid, epoch, 0)
+    b.txns.txn_offset_commit("copier", pid, epoch, "group", {("in", 0): (42, "")})
+    meta = b.txns._txns["copier"]
+    meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+    b.txns._persist(meta)
+    return pid, epoch
+
+
+def test_a_restarted_coordinator_completes_a_prepared_commit(tmp_path, clock):
+    b = Broker(tmp_path, clock)
+    _prepared(b, commit=True)
+    assert b.store.partition_log("t", 0).last_stable_offset == 0  # still open
+    assert b.groups.committed("group") == {}
+    b.close()
+
+    b = Broker(tmp_path, clock)  # load() finishes the commit
+    try:
+        for p, values in ((0, [b"a", b"b"]), (1, [b"c"])):
+            plog = b.store.partition_log("t", p)
+            assert plog.txns.open == {}
+            assert plog.last_stable_offset == plog.high_watermark == len(values) + 1
+            assert plog.txns.aborted == ()
+            assert b.values(p) == values
+        assert b.groups.committed("group")[("in", 0)].offset == 42
+        assert b.txns._txns["copier"].state == TxnState.COMPLETE_COMMIT
+    finally:
+        b.close()
+
+
+def test_a_restarted_coordinator_completes_a_prepared_abort(tmp_path, clock):
+    b = Broker(tmp_path, clock)
+    pid, _ = _prepared(b, commit=False)
+    b.close()
+    b = Broker(tmp_path, clock)
+    try:
+        plog = b.store.partition_log("t", 0)
+        assert plog.last_stable_offset == plog.high_watermark == 3
+        assert [(a.producer_id, a.first_offset, a.last_offset) for a in plog.txns.aborted] == [
+            (pid, 0, 2)
+        ]
+        assert b.groups.committed("group") == {}  # an aborted transaction's offsets never land
+        assert b.txns._txns["copier"].state == TxnState.COMPLETE_ABORT
+    finally:
+        b.close()
+
+
+def test_an_ongoing_transaction_survives_a_restart_until_its_timeout(tmp_path, clock):
+    b = Broker(tmp_path, clock)
+    pid, epoch = b.txns.init_producer_id("slow", 10_000)
+    b.txns.add_partitions("slow", pid, epoch, [("t", 0)])
+    b.produce(0, [b"x"], pid, epoch, 0)
+    b.close()
+
+    b = Broker(tmp_path, clock)
+    try:
+        plog = b.store.partition_log("t", 0)
+        assert plog.txns.open == {pid: 0}  # rebuilt from the log
+        assert plog.last_stable_offset == 0
+        assert b.txns.abort_timed_out(clock.now + 5_000) == 0
+        b.produce(0, [b"y"], pid, epoch, 1)  # its producer may still go on
+        assert b.txns.abort_timed_out(clock.now + 10_001) == 1
+        assert plog.last_stable_offset == plog.high_watermark == 3
+        with pytest.raises(TransactionalProducerFenced):  # the abort bumped the epoch
+            b.txns.end_txn("slow", pid, epoch, commit=True)
+        with pytest.raises(ProducerFenced):
+            b.txns.verify_produce("t", 0, rb.parse_header(_header_only(pid, epoch)))
+    finally:
+        b.close()
+
+
+def _header_only(pid: int, epoch: int) -> bytes:
+    return rb.build_batch(
+        [ProducerRecord(b"z")],
+        now_ms=1,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=0,
+        attributes_extra=rb.ATTR_TRANSACTIONAL,
+    )
+
+
+def test_init_fences_the_older_instance_and_aborts_its_transaction(tmp_path, clock):
+    b = Broker(tmp_path, clock)
+    try:
+        pid, epoch = b.txns.init_producer_id("app", 60_000)
+        b.txns.add_partitions("app", pid, epoch, [("t", 0)])
+        b.produce(0, [b"zombie"], pid, epoch, 0)
+        pid2, epoch2 = b.txns.init_producer_id("app", 60_000)
+        assert (pid2, epoch2) == (pid, epoch + 2)  # +1 for the abort markers, +1 for the new one
+        plog = b.store.partition_log("t", 0)
+        assert plog.last_stable_offset == plog.high_watermark == 2
+        assert [a.first_offset for a in plog.txns.aborted] == [0]
+        with pytest.raises(TransactionalProducerFenced):
+            b.txns.add_partitions("app", pid, epoch, [("t", 1)])
+        with pytest.raises(InvalidTxnState):  # nothing ongoing for the new epoch yet
+            b.txns.verify_produce("t", 0, rb.parse_header(_header_only(pid, epoch2)))
+    finally:
+        b.close()
+
+
+def test_the_aborted_index_is_rebuilt_from_the_log_when_its_file_lags(tmp_path, clock, monkeypatch):
+    """A crash between an ABORT marker reaching the disk and its index entry (here: the entry
+    is never written): the checkpoint stays below the abort, and the next open finds it in
+    the log."""
+    b = Broker(tmp_path, clock)
+    pid, epoch = b.txns.init_producer_id("app", 60_000)
+    b.txns.add_partitions("app", pid, epoch, [("t", 0)])
+    b.produce(0, [b"gone"], pid, epoch, 0)
+    monkeypatch.setattr(ptxn.PartitionTxns, "save", lambda self: None)
+    b.txns.end_txn("app", pid, epoch, commit=False)
+    directory = b.store.partition_log("t", 0).directory
+    assert len(b.store.partition_log("t", 0).txns.aborted) == 1  # in memory only
+    b.close()  # checkpoints: the transaction state's must stay at or below offset 0
+    monkeypatch.undo()
+    assert not os.path.exists(os.path.join(directory, ptxn.INDEX_FILE))
+    b = Broker(tmp_path, clock)
+    try:
+        plog = b.store.partition_log("t", 0)
+        assert [(a.producer_id, a.first_offset, a.last_offset) for a in plog.txns.aborted] == [
+            (pid, 0, 1)
+        ]
+        assert os.path.exists(os.path.join(directory, ptxn.INDEX_FILE))  # written again
+        assert plog.last_stable_offset == 2
+    finally:
+        b.close()
+
+
+# ---------------------------------------------------------------------- compaction
+
+
+def _compacted_broker(tmp_path, clock) -> Broker:
+    b = Broker(tmp_path, clock)
+    b.store.create_topic("c", 1, {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
+    return b
+
+
+def _txn_write(b: Broker, topic: str, key: bytes, value: bytes, pid: int, epoch: int, seq: int):
+    data = rb.build_batch(
+        [ProducerRecord(value, key)],
+        now_ms=clock_now(),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        attributes_extra=rb.ATTR_TRANSACTIONAL,
+    )
+    plog = b.store.partition_log(topic, 0)
+    done = append_record_set(plog, data, b.producers, b.txns.verify_produce)
+    plog.sync_to(done.sync_to)
+
+
+def clock_now() -> int:
+    return 1_700_000_000_000
+
+
+def _latest(b: Broker, topic: str) -> dict[bytes, bytes]:
+    plog = b.store.partition_log(topic, 0)
+    out = {}
+    for r in b.store.read(topic, 0, plog.log_start_offset, max_records=1000):
+        out[r.key] = r.value
+    return out
+
+
+def test_compaction_drops_aborted_records_and_never_lets_them_supersede(tmp_path, clock):
+    b = _compacted_broker(tmp_path, clock)
+    try:
+        b.store.append("c", b"committed", key=b"k")
+        pid, epoch = b.txns.init_producer_id("w", 60_000)
+        b.txns.add_partitions("w", pid, epoch, [("c", 0)])
+        _txn_write(b, "c", b"k", b"aborted", pid, epoch, 0)
+        b.txns.end_txn("w", pid, epoch, commit=False)
+        b.store.partition_log("c", 0).roll()
+        b.store.compact(force=True)
+        assert _latest(b, "c") == {b"k": b"committed"}  # the aborted value is gone
+    finally:
+        b.close()
+
+
+def test_compaction_stops_at_the_last_stable_offset(tmp_path, clock):
+    b = _compacted_broker(tmp_path, clock)
+    try:
+        b.store.append("c", b"committed", key=b"k")
+        pid, epoch = b.txns.init_producer_id("w", 60_000)
+        b.txns.add_partitions("w", pid, epoch, [("c", 0)])
+        _txn_write(b, "c", b"k", b"open", pid, epoch, 0)
+        b.store.partition_log("c", 0).roll()
+        b.store.compact(force=True)
+        # the open transaction may yet abort: the committed value must still be there
+        values = [r.value for r in b.store.read("c", 0, 0, max_records=10)]
+        assert values == [b"committed", b"open"]
+        b.txns.end_txn("w", pid, epoch, commit=False)
+        b.store.partition_log("c", 0).roll()
+        b.store.compact(force=True)
+        assert _latest(b, "c") == {b"k": b"committed"}
+    finally:
+        b.close()
+
+
+def test_a_producer_goes_on_with_its_sequence_after_a_restart_past_its_markers(tmp_path, clock):
+    """The producer state replayed from the log tail ignores markers (they carry the producer
+    id but no sequence), so the next transaction's batch continues the sequence."""
+    b = Broker(tmp_path, clock)
+    pid, epoch = b.txns.init_producer_id("seq", 60_000)
+    b.txns.add_partitions("seq", pid, epoch, [("t", 0)])
+    b.produce(0, [b"a", b"b"], pid, epoch, 0)
+    b.txns.end_txn("seq", pid, epoch, commit=True)
+    b.close()  # no producer-state snapshot: the next open replays the log tail
+    b = Broker(tmp_path, clock)
+    try:
+        b.txns.add_partitions("seq", pid, epoch, [("t", 0)])
+        assert b.produce(0, [b"c"], pid, epoch, 2) == 3  # after a, b and the marker
+        b.txns.end_txn("seq", pid, epoch, commit=True)
+        assert b.values(0) == [b"a", b"b", b"c"]
+    finally:
+        b.close()
+
+
+def test_markers_the_disk_refused_are_written_by_the_next_timer_turn(tmp_path, clock, monkeypatch):
+    from streams.errors import ConcurrentTransactions, StorageError
+
+    b = Broker(tmp_path, clock)
+    try:
+        pid, epoch = b.txns.init_producer_id("disk", 60_000)
+        b.txns.add_partitions("disk", pid, epoch, [("t", 0)])
+        b.produce(0, [b"x"], pid, epoch, 0)
+        plog = b.store.partition_log("t", 0)
+
+        def refused(*args, **kwargs):
+            raise StorageError("the disk refused the marker", 28)
+
+        monkeypatch.setattr(plog, "write_marker", refused)
+        with pytest.raises(StorageError):
+            b.txns.end_txn("disk", pid, epoch, commit=True)
+        assert b.txns._txns["disk"].state == TxnState.PREPARE_COMMIT  # decided, not yet done
+        assert plog.last_stable_offset == 0
+        with pytest.raises(ConcurrentTransactions):  # the producer must wait for it
+            b.txns.add_partitions("disk", pid, epoch, [("t", 1)])
+        b.txns.abort_timed_out(clock.now)  # still refused: logged, left for the next turn
+        monkeypatch.undo()
+        b.txns.abort_timed_out(clock.now)
+        assert b.txns._txns["disk"].state == TxnState.COMPLETE_COMMIT
+        assert plog.last_stable_offset == plog.high_watermark == 2
+        assert b.txns.end_txn("disk", pid, epoch, commit=True) == (pid, epoch)  # a retry: ok
+    finally:
+        b.close()
