@@ -436,7 +436,7 @@ class PostgresCapture:
                     continue
                 self._advance(cursor)
             remaining = sink.producer.flush(TIMEOUT_S)
-            self._advance(cursor)
+            self._advance(cursor, force=True)
             if remaining:
                 log.warning("%d records not acknowledged at stop; they will be resent", remaining)
         finally:
@@ -447,13 +447,15 @@ class PostgresCapture:
 
     # -- confirmation ------------------------------------------------------------------------
 
-    def _advance(self, cursor: Any) -> None:
+    def _advance(self, cursor: Any, *, force: bool = False) -> None:
+        """Confirms the end LSN of the transactions the log fully acknowledged, in order
+        (psycopg2 sends it with the next status update, or now when `force`)."""
         if self._failure is not None:
             raise CaptureError(f"the log refused a record: {self._failure}")
         while self._pending and self._pending[0].committed and self._pending[0].outstanding == 0:
             self._confirmed = self._pending.popleft().end_lsn
-        if self._confirmed > self._sent_confirmed:
-            cursor.send_feedback(flush_lsn=self._confirmed, write_lsn=self._confirmed)
+        if self._confirmed > self._sent_confirmed or force:
+            cursor.send_feedback(flush_lsn=self._confirmed, write_lsn=self._confirmed, force=force)
             self._sent_confirmed = self._confirmed
             self.stats.confirmed_lsn = self._confirmed
 

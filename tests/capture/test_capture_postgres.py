@@ -104,8 +104,9 @@ def test_a_restart_continues_from_the_confirmed_position_without_duplicates(pg_d
         _execute(pg_dsn, "INSERT INTO items VALUES (1, 1)")
         wait_for(_topic_len(bootstrap, "tidelog.public.items"), "the first record")
     _execute(pg_dsn, "INSERT INTO items VALUES (2, 1)", "UPDATE items SET n = 2 WHERE id = 1")
-    with CaptureThread(dsn=pg_dsn, tables=["items"], bootstrap=bootstrap):
+    with CaptureThread(dsn=pg_dsn, tables=["items"], bootstrap=bootstrap) as capture:
         wait_for(lambda: len(read_topic(bootstrap, "tidelog.public.items")) >= 3, "3 records")
+    assert capture.stats.skipped_records == 0  # a clean stop confirmed all it had written
     records = read_topic(bootstrap, "tidelog.public.items")
     assert [(r.key["id"], r.value["op"]) for r in records] == [(1, "c"), (2, "c"), (1, "u")]
     assert fold(records) == _rows(pg_dsn, "items")
