@@ -535,7 +535,13 @@ class PostgresCapture:
             self._supersede(msg.relation_id, schema.key_of(after))
             self._emit(txn, schema, schema.key_of(after), event("c", None, after))
         elif isinstance(msg, pgoutput.Update):
-            after = schema.row(msg.new)
+            new = msg.new
+            if msg.old_kind == "O":  # REPLICA IDENTITY FULL: large values the update kept
+                new = tuple(
+                    o if n is pgoutput.UNCHANGED_TOAST else n
+                    for n, o in zip(msg.new, msg.old or (), strict=True)
+                )
+            after = schema.row(new)
             before = schema.row(msg.old) if msg.old is not None else None
             key = schema.key_of(after)
             self._supersede(msg.relation_id, key)
