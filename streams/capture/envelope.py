@@ -18,6 +18,7 @@ epoch-based ``time.precision.mode``). A TOASTed value an update did not touch is
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,6 +102,11 @@ class TableSchema:
 
     def key_of(self, row: dict[str, Any]) -> bytes:
         return dumps({name: row[name] for name in self.key_columns})
+
+    @functools.cached_property
+    def schema_json(self) -> bytes:
+        """`value_schema` serialised once per table version (it is in every event)."""
+        return dumps(self.value_schema())
 
     def value_schema(self) -> dict[str, Any]:
         name = f"{self.server}.{self.relation.namespace}.{self.relation.name}"
@@ -192,4 +198,4 @@ def change_event(
         "ts_ms": ts_ms,
         "transaction": None,
     }
-    return dumps({"schema": table.value_schema(), "payload": payload})
+    return b'{"schema":' + table.schema_json + b',"payload":' + dumps(payload) + b"}"

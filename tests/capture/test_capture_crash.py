@@ -128,7 +128,7 @@ class _DiesBeforeConfirming(PostgresCapture):
     """A capture that writes to the log but never tells PostgreSQL: as if it always crashed
     between the log's acknowledgement and the confirmation."""
 
-    def _advance(self, cursor) -> None:
+    def _advance(self, cursor, *, force: bool = False) -> None:
         while self._pending and self._pending[0].committed and self._pending[0].outstanding == 0:
             self._pending.popleft()
 
