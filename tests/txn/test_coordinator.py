@@ -320,3 +320,42 @@ def test_markers_the_disk_refused_are_written_by_the_next_timer_turn(tmp_path, c
         assert b.txns.end_txn("disk", pid, epoch, commit=True) == (pid, epoch)  # a retry: ok
     finally:
         b.close()
+
+
+# ---------------------------------------------------------------------- embedded consumer
+
+
+def test_the_embedded_consumer_reads_committed_or_everything(tmp_path, clock):
+    from streams.client.consumer import Consumer
+
+    b = Broker(tmp_path, clock)
+    try:
+        pid, epoch = b.txns.init_producer_id("w", 60_000)
+        seq = 0
+        for values, commit in (([b"c1", b"c2"], True), ([b"a1"], False), ([b"c3"], True)):
+            b.txns.add_partitions("w", pid, epoch, [("t", 0)])
+            b.produce(0, values, pid, epoch, seq)
+            seq += len(values)
+            b.txns.end_txn("w", pid, epoch, commit=commit)
+        b.store.append("t", b"plain", partition=0)
+        b.txns.add_partitions("w", pid, epoch, [("t", 0)])
+        b.produce(0, [b"open"], pid, epoch, seq)  # still open
+        b.store.append("t", b"after-open", partition=0)
+
+        def read(isolation: str) -> list[bytes]:
+            c = Consumer(b.store, isolation_level=isolation, auto_offset_reset="earliest")
+            c.assign([("t", 0)])
+            got: list[bytes] = []
+            for _ in range(5):
+                got += [r.value for r in c.poll(max_records=100)]
+            c.close()
+            return got
+
+        assert read("read_committed") == [b"c1", b"c2", b"c3", b"plain"]  # stops at the LSO
+        assert read("read_uncommitted") == [
+            b"c1", b"c2", b"a1", b"c3", b"plain", b"open", b"after-open"
+        ]  # fmt: skip
+        b.txns.end_txn("w", pid, epoch, commit=False)
+        assert read("read_committed") == [b"c1", b"c2", b"c3", b"plain", b"after-open"]
+    finally:
+        b.close()
