@@ -132,6 +132,22 @@ class Broker:
         """The `GroupCoordinator` shared by every client of this broker."""
         return self._coordinator
 
+    def transactional_producer(self, transactional_id: str, **options):
+        """An embedded ``streams.client.Producer`` with transactions, sharing the Kafka
+        listener's transaction coordinator and producer state (so it fences, and is fenced by,
+        Kafka clients with the same transactional id). Needs the listener running."""
+        from streams.client import Producer
+
+        if self._listener is None:
+            raise RuntimeError("transactions need the Kafka listener (start_kafka_listener)")
+        return Producer(
+            self._store,
+            transactional_id=transactional_id,
+            transactions=self._listener.transactions,
+            producer_state=self._listener.producers,
+            **options,
+        )
+
     @property
     def metrics(self):
         """The `MetricsHub` (None when the broker was opened with ``metrics=False``)."""

@@ -75,9 +75,14 @@ class Consumer:
         rebalance_timeout_ms: int = 30_000,
         max_poll_records: int = 500,
         assignors: Iterable[str] = ("range", "roundrobin"),
+        isolation_level: str = "read_uncommitted",
     ):
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation_level must be read_uncommitted or read_committed")
+        # read_committed: up to the last stable offset, never a record of an aborted transaction
+        self._committed_only = isolation_level == "read_committed"
         if group_id is not None and coordinator is None:
             raise ValueError("a group_id needs the group coordinator")
         self.store = store
@@ -178,7 +183,13 @@ class Consumer:
             tp = tps[(self._rr + i) % n]
             position = self._position(tp)
             try:
-                recs = self.store.read(tp[0], tp[1], position, max_records=limit - len(out))
+                recs = self.store.read(
+                    tp[0],
+                    tp[1],
+                    position,
+                    max_records=limit - len(out),
+                    committed=self._committed_only,
+                )
             except OffsetOutOfRange as exc:
                 self._positions[tp] = self._reset_position(tp, exc)
                 continue
@@ -186,8 +197,10 @@ class Consumer:
                 # Compaction or retention may have emptied [position, end): move past it. The
                 # end is read first and the range read again, so records appended after the
                 # empty read above are never taken for an emptied range and skipped.
-                _, end = self.store.offsets(*tp)
-                if position < end and not self.store.read(tp[0], tp[1], position, max_records=1):
+                _, end = self.store.offsets(*tp, committed=self._committed_only)
+                if position < end and not self.store.read(
+                    tp[0], tp[1], position, max_records=1, committed=self._committed_only
+                ):
                     self._positions[tp] = end
                 continue
             topic, partition = tp
@@ -206,7 +219,7 @@ class Consumer:
         return pos
 
     def _reset_position(self, tp: TopicPartition, exc: OffsetOutOfRange | None) -> int:
-        start, end = self.store.offsets(*tp)
+        start, end = self.store.offsets(*tp, committed=self._committed_only)
         if self.auto_offset_reset == "none":
             why = str(exc) if exc else "no committed offset"
             raise NoOffsetForPartition(f"{tp[0]}-{tp[1]}: {why}, and auto.offset.reset is none")
@@ -430,7 +443,7 @@ class Consumer:
     def seek_to_end(self, tps: Iterable[TopicPartition] | None = None) -> None:
         with self._lock:
             for tp in self._assignment if tps is None else tps:
-                self.seek(tp, self.store.offsets(*tp)[1])
+                self.seek(tp, self.store.offsets(*tp, committed=self._committed_only)[1])
 
     # ================================================================== closing
 

@@ -5,18 +5,32 @@ accumulator until ``batch.size`` bytes are ready or ``linger.ms`` has passed sin
 then a sender thread appends each batch in one call (one fdatasync for the whole batch under the
 default durability). Keyed records are partitioned at send time (murmur2, as Kafka); unkeyed ones
 are batched together and stick to one partition per batch.
+
+Transactions (Kafka's producer API): given a `transactional_id` and the broker's transaction
+coordinator and producer state, ``init_transactions`` gets a producer id and epoch (fencing an
+older instance with the same id), ``begin_transaction``, ``send``, ``send_offsets_to_transaction``
+and ``commit_transaction``/``abort_transaction`` work as a Kafka client's do. Each batch is then
+written as a Kafka client's would be — a transactional v2 batch with the producer id, epoch and
+sequence — through the log's one entry point for client batches
+(``streams.log.produce.append_record_set``), after its partition was added to the transaction;
+the coordinator writes the markers. Unkeyed records of a transaction go to one partition per
+batch, picked at send time.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from concurrent.futures import Future
 
-from streams.errors import StoreClosed
+from streams.errors import InvalidTxnState, StoreClosed
 from streams.log import LogStore, ProducerRecord
+from streams.log import records as rb
 from streams.log.partitioner import partition_for_key
+from streams.log.produce import append_record_set
+from streams.log.store import AppendResult
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +53,25 @@ class Producer:
         linger_ms: float = 5,
         batch_size: int = 16_384,
         max_buffered_records: int = 1_000_000,
+        transactional_id: str | None = None,
+        transactions=None,
+        producer_state=None,
+        transaction_timeout_ms: int = 60_000,
     ):
+        if transactional_id is not None and (transactions is None or producer_state is None):
+            raise ValueError(
+                "a transactional_id needs the transaction coordinator and producer state"
+            )
         self.store = store
+        self.transactional_id = transactional_id
+        self._transactions = transactions
+        self._producer_state = producer_state
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._pid = self._epoch = -1
+        self._in_txn = False
+        self._txn_started = False  # the coordinator has a transaction open for it
+        self._txn_partitions: set[tuple[str, int]] = set()
+        self._sequences: dict[tuple[str, int], int] = {}
         self.linger_s = linger_ms / 1000
         self.batch_size = batch_size
         self.max_buffered_records = max_buffered_records
@@ -65,6 +96,10 @@ class Producer:
         """Queue one record; the Future resolves to its AppendResult (or the append's error)."""
         if partition is None and key is not None:
             partition = partition_for_key(key, self.store.partition_count(topic))
+        elif partition is None and self.transactional_id is not None:
+            partition = random.randrange(self.store.partition_count(topic))
+        if self.transactional_id is not None and not self._in_txn:
+            raise InvalidTxnState("send() of a transactional producer needs begin_transaction()")
         fut: Future = Future()
         rec = ProducerRecord(value, key, tuple(headers), timestamp_ms)
         with self._cond:
@@ -79,7 +114,8 @@ class Producer:
             batch.futures.append(fut)
             batch.size += len(value or b"") + len(key or b"") + 16
             self._buffered += 1
-            if batch.size >= self.batch_size:
+            # a new batch: the sender may be waiting with no deadline (nothing was queued)
+            if batch.size >= self.batch_size or len(batch.records) == 1:
                 self._cond.notify_all()
         return fut
 
@@ -138,9 +174,107 @@ class Producer:
                 self._buffered -= sum(len(b.records) for _, b in ready)
                 self._cond.notify_all()
 
+    # ------------------------------------------------------------------ transactions
+
+    def init_transactions(self) -> None:
+        """Get this transactional id's producer id and a new epoch (an older instance with the
+        same id is fenced and its open transaction aborted)."""
+        self._require_transactional()
+        self._pid, self._epoch = self._transactions.init_producer_id(
+            self.transactional_id, self.transaction_timeout_ms
+        )
+        self._sequences.clear()
+
+    def begin_transaction(self) -> None:
+        self._require_transactional()
+        if self._pid < 0:
+            raise InvalidTxnState("init_transactions() first")
+        if self._in_txn:
+            raise InvalidTxnState("a transaction is already open")
+        self._in_txn = True
+        self._txn_partitions = set()
+
+    def send_offsets_to_transaction(
+        self, offsets: dict[tuple[str, int], int], group_id: str
+    ) -> None:
+        """The group's offsets (next offset to read per partition) commit with the transaction."""
+        self._require_open()
+        self._transactions.add_offsets(self.transactional_id, self._pid, self._epoch, group_id)
+        self._txn_started = True
+        staged = {tp: (offset, "") for tp, offset in offsets.items()}
+        self._transactions.txn_offset_commit(
+            self.transactional_id, self._pid, self._epoch, group_id, staged
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._require_open()
+        self.flush(timeout)
+        self._end(commit=True)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._require_open()
+        self.flush(timeout)  # what was sent is written, then aborted: readers skip it
+        self._end(commit=False)
+
+    def _end(self, commit: bool) -> None:
+        """EndTxn, unless nothing reached the coordinator (no partition, no offsets): then
+        there is no transaction to end, as Kafka clients skip it too."""
+        try:
+            if self._txn_started:
+                self._transactions.end_txn(self.transactional_id, self._pid, self._epoch, commit)
+        finally:
+            self._in_txn = self._txn_started = False
+            self._txn_partitions = set()
+
+    def _require_transactional(self) -> None:
+        if self.transactional_id is None:
+            raise InvalidTxnState("this producer has no transactional_id")
+
+    def _require_open(self) -> None:
+        self._require_transactional()
+        if not self._in_txn:
+            raise InvalidTxnState("no transaction is open (begin_transaction() first)")
+
+    def _append_transactional(self, topic: str, partition: int, records) -> list[AppendResult]:
+        """One transactional batch through the log's entry point for client batches."""
+        tp = (topic, partition)
+        if tp not in self._txn_partitions:
+            self._transactions.add_partitions(self.transactional_id, self._pid, self._epoch, [tp])
+            self._txn_partitions.add(tp)
+            self._txn_started = True
+        seq = self._sequences.get(tp, 0)
+        plog = self.store.partition_log(topic, partition)
+        now = self.store.clock()
+        data = rb.build_batch(
+            records,
+            now_ms=now,
+            producer_id=self._pid,
+            producer_epoch=self._epoch,
+            base_sequence=seq,
+            attributes_extra=rb.ATTR_TRANSACTIONAL,
+        )
+        done = append_record_set(
+            plog, data, self._producer_state, self._transactions.verify_produce
+        )
+        self._sequences[tp] = (seq + len(records)) % (2**31)
+        if done.sync_to is not None:
+            plog.sync_to(done.sync_to)
+        return [
+            AppendResult(
+                topic,
+                partition,
+                done.base_offset + i,
+                now if r.timestamp_ms is None else r.timestamp_ms,
+            )
+            for i, r in enumerate(records)
+        ]
+
     def _send_batch(self, topic: str, partition: int | None, batch: _Batch) -> None:
         try:
-            results = self.store.append_batch(topic, batch.records, partition=partition)
+            if self.transactional_id is not None:
+                results = self._append_transactional(topic, partition, batch.records)
+            else:
+                results = self.store.append_batch(topic, batch.records, partition=partition)
         except Exception as exc:  # noqa: BLE001 - the error belongs to each record's Future
             for fut in batch.futures:
                 fut.set_exception(exc)

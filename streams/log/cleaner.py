@@ -31,6 +31,7 @@ import shutil
 from collections.abc import Callable, Iterable
 
 from streams.log import records as rb
+from streams.log import txn
 from streams.log.partition import PartitionLog, fsync_dir
 from streams.log.records import ProducerRecord, Record
 from streams.log.segment import LogSegment, SegmentDamage
@@ -114,10 +115,10 @@ class Cleaner:
     def _latest_offsets(plog: PartitionLog, segments: list[LogSegment]) -> dict[bytes, int]:
         latest: dict[bytes, int] = {}
         start = plog.log_start_offset
-        aborted = _aborted_ranges(plog)
+        aborted = txn.aborted_by_producer(plog.txns.aborted)
         for seg in segments:
             for h, batch in seg.read_from(seg.base_offset, seg.size):
-                if h.is_control or _is_aborted(aborted, h):
+                if h.is_control or txn.is_aborted(aborted, h):
                     continue
                 for r in rb.decode_records(batch, h):
                     if r.offset >= start and r.key is not None:
@@ -132,12 +133,12 @@ class Cleaner:
         start = plog.log_start_offset
         out_batches: list[tuple[bytes, int, int, int]] = []
         changed = False
-        aborted = _aborted_ranges(plog)
+        aborted = txn.aborted_by_producer(plog.txns.aborted)
         for h, batch in seg.read_from(seg.base_offset, seg.size):
             if h.is_control:
                 out_batches.append((bytes(batch), h.base_offset, h.next_offset, h.max_timestamp))
                 continue
-            if _is_aborted(aborted, h):
+            if txn.is_aborted(aborted, h):
                 changed = True
                 continue
             horizon = h.base_timestamp if h.attributes & rb.ATTR_DELETE_HORIZON else None
@@ -234,20 +235,6 @@ def _rebuild(kept: list[Record], h: rb.BatchHeader, horizon: int | None, now: in
         offset_deltas=[r.offset - base for r in kept],
     )
     return data, base, kept[-1].offset + 1, max(r.timestamp_ms for r in kept)
-
-
-def _aborted_ranges(plog: PartitionLog) -> dict[int, list[tuple[int, int]]]:
-    """Producer id -> (first offset, marker offset) of its aborted transactions here."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for a in plog.txns.aborted:
-        out.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
-    return out
-
-
-def _is_aborted(aborted: dict[int, list[tuple[int, int]]], h: rb.BatchHeader) -> bool:
-    if not h.attributes & rb.ATTR_TRANSACTIONAL:
-        return False
-    return any(first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ()))
 
 
 def _min_horizon(segments: list[LogSegment]) -> int | None:

@@ -578,21 +578,36 @@ class PartitionLog:
         i = bisect.bisect_right(bases, offset) - 1
         return segs[i:]
 
-    def read(self, offset: int, max_records: int = 500, max_bytes: int = 1 << 20) -> list[Record]:
+    def read(
+        self,
+        offset: int,
+        max_records: int = 500,
+        max_bytes: int = 1 << 20,
+        committed: bool = False,
+    ) -> list[Record]:
         """Records from `offset` on, at most `max_records` and `max_bytes` of encoded records
         (always at least one record when any is available). Transaction markers (control
         batches) are not records and are skipped. An empty list before the high watermark
         means compaction removed every record in [offset, high watermark) or only markers
         are there.
 
+        `committed` (read_committed): up to the last stable offset only, and without the
+        records of aborted transactions.
+
         Every batch read is checked (CRC-32C): reads stop before damage, and an offset inside
         a damaged range raises LogDamaged (Kafka's CORRUPT_MESSAGE), never garbled records."""
+        lso = self.last_stable_offset
         hw = self._check_range(offset)
+        if committed:
+            hw = min(hw, lso)
+        aborted = txn.aborted_by_producer(self.txns.aborted) if committed else None
         return self._around_damage(
-            lambda out: self._read_into(out, offset, hw, max_records, max_bytes), offset
+            lambda out: self._read_into(out, offset, hw, max_records, max_bytes, aborted), offset
         )
 
-    def _read_into(self, out: list, offset: int, hw: int, max_records: int, budget: int) -> None:
+    def _read_into(
+        self, out: list, offset: int, hw: int, max_records: int, budget: int, aborted=None
+    ) -> None:
         limit = self._damage_limit(offset, hw)
         for seg in self._segments_from(offset):
             for h, batch in seg.read_from(offset, seg.size):
@@ -600,8 +615,8 @@ class PartitionLog:
                     return
                 if h.next_offset <= offset:
                     continue
-                if h.is_control:  # a transaction marker: no record for readers
-                    offset = h.next_offset
+                if h.is_control or (aborted and txn.is_aborted(aborted, h)):
+                    offset = h.next_offset  # a marker, or an aborted transaction's records
                     continue
                 recs, used, complete = rb.decode_from(
                     batch, h, offset, max_records - len(out), max(budget, 0), not out

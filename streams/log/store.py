@@ -700,17 +700,22 @@ class LogStore:
         offset: int,
         max_records: int = 500,
         max_bytes: int = 1 << 20,
+        committed: bool = False,
     ) -> list[Record]:
-        """Records from `offset`; OffsetOutOfRange (with both bounds) outside [start, end]."""
-        return self.partition_log(topic, partition).read(offset, max_records, max_bytes)
+        """Records from `offset`; OffsetOutOfRange (with both bounds) outside [start, end].
+        `committed`: read_committed (up to the last stable offset, no aborted records)."""
+        plog = self.partition_log(topic, partition)
+        return plog.read(offset, max_records, max_bytes, committed)
 
     def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
         return self.partition_log(topic, partition).read_batches(offset, max_bytes)
 
-    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
-        """(earliest, latest): the log start offset and the high watermark."""
+    def offsets(self, topic: str, partition: int, committed: bool = False) -> tuple[int, int]:
+        """(earliest, latest): the log start offset and the high watermark (`committed`: the
+        last stable offset, where read_committed readers stop)."""
         plog = self.partition_log(topic, partition)
-        return plog.log_start_offset, plog.high_watermark
+        latest = plog.last_stable_offset if committed else plog.high_watermark
+        return plog.log_start_offset, latest
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         """First offset whose timestamp is >= `timestamp_ms`, or None when there is none."""

@@ -76,6 +76,22 @@ def is_transactional(h: rb.BatchHeader) -> bool:
     return bool(h.attributes & rb.ATTR_TRANSACTIONAL)
 
 
+def aborted_by_producer(aborted) -> dict[int, list[tuple[int, int]]]:
+    """Producer id -> (first offset, marker offset) of each of its aborted transactions."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for a in aborted:
+        out.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+    return out
+
+
+def is_aborted(by_producer: dict[int, list[tuple[int, int]]], h: rb.BatchHeader) -> bool:
+    """Whether a data batch belongs to an aborted transaction."""
+    if not h.attributes & rb.ATTR_TRANSACTIONAL:
+        return False
+    ranges = by_producer.get(h.producer_id)
+    return bool(ranges) and any(first <= h.base_offset <= last for first, last in ranges)
+
+
 class PartitionTxns:
     """The transaction state of one partition (see the module docstring). Mutated only under
     the partition's write lock; read without it (plain attribute reads)."""

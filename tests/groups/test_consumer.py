@@ -57,6 +57,18 @@ def test_producer_batches_and_reports_offsets(live):
     assert batches == 3
 
 
+def test_a_lone_record_is_sent_after_linger_ms_without_a_flush(live):
+    """The sender slept without a deadline while nothing was queued: a single send() was
+    never written until a flush, a close or a full batch."""
+    store, _ = live
+    store.create_topic("lone", 1)
+    producer = Producer(store, linger_ms=1)
+    try:
+        assert producer.send("lone", b"alone").result(timeout=10).offset == 0
+    finally:
+        producer.close()
+
+
 def test_at_least_once_uncommitted_records_are_redelivered(live):
     store, co = live
     store.create_topic("t", 1)

@@ -424,3 +424,19 @@ def test_kafka_python_admin_lists_and_describes_transactions_and_producers(broke
         assert admin.describe_transactions(["adm-txn"])["adm-txn"].state.value == ("CompleteCommit")
     finally:
         admin.close()
+
+
+def test_an_embedded_producer_and_a_kafka_client_share_a_transactional_id(broker, bootstrap):
+    broker.store.create_topic("shared", 1)
+    embedded = broker.transactional_producer("shared-txn", linger_ms=1)
+    embedded.init_transactions()
+    embedded.begin_transaction()
+    embedded.send("shared", b"embedded", partition=0).result(DEADLINE_S)
+    kafka_client = _confluent_producer(bootstrap, "shared-txn")  # fences the embedded one
+    with pytest.raises(Exception, match="fenced"):
+        embedded.commit_transaction(DEADLINE_S)
+    embedded.close()
+    kafka_client.begin_transaction()
+    kafka_client.produce("shared", value=b"kafka")
+    kafka_client.commit_transaction(DEADLINE_S)
+    _check_isolation(bootstrap, "shared", [b"kafka"], [b"embedded"])

@@ -320,3 +320,105 @@ def test_markers_the_disk_refused_are_written_by_the_next_timer_turn(tmp_path, c
         assert b.txns.end_txn("disk", pid, epoch, commit=True) == (pid, epoch)  # a retry: ok
     finally:
         b.close()
+
+
+# ---------------------------------------------------------------------- embedded consumer
+
+
+def test_the_embedded_consumer_reads_committed_or_everything(tmp_path, clock):
+    from streams.client.consumer import Consumer
+
+    b = Broker(tmp_path, clock)
+    try:
+        pid, epoch = b.txns.init_producer_id("w", 60_000)
+        seq = 0
+        for values, commit in (([b"c1", b"c2"], True), ([b"a1"], False), ([b"c3"], True)):
+            b.txns.add_partitions("w", pid, epoch, [("t", 0)])
+            b.produce(0, values, pid, epoch, seq)
+            seq += len(values)
+            b.txns.end_txn("w", pid, epoch, commit=commit)
+        b.store.append("t", b"plain", partition=0)
+        b.txns.add_partitions("w", pid, epoch, [("t", 0)])
+        b.produce(0, [b"open"], pid, epoch, seq)  # still open
+        b.store.append("t", b"after-open", partition=0)
+
+        def read(isolation: str) -> list[bytes]:
+            c = Consumer(b.store, isolation_level=isolation, auto_offset_reset="earliest")
+            c.assign([("t", 0)])
+            got: list[bytes] = []
+            for _ in range(5):
+                got += [r.value for r in c.poll(max_records=100)]
+            c.close()
+            return got
+
+        assert read("read_committed") == [b"c1", b"c2", b"c3", b"plain"]  # stops at the LSO
+        assert read("read_uncommitted") == [
+            b"c1", b"c2", b"a1", b"c3", b"plain", b"open", b"after-open"
+        ]  # fmt: skip
+        b.txns.end_txn("w", pid, epoch, commit=False)
+        assert read("read_committed") == [b"c1", b"c2", b"c3", b"plain", b"after-open"]
+    finally:
+        b.close()
+
+
+# ---------------------------------------------------------------------- embedded producer
+
+
+def test_the_embedded_producer_commits_aborts_and_is_fenced(tmp_path, clock):
+    from streams.client.consumer import Consumer
+    from streams.client.producer import Producer
+
+    b = Broker(tmp_path, clock)
+    try:
+
+        def producer() -> Producer:
+            p = Producer(
+                b.store,
+                transactional_id="embedded",
+                transactions=b.txns,
+                producer_state=b.producers,
+                linger_ms=1,
+            )
+            p.init_transactions()
+            return p
+
+        p = producer()
+        p.begin_transaction()
+        futures = [p.send("t", b"c%d" % i, key=b"k%d" % i) for i in range(10)]
+        p.send_offsets_to_transaction({("in", 0): 10}, "copier")
+        p.commit_transaction(10)
+        assert all(f.result().offset >= 0 for f in futures)
+        assert b.groups.committed("copier")[("in", 0)].offset == 10
+        p.begin_transaction()
+        for i in range(5):
+            p.send("t", b"a%d" % i, key=b"k%d" % i)
+        p.send_offsets_to_transaction({("in", 0): 15}, "copier")
+        p.abort_transaction(10)
+        assert b.groups.committed("copier")[("in", 0)].offset == 10
+        p.begin_transaction()
+        p.send("t", b"zombie", partition=0).result(10)
+        newer = producer()  # fences `p`, aborting its open transaction
+        with pytest.raises(TransactionalProducerFenced):
+            p.commit_transaction(10)
+        newer.begin_transaction()
+        newer.send("t", b"newer", partition=1)
+        newer.commit_transaction(10)
+        p.close()
+        newer.close()
+
+        def read(isolation: str) -> set[bytes]:
+            c = Consumer(b.store, isolation_level=isolation, auto_offset_reset="earliest")
+            c.assign([("t", 0), ("t", 1)])
+            got: list[bytes] = []
+            for _ in range(5):
+                got += [r.value for r in c.poll(max_records=100)]
+            c.close()
+            assert len(got) == len(set(got))  # nothing twice
+            return set(got)
+
+        committed = {b"c%d" % i for i in range(10)} | {b"newer"}
+        assert read("read_committed") == committed
+        aborted = {b"a%d" % i for i in range(5)} | {b"zombie"}
+        assert read("read_uncommitted") == committed | aborted
+    finally:
+        b.close()
