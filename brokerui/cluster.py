@@ -34,7 +34,7 @@ def get_cluster() -> Cluster:
     from brokerui.broker import get_broker
 
     broker = get_broker()
-    return LocalCluster(broker.store, broker.coordinator)
+    return LocalCluster(broker.store, broker.coordinator, broker.transactions)
 
 
 def is_external() -> bool:

@@ -294,6 +294,17 @@ class InvalidTxnState(TransactionError):
     kafka_code = 48
 
 
+class UnknownTransactionalId(TransactionError):
+    """No transactional id of that name is known to the transaction coordinator."""
+
+    code = "unknown_transactional_id"
+    kafka_code = 105  # TRANSACTIONAL_ID_NOT_FOUND
+
+    def __init__(self, transactional_id: str):
+        self.transactional_id = transactional_id
+        super().__init__(f"no transactional id {transactional_id!r} is known to the coordinator")
+
+
 class InvalidProducerIdMapping(TransactionError):
     code = "invalid_producer_id_mapping"
     kafka_code = 49

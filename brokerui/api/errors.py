@@ -50,6 +50,8 @@ DOMAIN_STATUS: dict[type, int] = {
     se.UnknownTopic: 404,
     se.UnknownPartition: 404,
     se.UnknownGroup: 404,
+    se.UnknownTransactionalId: 404,
+    se.InvalidTxnState: 409,  # the transaction moved on since it was shown
     se.TopicAlreadyExists: 409,
     se.GroupNotEmpty: 409,
     se.InvalidSessionTimeout: 400,

@@ -704,3 +704,45 @@ class DeleteOffsetsResultSerializer(serializers.Serializer):
     group_id = serializers.CharField()
     topic = serializers.CharField()
     deleted = TopicPartitionSerializer(many=True)
+
+
+# =============================================================================== transactions
+
+
+class TransactionSerializer(serializers.Serializer):
+    transactional_id = serializers.CharField()
+    producer_id = serializers.IntegerField()
+    producer_epoch = serializers.IntegerField()
+    state = serializers.CharField(help_text="Ongoing, PrepareCommit or PrepareAbort (open ones)")
+    groups = serializers.ListField(
+        child=serializers.CharField(), help_text="consumer groups whose offsets it carries"
+    )
+    start_ms = serializers.IntegerField(help_text="when it began, epoch milliseconds")
+    start = IsoTimestampField(source="start_ms")
+    age_ms = serializers.IntegerField(allow_null=True, help_text="milliseconds open, at as_of")
+    timeout_ms = serializers.IntegerField(help_text="transaction.timeout.ms of its producer")
+    timeout_in_ms = serializers.IntegerField(
+        allow_null=True, help_text="milliseconds until the coordinator aborts it (0: overdue)"
+    )
+    hanging = serializers.BooleanField(help_text="open longer than its timeout")
+
+    partitions = serializers.SerializerMethodField()
+
+    def get_partitions(self, row) -> list[dict]:
+        return [{"topic": t, "partition": p} for t, p in row.partitions]
+
+
+class TransactionListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    as_of_ms = serializers.IntegerField(help_text="when the coordinator was read, epoch ms")
+    as_of = IsoTimestampField(source="as_of_ms")
+    transactions = TransactionSerializer(many=True)
+
+
+class TransactionAbort(StrictSerializer):
+    producer_id = serializers.IntegerField(
+        min_value=0, help_text="the producer id shown: refused (409) if it changed"
+    )
+    producer_epoch = serializers.IntegerField(
+        min_value=0, help_text="the epoch shown: refused (409) if it changed"
+    )

@@ -13,6 +13,7 @@ router.register("topics", views.TopicViewSet, basename="topic")
 # group ids go through the console's converter (brokerui/group_paths.py): Django path routes
 group_router = SimpleRouter(trailing_slash=False, use_regex_path=False)
 group_router.register("groups", views.GroupViewSet, basename="group")
+group_router.register("transactions", views.TransactionViewSet, basename="transaction")
 
 urlpatterns = [
     path("schema", views.SchemaView.as_view(), name="schema"),

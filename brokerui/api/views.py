@@ -13,6 +13,7 @@ would redirect anonymous requests to the login page, so every API view is exempt
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import JsonResponse
@@ -39,9 +40,10 @@ from brokerui.console.groups import services as group_services
 from brokerui.console.messages import services as message_services
 from brokerui.console.roles import is_operator
 from brokerui.console.topics import services as topic_services
+from brokerui.console.transactions import services as txn_services
 from streams.cluster import ProduceRequest
 from streams.cluster.browse import BrowsedRecord
-from streams.errors import InvalidConfig, UnknownPartition
+from streams.errors import InvalidConfig, UnknownPartition, Unsupported
 from streams.groups import ResetScope, ResetStrategy
 from streams.groups.reset import parse_offsets_csv
 from streams.log.config import SCHEMA as TOPIC_CONFIG_SCHEMA
@@ -53,10 +55,12 @@ ERROR_MEANINGS = {
     400: "invalid input: invalid_request, or the engine's invalid_* code",
     401: "not_authenticated or authentication_failed",
     403: "operator_required, csrf_failed or internal_topic",
-    404: "unknown_topic, unknown_partition or unknown_group",
-    409: "topic_already_exists or group_not_empty (with the group's state and members)",
+    404: "unknown_topic, unknown_partition, unknown_group or unknown_transactional_id",
+    409: "topic_already_exists, group_not_empty (with the group's state and members) or "
+    "invalid_txn_state (the transaction moved on)",
     413: "record_too_large or request_too_large",
     416: "offset_out_of_range, with log_start_offset and end_offset",
+    501: "unsupported: not available on this cluster (transactions on an external cluster)",
 }
 
 
@@ -529,6 +533,65 @@ class GroupViewSet(ApiViewSet):
             "deleted": [{"topic": t, "partition": p} for t, p in deleted],
         }
         return Response(s.DeleteOffsetsResultSerializer(body).data)
+
+
+# =============================================================================== transactions
+
+TXN_PARAM = OpenApiParameter(
+    "transactional_id",
+    str,
+    OpenApiParameter.PATH,
+    description="transactional id, written as group ids are (brokerui/group_paths.py)",
+)
+
+
+@extend_schema(tags=["transactions"])
+class TransactionViewSet(ApiViewSet):
+    lookup_field = "transactional_id"
+    lookup_value_converter = "group_id"  # free text, as group ids
+
+    @extend_schema(
+        operation_id="transactions_list",
+        summary="Open transactions: transactional id, producer id/epoch, state, partitions, "
+        "age and timeout (kafka-transactions.sh list + describe)",
+        responses={200: s.TransactionListSerializer, **_errors(501)},
+    )
+    def list(self, request):
+        view = txn_services.transactions_read(cluster=get_cluster(), now_ms=_now_ms())
+        if view.unavailable:
+            raise Unsupported(view.unavailable)
+        body = {"count": len(view.rows), "as_of_ms": view.as_of_ms, "transactions": view.rows}
+        return Response(s.TransactionListSerializer(body).data)
+
+    @extend_schema(
+        operation_id="transactions_abort",
+        parameters=[TXN_PARAM],
+        summary="Abort an ongoing (hanging) transaction, as kafka-transactions.sh --abort",
+        description=(
+            "Writes ABORT markers to its partitions and bumps the producer's epoch (the "
+            "producer is fenced). `producer_id` and `producer_epoch` are the ones you saw: if "
+            "the transaction has moved on, 409 `invalid_txn_state` and nothing changes. Audited "
+            "(`transaction.abort`)."
+        ),
+        request=s.TransactionAbort,
+        responses={200: s.TransactionSerializer, **_errors(400, 403, 404, 409, 501)},
+    )
+    @action(detail=True, methods=["post"], url_path="abort")
+    def abort(self, request, transactional_id: str):
+        data = _valid(s.TransactionAbort, request.data)
+        after = txn_services.transaction_abort(
+            cluster=get_cluster(),
+            sink=process_sink(),
+            actor=self.actor(),
+            transactional_id=transactional_id,
+            **data,
+        )
+        row = txn_services.TransactionRow(after, _now_ms())
+        return Response(s.TransactionSerializer(row).data)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _strategy(v) -> ResetStrategy:

@@ -10,6 +10,7 @@ from brokerui.console.groups import urls as group_urls
 from brokerui.console.live import urls as live_urls
 from brokerui.console.messages import urls as message_urls
 from brokerui.console.topics import urls as topic_urls
+from brokerui.console.transactions import urls as transaction_urls
 
 app_name = "console"
 
@@ -18,6 +19,7 @@ urlpatterns = [
     *topic_urls.urlpatterns,
     *message_urls.urlpatterns,
     *group_urls.urlpatterns,
+    *transaction_urls.urlpatterns,
     *audit_urls.urlpatterns,
     *live_urls.urlpatterns,
     *alert_urls.urlpatterns,

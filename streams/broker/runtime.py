@@ -132,6 +132,12 @@ class Broker:
         """The `GroupCoordinator` shared by every client of this broker."""
         return self._coordinator
 
+    @property
+    def transactions(self):
+        """The Kafka listener's `TransactionCoordinator`; None without a listener (the
+        coordinator lives with the listener, which owns the producer ids)."""
+        return self._listener.transactions if self._listener is not None else None
+
     def transactional_producer(self, transactional_id: str, **options):
         """An embedded ``streams.client.Producer`` with transactions, sharing the Kafka
         listener's transaction coordinator and producer state (so it fences, and is fenced by,

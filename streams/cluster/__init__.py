@@ -18,7 +18,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from streams.cluster.browse import BrowseRequest, BrowseResult, Filter, browse
-from streams.errors import InternalTopic, InvalidRecord, UnknownTopic
+from streams.errors import (
+    InternalTopic,
+    InvalidRecord,
+    InvalidTxnState,
+    UnknownTopic,
+    UnknownTransactionalId,
+    Unsupported,
+)
 from streams.groups import (
     GroupCoordinator,
     GroupLag,
@@ -33,6 +40,7 @@ from streams.groups.coordinator import GroupDescription
 from streams.log import AppendResult, LogStore, Record, TopicDescription
 from streams.log.reader import LogReader
 from streams.log.store import is_internal
+from streams.txn.coordinator import TransactionCoordinator, TransactionDescription
 
 __all__ = [
     "BrowseRequest",
@@ -45,7 +53,11 @@ __all__ = [
     "ProduceRequest",
     "PurgeResult",
     "TopicSummary",
+    "TransactionDescription",
 ]
+
+# transactions the coordinator has not finished (Kafka's ListTransactions states filter)
+OPEN_TXN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +166,16 @@ class Cluster(Protocol):
 
     def partition_offsets(self, *, topic: str) -> list[tuple[int, int]]: ...
 
+    def stable_offsets(self, *, topic: str) -> list[int]: ...
+
+    # ------------------------------------------------------------------ transactions
+
+    def list_transactions(self, *, open_only: bool = True) -> list[TransactionDescription]: ...
+
+    def abort_transaction(
+        self, *, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> TransactionDescription: ...
+
     # ------------------------------------------------------------------ groups
 
     def list_groups(self) -> list[GroupSummary]: ...
@@ -176,9 +198,15 @@ class Cluster(Protocol):
 class LocalCluster:
     """The Cluster interface over an in-process store and coordinator."""
 
-    def __init__(self, store: LogStore, coordinator: GroupCoordinator) -> None:
+    def __init__(
+        self,
+        store: LogStore,
+        coordinator: GroupCoordinator,
+        transactions: TransactionCoordinator | None = None,
+    ) -> None:
         self.store = store
         self.coordinator = coordinator
+        self.transactions = transactions  # None: no Kafka listener, so no transactions
 
     # ================================================================== topics
 
@@ -288,6 +316,62 @@ class LocalCluster:
         store = self.store
         return [store.offsets(topic, p) for p in range(store.partition_count(topic))]
 
+    def stable_offsets(self, *, topic: str) -> list[int]:
+        """The last stable offset (LSO) of every partition, by partition number: the first
+        offset of its oldest open transaction, else the high watermark. read_committed
+        consumers read up to it."""
+        store = self.store
+        return [
+            store.partition_log(topic, p).last_stable_offset
+            for p in range(store.partition_count(topic))
+        ]
+
+    # ================================================================== transactions
+
+    def _txn_coordinator(self) -> TransactionCoordinator:
+        if self.transactions is None:
+            raise Unsupported(
+                "transactions are not available: the Kafka listener is off "
+                "(TIDELOG_KAFKA_LISTENER=0), and the transaction coordinator runs with it"
+            )
+        return self.transactions
+
+    def list_transactions(self, *, open_only: bool = True) -> list[TransactionDescription]:
+        """The coordinator's transactional ids (Kafka's ListTransactions + DescribeTransactions),
+        oldest transaction first; `open_only`: only those Ongoing or being completed."""
+        if self.transactions is None:
+            return []
+        txns = self.transactions.describe()
+        if open_only:
+            txns = [t for t in txns if t.state in OPEN_TXN_STATES]
+        return sorted(txns, key=lambda t: (t.start_ms, t.transactional_id))
+
+    def abort_transaction(
+        self, *, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> TransactionDescription:
+        """Abort the ongoing transaction of `transactional_id` as the coordinator's timeout
+        would: ABORT markers in its partitions, its offsets dropped, the epoch bumped (its
+        producer is fenced). `producer_id`/`producer_epoch`: the ones the operator saw; a
+        transaction that has moved on since is refused (InvalidTxnState), nothing aborted.
+        Returns the transaction as it was before the abort."""
+        coordinator = self._txn_coordinator()
+        before = _find_txn(coordinator.describe(), transactional_id)
+        if before.state != "Ongoing":
+            raise InvalidTxnState(
+                f"transaction {transactional_id!r} is {before.state}, not Ongoing: "
+                "there is nothing to abort"
+            )
+        if (before.producer_id, before.producer_epoch) != (producer_id, producer_epoch):
+            raise InvalidTxnState(
+                f"transaction {transactional_id!r} is now producer {before.producer_id} epoch "
+                f"{before.producer_epoch}, not producer {producer_id} epoch {producer_epoch} "
+                "as shown: look at it again before aborting"
+            )
+        coordinator.end_txn(
+            transactional_id, producer_id, producer_epoch, commit=False, bump_epoch=True
+        )
+        return before
+
     # ================================================================== groups
 
     def list_groups(self) -> list[GroupSummary]:
@@ -373,6 +457,15 @@ def purge_targets(
         else:
             targets[p] = end
     return before, targets
+
+
+def _find_txn(
+    txns: Sequence[TransactionDescription], transactional_id: str
+) -> TransactionDescription:
+    for t in txns:
+        if t.transactional_id == transactional_id:
+            return t
+    raise UnknownTransactionalId(transactional_id)
 
 
 def _refuse_internal(topic: str, action: str) -> None:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -36,6 +37,7 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 
 from streams import errors as se
@@ -46,6 +48,7 @@ from streams.cluster import (
     ProduceRequest,
     PurgeResult,
     TopicSummary,
+    TransactionDescription,
     purge_targets,
     refuse_compacted_purge,
 )
@@ -62,6 +65,11 @@ from streams.log.store import PartitionDescription, is_internal
 KAFKA_DEFAULTS = {key: default for key, (default, *_) in SCHEMA.items()}
 KAFKA_DEFAULTS["flush.messages"] = str(LONG_MAX)
 ACTIVE_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance")
+TXN_UNSUPPORTED = (
+    "transactions are not available on an external cluster: the client library "
+    "(confluent-kafka/librdkafka) has no ListTransactions, DescribeTransactions or "
+    "WriteTxnMarkers admin API; use kafka-transactions.sh against that cluster"
+)
 # a topic's config as the cluster reports it, and the keys set on the topic itself
 TopicConfigs = tuple[dict[str, str], set[str]]
 
@@ -333,6 +341,30 @@ class KafkaCluster:
         tps = [(topic, p) for p in range(view.partition_count(topic))]
         view.prefetch(tps)
         return [view.offsets(t, p) for t, p in tps]
+
+    def stable_offsets(self, *, topic: str) -> list[int]:
+        """The last stable offset of every partition: ListOffsets (latest) read_committed."""
+        count = self._view().partition_count(topic)
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(count)}
+        futures = self.clients.admin.list_offsets(
+            request,
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=self.timeout,
+        )
+        found = {
+            tp.partition: result(f, self.timeout + 1, topic=topic) for tp, f in futures.items()
+        }
+        return [found[p].offset for p in range(count)]
+
+    # ================================================================== transactions
+
+    def list_transactions(self, *, open_only: bool = True) -> list[TransactionDescription]:
+        raise se.Unsupported(TXN_UNSUPPORTED)
+
+    def abort_transaction(
+        self, *, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> TransactionDescription:
+        raise se.Unsupported(TXN_UNSUPPORTED)
 
     # ================================================================== groups
 

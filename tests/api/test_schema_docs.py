@@ -23,6 +23,8 @@ OPERATIONS = {
     "/api/v1/groups/{group_id}": {"get", "delete"},
     "/api/v1/groups/{group_id}/reset": {"post"},
     "/api/v1/groups/{group_id}/offsets/{topic}": {"delete"},
+    "/api/v1/transactions": {"get"},
+    "/api/v1/transactions/{transactional_id}/abort": {"post"},
 }
 HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
 

@@ -30,6 +30,7 @@ from brokerui.console.topics.stats import (
     sort_topics,
     topic_rate,
 )
+from brokerui.console.transactions.services import stable_offsets_read
 from streams.errors import (
     InvalidConfig,
     InvalidPartitions,
@@ -126,7 +127,15 @@ def topic_detail(request, name):
     now = now_ms()
     window = partition_window_counts(cluster, d, now)
     seconds = RATE_WINDOW_MS / 1000
-    partitions = [(p, rate_text(window[p.partition] / seconds)) for p in d.partitions]
+    stable = stable_offsets_read(cluster=cluster, topic=name)  # None: the cluster cannot tell
+    partitions = [
+        (
+            p,
+            rate_text(window[p.partition] / seconds),
+            None if stable is None or p.partition >= len(stable) else stable[p.partition],
+        )
+        for p in d.partitions
+    ]
     groups = sorted(cluster.topic_groups(name), key=lambda g: (-g[2], g[0]))
     last = [p.last_append_ms for p in d.partitions if p.last_append_ms is not None]
     damaged = [(p.partition, r) for p in d.partitions for r in p.damaged]
@@ -136,6 +145,7 @@ def topic_detail(request, name):
         "damaged": damaged,
         "damaged_partitions": len({partition for partition, _ in damaged}),
         "partitions": partitions,
+        "stable_known": stable is not None,
         "rate": rate_text(sum(window.values()) / seconds),
         "rate_window_s": int(seconds),
         "last_append_ms": max(last, default=None),
