@@ -197,3 +197,33 @@ def test_without_a_listener_no_transactions(client, viewer, broker):
     client.force_login(viewer)
     assert b"No open transactions." in client.get("/transactions/").content
     assert _client(viewer).get(f"{API}/transactions").json()["count"] == 0
+
+
+def test_external_cluster_lso_and_no_transactions(client, viewer, settings, bootstrap, open_txn):
+    """On a Kafka-protocol cluster (here Tidelog's own listener, as KafkaCluster sees it): the
+    LSO comes from ListOffsets read_committed; transactions are not available, said plainly."""
+    from brokerui.cluster import close_external_clusters
+    from streams.cluster.kafka import KafkaCluster
+    from streams.errors import Unsupported
+
+    cluster = KafkaCluster(bootstrap)
+    try:
+        assert cluster.stable_offsets(topic="payments") == [4, 0]
+        with pytest.raises(Unsupported, match="not available on an external cluster"):
+            cluster.list_transactions()
+        with pytest.raises(Unsupported, match="not available on an external cluster"):
+            cluster.abort_transaction(transactional_id="pay-1", producer_id=0, producer_epoch=0)
+    finally:
+        cluster.close()
+
+    settings.TIDELOG_CLUSTER = f"kafka://{bootstrap}"
+    try:
+        client.force_login(viewer)
+        page = client.get("/transactions/").content.decode()
+        assert "not available on an external cluster" in page
+        api = _client(viewer).get(f"{API}/transactions")
+        assert api.status_code == 501 and api.json()["error"]["code"] == "unsupported"
+        topic = client.get("/topics/payments/").content.decode()
+        assert 'data-lso="4"' in topic and 'data-lso="0"' in topic
+    finally:
+        close_external_clusters()
