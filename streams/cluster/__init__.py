@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from streams.cluster.browse import BrowseRequest, BrowseResult, Filter, browse
+from streams.cluster.browse import BrowseRequest, BrowseResult, CommittedReader, Filter, browse
 from streams.errors import (
     InternalTopic,
     InvalidRecord,
@@ -290,7 +290,8 @@ class LocalCluster:
     # ================================================================== records
 
     def browse(self, request: BrowseRequest) -> BrowseResult:
-        return browse(self.store, request)
+        reader = CommittedReader(self.store) if request.committed else self.store
+        return browse(reader, request)
 
     def produce(self, *, topic: str, records: Sequence[ProduceRequest]) -> list[AppendResult]:
         _refuse_internal(topic, "written to")

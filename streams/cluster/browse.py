@@ -79,6 +79,9 @@ class BrowseRequest:
     max_time_ms: int = 2_000
     # ((partition, end offset), ...): read no further than these (an export's snapshot)
     until: tuple[tuple[int, int], ...] = ()
+    # read_committed: up to each partition's last stable offset, without aborted records (the
+    # cluster answers it: ``LocalCluster.browse`` reads through `CommittedReader`)
+    committed: bool = False
 
     def __post_init__(self) -> None:
         if self.seek not in SEEKS:
@@ -87,6 +90,29 @@ class BrowseRequest:
             raise InvalidRecord(f"seek {self.seek} needs a value")
         if not 1 <= self.page_size <= 1000:
             raise InvalidRecord("page size must be between 1 and 1000")
+
+
+class CommittedReader:
+    """A `LogReader` over a ``LogStore`` as a read_committed consumer sees it: each partition
+    ends at its last stable offset, and aborted transactions' records are left out."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def list_topics(self, include_internal: bool = False, /) -> list[str]:
+        return self.store.list_topics(include_internal)
+
+    def partition_count(self, topic: str, /) -> int:
+        return self.store.partition_count(topic)
+
+    def offsets(self, topic: str, partition: int, /) -> tuple[int, int]:
+        return self.store.offsets(topic, partition, committed=True)
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int, /) -> int | None:
+        return self.store.offset_for_timestamp(topic, partition, timestamp_ms)
+
+    def read(self, topic: str, partition: int, offset: int, /, max_records: int = 500):
+        return self.store.read(topic, partition, offset, max_records=max_records, committed=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -290,6 +290,11 @@ class KafkaCluster:
     # ================================================================== records
 
     def browse(self, request: BrowseRequest) -> BrowseResult:
+        if request.committed:
+            raise se.Unsupported(
+                "reading committed records only is not available on an external cluster yet: "
+                "the console's reader there reads everything (read_uncommitted)"
+            )
         return browse(self._view(), request)
 
     def produce(self, *, topic: str, records: Sequence[ProduceRequest]) -> list[AppendResult]:

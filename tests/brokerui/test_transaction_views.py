@@ -227,3 +227,28 @@ def test_external_cluster_lso_and_no_transactions(client, viewer, settings, boot
         assert 'data-lso="4"' in topic and 'data-lso="0"' in topic
     finally:
         close_external_clusters()
+
+
+def _browsed(client, query: str) -> list[str]:
+    import re
+
+    page = client.get(f"/topics/payments/messages/?partition=0&seek=oldest&{query}")
+    assert page.status_code == 200, page.content[:2000]
+    return re.findall(r'<pre class="value[^"]*">([^<]*)</pre>', page.content.decode())
+
+
+def test_message_browser_reads_everything_or_committed_only(client, viewer, open_txn):
+    client.force_login(viewer)
+    plain = [f"plain-{i}" for i in range(4)]
+    txn = [f"txn-{i}" for i in range(3)]
+    assert _browsed(client, "") == plain + txn  # everything, the default
+    assert _browsed(client, "read=all") == plain + txn
+    assert _browsed(client, "read=committed") == plain  # stops at the LSO
+    html = client.get("/topics/payments/messages/?read=committed").content.decode()
+    assert '<option value="committed" selected>' in html
+    bad = client.get("/topics/payments/messages/?read=dirty")
+    assert bad.status_code == 400
+
+    open_txn.abort_transaction(DEADLINE_S)
+    assert _browsed(client, "read=committed") == plain  # aborted: never shown
+    assert _browsed(client, "read=all") == plain + txn  # still in the log

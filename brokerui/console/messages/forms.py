@@ -98,6 +98,12 @@ class FilterRow:
     error: str = ""
 
 
+READ_CHOICES = [
+    ("all", "everything (read_uncommitted)"),
+    ("committed", "committed only (read_committed)"),
+]
+
+
 class BrowseForm(forms.Form):
     """The browse query of the message page. `partitions`: how many the topic has."""
 
@@ -110,6 +116,8 @@ class BrowseForm(forms.Form):
     view = forms.ChoiceField(choices=[(m, m) for m in MODES], required=False)
     cursor = forms.CharField(required=False, max_length=100_000)
     q = forms.CharField(required=False, strip=False, max_length=MAX_SOURCE_CHARS)
+    # everything (read_uncommitted, the default) or committed records only (read_committed)
+    read = forms.ChoiceField(choices=READ_CHOICES, required=False)
 
     def __init__(self, data, *, partitions: int):
         super().__init__(data)
@@ -158,6 +166,9 @@ class BrowseForm(forms.Form):
 
     def clean_view(self) -> str:
         return self.cleaned_data["view"] or "auto"
+
+    def clean_read(self) -> str:
+        return self.cleaned_data["read"] or "all"
 
     def clean_q(self) -> str:
         """The expression as typed; it must compile (the compiled predicate: `expression`)."""

@@ -31,6 +31,7 @@ from brokerui.console.messages.forms import (
     FILTER_FIELDS,
     FILTER_OPS,
     PAGE_SIZES,
+    READ_CHOICES,
     SEEK_CHOICES,
     BrowseForm,
     ProduceForm,
@@ -234,6 +235,7 @@ def _browse_request(topic: str, form: BrowseForm, scanned: int, **changes) -> Br
         max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
         max_scan_bytes=SCAN_BYTES,
         max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
+        committed=q.get("read") == "committed",
         **changes,
     )
 
@@ -256,6 +258,7 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
         "desc": desc,
         "form": form,
         "seek_choices": SEEK_CHOICES,
+        "read_choices": READ_CHOICES,
         "page_sizes": PAGE_SIZES,
         "filter_fields": FILTER_FIELDS,
         "filter_ops": FILTER_OPS,
