@@ -37,7 +37,8 @@ from streams.groups import (
     plan_reset,
 )
 from streams.groups.coordinator import GroupDescription
-from streams.log import AppendResult, LogStore, Record, TopicDescription
+from streams.log import AppendResult, LogStore, Record, TopicDescription, txn
+from streams.log import records as rb
 from streams.log.reader import LogReader
 from streams.log.store import is_internal
 from streams.txn.coordinator import TransactionCoordinator, TransactionDescription
@@ -46,6 +47,7 @@ __all__ = [
     "BrowseRequest",
     "BrowseResult",
     "Cluster",
+    "ControlMarker",
     "Filter",
     "GroupDetail",
     "GroupSummary",
@@ -56,6 +58,7 @@ __all__ = [
     "TransactionDescription",
 ]
 
+MARKER_SCAN_BYTES = 8 << 20  # what one look for transaction markers reads at most
 # transactions the coordinator has not finished (Kafka's ListTransactions states filter)
 OPEN_TXN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
@@ -101,6 +104,21 @@ class ProduceRequest:
     headers: tuple[tuple[str, bytes | None], ...] = ()
     partition: int | None = None
     timestamp_ms: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlMarker:
+    """A transaction marker (a control batch) in a partition: COMMIT or ABORT of a producer's
+    transaction. Not a record: consumers never receive it, but it takes an offset."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    kind: str  # "COMMIT" or "ABORT"
+    producer_id: int
+    producer_epoch: int
+
+    control = True  # tells marker rows from records in the message browser
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +185,10 @@ class Cluster(Protocol):
     def partition_offsets(self, *, topic: str) -> list[tuple[int, int]]: ...
 
     def stable_offsets(self, *, topic: str) -> list[int]: ...
+
+    def control_markers(
+        self, *, topic: str, partition: int, start: int, last: int
+    ) -> list[ControlMarker]: ...
 
     # ------------------------------------------------------------------ transactions
 
@@ -326,6 +348,49 @@ class LocalCluster:
             store.partition_log(topic, p).last_stable_offset
             for p in range(store.partition_count(topic))
         ]
+
+    def control_markers(
+        self, *, topic: str, partition: int, start: int, last: int
+    ) -> list[ControlMarker]:
+        """The transaction markers from `start` on, up to the first data batch past `last`
+        (so the markers right after the last record shown come too). Reads raw batches, at
+        most MARKER_SCAN_BYTES."""
+        store = self.store
+        _, end = store.offsets(topic, partition)
+        out: list[ControlMarker] = []
+        offset, budget = start, MARKER_SCAN_BYTES
+        while offset < end and budget > 0:
+            raw = store.read_batches(topic, partition, offset, min(budget, 1 << 20))
+            if not raw:
+                break
+            budget -= len(raw)
+            pos, advanced = 0, False
+            while pos + rb.LOG_OVERHEAD <= len(raw):
+                _, size = rb.peek_size(raw, pos)
+                if pos + size > len(raw):
+                    break
+                h = rb.parse_header(raw, pos)
+                if h.next_offset > offset:
+                    if not h.is_control and h.base_offset > last:
+                        return out
+                    if h.is_control and h.base_offset >= start:
+                        kind = txn.marker_type(raw[pos : pos + size], h)
+                        if kind is not None:
+                            out.append(
+                                ControlMarker(
+                                    partition,
+                                    h.base_offset,
+                                    h.max_timestamp,
+                                    "COMMIT" if kind == txn.COMMIT else "ABORT",
+                                    h.producer_id,
+                                    h.producer_epoch,
+                                )
+                            )
+                    offset, advanced = h.next_offset, True
+                pos += size
+            if not advanced:
+                break
+        return out
 
     # ================================================================== transactions
 

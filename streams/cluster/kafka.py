@@ -43,6 +43,7 @@ from confluent_kafka.admin import (
 from streams import errors as se
 from streams.cluster import (
     Cluster,
+    ControlMarker,
     GroupDetail,
     GroupSummary,
     ProduceRequest,
@@ -360,6 +361,14 @@ class KafkaCluster:
             tp.partition: result(f, self.timeout + 1, topic=topic) for tp, f in futures.items()
         }
         return [found[p].offset for p in range(count)]
+
+    def control_markers(
+        self, *, topic: str, partition: int, start: int, last: int
+    ) -> list[ControlMarker]:
+        raise se.Unsupported(
+            "transaction markers are not available on an external cluster: the client library "
+            "(confluent-kafka/librdkafka) never hands control records to the application"
+        )
 
     # ================================================================== transactions
 

@@ -252,3 +252,33 @@ def test_message_browser_reads_everything_or_committed_only(client, viewer, open
     open_txn.abort_transaction(DEADLINE_S)
     assert _browsed(client, "read=committed") == plain  # aborted: never shown
     assert _browsed(client, "read=all") == plain + txn  # still in the log
+
+
+def test_message_browser_shows_transaction_markers_on_request(client, viewer, bootstrap, open_txn):
+    """Markers are hidden by default; the toggle shows each COMMIT/ABORT where it sits."""
+    import re
+
+    open_txn.commit_transaction(DEADLINE_S)  # COMMIT marker at payments-0 offset 7
+    open_txn.begin_transaction()
+    open_txn.produce("payments", b"late", partition=0)
+    assert open_txn.flush(DEADLINE_S) == 0  # written, then aborted (not purged unsent)
+    open_txn.abort_transaction(DEADLINE_S)  # "late" at 8, ABORT marker at 9
+    client.force_login(viewer)
+
+    def rows(query: str) -> list[tuple[str, str]]:
+        html = client.get(f"/topics/payments/messages/?partition=0&seek=oldest&{query}")
+        assert html.status_code == 200
+        return re.findall(
+            r'<tr (?:class="control-marker" )?data-partition="0" data-offset="(\d+)"'
+            r'(?: data-marker="(\w+)")?',
+            html.content.decode(),
+        )
+
+    records = [(str(i), "") for i in range(7)]
+    assert rows("") == [*records, ("8", "")]  # no markers by default
+    assert rows("markers=1") == [*records, ("7", "COMMIT"), ("8", ""), ("9", "ABORT")]
+    assert rows("markers=1&read=committed") == [*records, ("7", "COMMIT")]
+    newest_first = rows("markers=1&seek=newest")
+    assert newest_first == [("9", "ABORT"), ("8", ""), ("7", "COMMIT"), *reversed(records)]
+    page = client.get("/topics/payments/messages/?markers=1").content.decode()
+    assert "COMMIT marker" in page and "ABORT marker" in page

@@ -118,6 +118,8 @@ class BrowseForm(forms.Form):
     q = forms.CharField(required=False, strip=False, max_length=MAX_SOURCE_CHARS)
     # everything (read_uncommitted, the default) or committed records only (read_committed)
     read = forms.ChoiceField(choices=READ_CHOICES, required=False)
+    # transaction markers (COMMIT/ABORT control batches) between the records: hidden by default
+    markers = forms.BooleanField(required=False)
 
     def __init__(self, data, *, partitions: int):
         super().__init__(data)

@@ -235,3 +235,41 @@ def records_import(
         after["error"] = f"line {line} was refused: {done.error}"
     actor.record(sink, "records.import", f"topic {topic}", after=after)
     return Imported(parsed, done)
+
+
+def rows_with_markers(
+    *, cluster: Cluster, topic: str, rows: list, newest_first: bool
+) -> tuple[list, str | None]:
+    """The browser's record rows with the transaction markers (COMMIT/ABORT control batches)
+    among them: each after the record it follows in its partition (before it, newest first).
+    Only markers between the first record shown in a partition and the next record past the
+    page are looked for. Returns (rows, why no markers could be read or None)."""
+    by_partition: dict[int, list[int]] = {}
+    for r in rows:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+    markers: dict[int, list] = {}
+    try:
+        for p, offsets in by_partition.items():
+            markers[p] = cluster.control_markers(
+                topic=topic, partition=p, start=min(offsets), last=max(offsets)
+            )
+    except TidelogError as exc:
+        return rows, str(exc)
+    shown = {p: sorted(o) for p, o in by_partition.items()}
+    out = []
+    for r in rows:
+        offsets = shown[r.partition]
+        i = offsets.index(r.offset)
+        upper = offsets[i + 1] if i + 1 < len(offsets) else None
+        after = [
+            m
+            for m in markers.get(r.partition, ())
+            if m.offset > r.offset and (upper is None or m.offset < upper)
+        ]
+        if newest_first:
+            out.extend(reversed(after))
+            out.append(r)
+        else:
+            out.append(r)
+            out.extend(after)
+    return out, None

@@ -292,6 +292,13 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
         form.add_error(None, str(e))
         return render(request, "console/messages/browse.html", context, status=400)
     context.update(_page_context(params, q, result, more))
+    if q["markers"]:
+        context["rows"], context["markers_problem"] = services.rows_with_markers(
+            cluster=cluster,
+            topic=topic,
+            rows=context["rows"],
+            newest_first=context["order"] == "desc",
+        )
     if more and request.htmx:
         return render(request, "console/messages/partials/more.html", context)
     return render(request, "console/messages/browse.html", context)
