@@ -92,6 +92,20 @@ def test_transactions_page_and_abort(server_process, operator_login, browser):
 
     page.goto(base + "/topics/payments/")
     assert page.locator("td.stable-offset").nth(0).get_attribute("data-lso") == "4"  # 3 + marker
+    page.goto(base + "/topics/payments/messages/?partition=0&seek=oldest")
+    assert page.locator("tr.control-marker").count() == 0  # hidden by default
+    page.check("input[name=markers]")
+    page.click(".browse-form button[type=submit]")
+    marker = page.locator('tr.control-marker[data-offset="3"]')
+    marker.wait_for()
+    assert marker.get_attribute("data-marker") == "ABORT"
+    assert page.locator("#record-rows tr[data-offset]").count() == 4  # 3 records, then ABORT
+    _shot(page, "messages")
+    page.select_option("select[name=read]", "committed")
+    page.click(".browse-form button[type=submit]")
+    page.wait_for_url("**read=committed**")
+    assert page.locator("#record-rows tr[data-offset]:not(.control-marker)").count() == 0
+
     page.goto(base + "/audit/")
     assert "transaction.abort" in page.inner_text("body")
     assert not problems, problems

@@ -99,8 +99,8 @@ class FilterRow:
 
 
 READ_CHOICES = [
-    ("all", "everything (read_uncommitted)"),
-    ("committed", "committed only (read_committed)"),
+    ("all", "everything"),
+    ("committed", "committed only"),
 ]
 
 
