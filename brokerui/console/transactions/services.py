@@ -30,6 +30,8 @@ class TransactionRow:
     as_of_ms: int
 
     def __getattr__(self, name):  # the description's fields, as if they were the row's
+        if name.startswith("__") or name == "txn":  # copy/pickle probe before __init__ ran
+            raise AttributeError(name)
         return getattr(self.txn, name)
 
     @property
