@@ -263,6 +263,11 @@ class PartitionSerializer(serializers.Serializer):
     partition = serializers.IntegerField()
     log_start_offset = serializers.IntegerField()
     end_offset = serializers.IntegerField(help_text="high watermark: readable up to here")
+    last_stable_offset = serializers.IntegerField(
+        allow_null=True,
+        help_text="LSO: first offset of the oldest open transaction, else the end offset; "
+        "read_committed consumers read up to here (null: the cluster cannot tell)",
+    )
     log_end_offset = serializers.IntegerField()
     record_count = serializers.IntegerField()
     size_bytes = serializers.IntegerField()

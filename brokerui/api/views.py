@@ -112,8 +112,21 @@ def _refuse_internal(cluster, name: str) -> None:
 # ===================================================================================== topics
 
 
+def _with_stable_offsets(partitions, stable: list[int] | None) -> list[dict]:
+    """The partitions' descriptions with each one's last stable offset (None: unknown)."""
+    out = []
+    for p in partitions:
+        row = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
+        row["record_count"] = p.record_count
+        has = stable is not None and p.partition < len(stable)
+        row["last_stable_offset"] = stable[p.partition] if has else None
+        out.append(row)
+    return out
+
+
 def _topic_detail(cluster, name: str) -> dict:
     d = cluster.describe_topic(name)
+    stable = txn_services.stable_offsets_read(cluster=cluster, topic=name)
     groups = [{"group_id": g, "state": st, "lag": lag} for g, st, lag in cluster.topic_groups(name)]
     return {
         "name": d.name,
@@ -122,7 +135,7 @@ def _topic_detail(cluster, name: str) -> dict:
         "created_ms": d.created_ms,
         "record_count": d.record_count,
         "size_bytes": d.size_bytes,
-        "partitions": d.partitions,
+        "partitions": _with_stable_offsets(d.partitions, stable),
         "config": d.config,
         "overrides": d.overrides,
         "groups": groups,

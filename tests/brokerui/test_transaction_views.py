@@ -282,3 +282,9 @@ def test_message_browser_shows_transaction_markers_on_request(client, viewer, bo
     assert newest_first == [("9", "ABORT"), ("8", ""), ("7", "COMMIT"), *reversed(records)]
     page = client.get("/topics/payments/messages/?markers=1").content.decode()
     assert "COMMIT marker" in page and "ABORT marker" in page
+
+
+def test_api_topic_detail_has_the_lso(operator, open_txn):
+    body = _client(operator).get(f"{API}/topics/payments").json()
+    rows = [(p["end_offset"], p["last_stable_offset"]) for p in body["partitions"]]
+    assert rows == [(7, 4), (2, 0)]
