@@ -288,3 +288,20 @@ def test_api_topic_detail_has_the_lso(operator, open_txn):
     body = _client(operator).get(f"{API}/topics/payments").json()
     rows = [(p["end_offset"], p["last_stable_offset"]) for p in body["partitions"]]
     assert rows == [(7, 4), (2, 0)]
+
+
+def test_console_abort_refuses_a_transaction_that_moved_on(client, operator, bootstrap, open_txn):
+    """The confirmation page carries the epoch shown; a newer instance fences the old one
+    meanwhile: the abort is refused with the reason, audited as refused, nothing aborted."""
+    client.force_login(operator)
+    t = _client(operator).get(f"{API}/transactions").json()["transactions"][0]
+    newer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "pay-1"})
+    newer.init_transactions(DEADLINE_S)  # aborts the old transaction, epoch + 2
+    page = client.post(
+        "/transactions/pay-1/abort/",
+        {"producer_id": t["producer_id"], "producer_epoch": t["producer_epoch"], "confirm": "1"},
+    )
+    assert page.status_code == 200
+    assert "not Ongoing" in page.content.decode() or "look at it again" in page.content.decode()
+    assert AuditEntry.objects.filter(action="transaction.abort.refused").count() == 1
+    assert not AuditEntry.objects.filter(action="transaction.abort").exists()
