@@ -26,6 +26,8 @@ PAGES = [
     "/topics/orders/config/",
     "/topics/orders/purge/",
     "/groups/",
+    "/transactions/",
+    "/topics/orders/messages/?markers=1&read=committed",
     "/panels/",
     "/alerts/",
     "/alerts/new/",
