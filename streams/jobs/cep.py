@@ -35,6 +35,15 @@ stage, possibly none), at increasing positions, such that:
 - ``not_followed_by(name, where)``: no event strictly between the previous assigned event
   and the next assigned one satisfies ``where``; as the last stage (which needs ``within``)
   no event after the last assigned one and less than ``within`` after the first does;
+- ``times(n)``: the stage takes `n` events: the first with the stage's contiguity, each
+  further one the first event after the previous that satisfies the condition (relaxed
+  internal contiguity, Flink's default) — exactly as `n` copies of the stage chained with
+  ``followed_by``; its events are listed together under its name;
+- ``one_or_more()``: the stage takes 1, 2, ... events, each further one as in ``times``; a
+  match is made for every count (``a b+`` over ``a1 b2 b3`` gives ``{a1 b2}`` and
+  ``{a1 b2 b3}``; ``a b+ c`` over ``a1 b2 x3 b4 c5`` gives ``{a1 b2 c5}`` and
+  ``{a1 b2 b4 c5}``, not ``{a1 b4 c5}``: b2 was the first b). ``one_or_more().optional()``
+  is zero or more;
 - ``within(ms)``: every assigned event is less than ``ms`` after the first
   (``ts - first.ts < ms``, Flink's rule).
 
@@ -54,8 +63,9 @@ arrives with ``ts < watermark`` is **late**: counted and dropped. ``flush`` (end
 bounded input) releases everything, then emits pending ``not_followed_by`` matches and
 times out what is left.
 
-Not supported (yet): ``times(n)``, ``one_or_more()`` (looping stages), skip strategies other
-than no-skip, ``optional()`` on the first or last stage or next to a negation.
+Not supported (yet): skip strategies other than no-skip; ``optional()`` on the first or last
+stage, before a negation or after ``times``; a negation right after ``one_or_more()``;
+``consecutive()`` / ``allow_combinations()`` / ``until()`` / ``greedy()`` for looping stages.
 
 State (a changelogged store, restored after a restart): ``(key, "buf")`` the buffered events,
 ``(key, "runs")`` the partial matches, ``("__wm__",)`` the watermark.
@@ -85,6 +95,7 @@ class Stage:
     cond: Callable[[object, dict], bool]
     kind: str  # "begin" | "next" | "followed_by" | "not_next" | "not_followed_by"
     optional: bool = False
+    loop: bool = False  # one_or_more()
 
     @property
     def negative(self) -> bool:
@@ -122,6 +133,8 @@ class Pattern:
         name = _name(name)
         if any(s.name == name for s in self.stages):
             raise InvalidConfig("name", name, "the pattern already has a stage so named")
+        if kind.startswith("not_") and self.stages[-1].loop:
+            raise InvalidConfig(name, kind, "a negation cannot follow one_or_more()")
         if kind.startswith("not_") and self.stages[-1].optional:
             raise InvalidConfig(name, kind, "a negation cannot follow an optional stage")
         if kind.startswith("not_") and self.stages[-1].negative:
@@ -144,14 +157,35 @@ class Pattern:
         last = self.stages[-1]
         if last.kind == "begin" or last.negative:
             raise InvalidConfig("optional", last.name, "the first stage and negations are required")
-        stages = (*self.stages[:-1], Stage(last.name, last.cond, last.kind, True))
+        if self._repeated():
+            raise InvalidConfig("optional", last.name, "optional() after times() is not supported")
+        stages = (*self.stages[:-1], Stage(last.name, last.cond, last.kind, True, last.loop))
         return Pattern(stages, self.within_ms)
 
+    def _repeated(self) -> bool:
+        return len(self.stages) > 1 and self.stages[-2].name == self.stages[-1].name
+
+    def _quantifiable(self, what: str) -> Stage:
+        last = self.stages[-1]
+        if last.negative or last.loop or last.optional or self._repeated():
+            raise InvalidConfig(
+                what, last.name, "applies once, to a positive stage, before optional()"
+            )
+        return last
+
     def times(self, n: int) -> Pattern:
-        raise InvalidConfig("times", n, "looping stages are not supported yet")
+        """The last stage takes exactly `n` events (see the module docstring)."""
+        last = self._quantifiable("times")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidConfig("times", n, "must be a whole number >= 1")
+        copy = Stage(last.name, last.cond, "followed_by")
+        return Pattern((*self.stages, *[copy] * (n - 1)), self.within_ms)
 
     def one_or_more(self) -> Pattern:
-        raise InvalidConfig("one_or_more", None, "looping stages are not supported yet")
+        """The last stage takes one event or more (see the module docstring)."""
+        last = self._quantifiable("one_or_more")
+        stages = (*self.stages[:-1], Stage(last.name, last.cond, last.kind, False, True))
+        return Pattern(stages, self.within_ms)
 
     def within(self, ms: int) -> Pattern:
         if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
@@ -187,9 +221,10 @@ class CepOperator:
     """Runs one pattern over keyed events; state in `store` (any ``MutableMapping``).
 
     A partial match ("run") is ``{"s": first ts, "t": [[stage index, event], ...],
-    "o": [open stage indices], "f": fresh (no event seen since its last take),
-    "g": [active negation stage indices], "p": pending (complete but for a trailing
-    not_followed_by)}``.
+    "o": [open stage indices; ``~i``: one more event for looping stage i], "f": fresh (no event
+    seen since its last take), "g": [active negation stage indices], "p": pending (complete
+    but for a trailing not_followed_by)}``, plus ``"d": 1`` once a run ending in
+    ``one_or_more()`` has matched (it may still grow; it never times out).
     """
 
     def __init__(
@@ -327,6 +362,8 @@ class CepOperator:
             end = r["s"] + self.within
             if end > now:
                 keep.append(r)
+            elif r.get("d"):
+                continue
             elif r["p"]:
                 matches.append((key, self._value(r), r["t"][-1][1][0]))
             else:
@@ -361,12 +398,14 @@ class CepOperator:
                 continue
             still_open = []
             for o in r["o"]:
-                st = stages[o]
-                if st.kind == "next" and not fresh:
+                i = o if o >= 0 else ~o
+                st = stages[i]
+                strict = o >= 0 and st.kind == "next"
+                if strict and not fresh:
                     continue
                 if st.cond(value, ctx):
-                    self._take(key, r, o, ts, value, out_runs, matches)
-                elif st.kind != "next":
+                    self._take(key, r, i, ts, value, out_runs, matches)
+                elif not strict:
                     still_open.append(o)
             killed = any(
                 stages[g].kind == "not_followed_by" and stages[g].cond(value, ctx) for g in r["g"]
@@ -386,12 +425,17 @@ class CepOperator:
         if self.within is not None and ts - s >= self.within:
             return
         opts, guards = self._after[stage]
+        loop = self.stages[stage].loop
         new = {"s": s, "t": taken, "o": opts, "f": True, "g": guards, "p": False}
         if not opts:
             if guards:  # ends with not_followed_by: wait for within to pass
                 new["p"] = True
                 out_runs.append(new)
-            else:
-                matches.append((key, self._value(new), ts))
-            return
+                return
+            matches.append((key, self._value(new), ts))
+            if not loop:
+                return
+            new["d"] = 1
+        if loop:
+            new["o"] = [~stage, *opts]
         out_runs.append(new)

@@ -140,6 +140,70 @@ def test_optional_stage():
     assert sorted(matches, key=len) == [{"a": "a1", "c": "c3"}, {"a": "a1", "b": "b2", "c": "c3"}]
 
 
+def test_times_takes_n_events_each_the_next_that_fits():
+    """b.times(2): two b's, the first after a, the second the first b after that.
+
+    a1  b2  x3  b4  b5
+    ^   ^       ^             {a1, b2 b4}
+    """
+    p = Pattern.begin("a", where=is_("a")).followed_by("b", where=is_("b")).times(2)
+    matches, _ = run(p, "a1 b2 x3 b4 b5")
+    assert matches == [{"a": "a1", "b": "b2 b4"}]
+
+
+def test_one_or_more_gives_a_match_per_count():
+    """a b+ c (relaxed inside the loop: skip till next).
+
+    a1  b2  x3  b4  c5
+    ^   ^           ^         {a1, b2, c5}
+    ^   ^       ^   ^         {a1, b2 b4, c5}
+    not {a1, b4, c5}: b2 is the first b after a1
+    """
+    p = (
+        Pattern.begin("a", where=is_("a"))
+        .followed_by("b", where=is_("b"))
+        .one_or_more()
+        .followed_by("c", where=is_("c"))
+    )
+    matches, _ = run(p, "a1 b2 x3 b4 c5")
+    assert sorted(matches, key=lambda m: m["b"]) == [
+        {"a": "a1", "b": "b2", "c": "c5"},
+        {"a": "a1", "b": "b2 b4", "c": "c5"},
+    ]
+
+
+def test_next_one_or_more_is_strict_only_for_the_first_event():
+    """a next(b)+: the first b right after a, the further ones relaxed (Flink's default).
+
+    a1  b2  x3  b4  a5  x6  b7
+    ^   ^                         {a1, b2}
+    ^   ^       ^                 {a1, b2 b4}
+    ^   ^       ^           ^     {a1, b2 b4 b7}
+                    a5 is not immediately followed by a b
+    """
+    p = Pattern.begin("a", where=is_("a")).next("b", where=is_("b")).one_or_more()
+    matches, _ = run(p, "a1 b2 x3 b4 a5 x6 b7")
+    assert matches == [
+        {"a": "a1", "b": "b2"},
+        {"a": "a1", "b": "b2 b4"},
+        {"a": "a1", "b": "b2 b4 b7"},
+    ]
+
+
+def test_one_or_more_at_the_end_matches_at_each_event_and_never_times_out():
+    """a b+ within 10.
+
+    a1  b2  b3  a20
+    ^   ^                     {a1, b2}       (at b2)
+    ^   ^   ^                 {a1, b2 b3}    (at b3)
+                a20 times out alone; the a1 run, already matched, does not
+    """
+    p = Pattern.begin("a", where=is_("a")).followed_by("b", where=is_("b")).one_or_more()
+    matches, timeouts = run(p.within(10), "a1 b2 b3 a20")
+    assert matches == [{"a": "a1", "b": "b2"}, {"a": "a1", "b": "b2 b3"}]
+    assert timeouts == [{"a": "a20"}]
+
+
 def test_within_drops_partial_matches_and_reports_them_as_timed_out():
     """within 10: b must come less than 10 after a.
 
@@ -187,10 +251,14 @@ def test_matches_are_per_key():
 
 def test_invalid_patterns_are_refused_clearly():
     a = Pattern.begin("a", where=is_("a"))
-    with pytest.raises(InvalidConfig, match="not supported yet"):
-        a.times(3)
-    with pytest.raises(InvalidConfig, match="not supported yet"):
-        a.one_or_more()
+    with pytest.raises(InvalidConfig, match="whole number >= 1"):
+        a.times(0)
+    with pytest.raises(InvalidConfig, match="applies once"):
+        a.one_or_more().times(2)
+    with pytest.raises(InvalidConfig, match="after times"):
+        a.followed_by("b").times(2).optional()
+    with pytest.raises(InvalidConfig, match="cannot follow one_or_more"):
+        a.one_or_more().not_followed_by("n", is_("n"))
     with pytest.raises(InvalidConfig, match="already has a stage"):
         a.followed_by("a")
     with pytest.raises(InvalidConfig, match="first stage"):
@@ -248,28 +316,38 @@ def oracle(pattern: Pattern, events: list[dict]) -> list[dict]:
                 return False
         return True
 
-    def rec(k, assign):
-        if k == len(pos):
-            if negations_hold(assign):
-                out.append(ctx_of(assign))
-            return
-        si = pos[k]
-        st_ = stages[si]
-        if st_.optional:
-            rec(k + 1, assign)
-        ctx = ctx_of(assign)
+    def candidates(si, kind, assign):
+        cond, ctx = stages[si].cond, ctx_of(assign)
         prev = assign[-1][1] if assign else -1
         for q in range(prev + 1, len(E)):
             e = E[q]
             if assign and W is not None and e["ts"] - E[assign[0][1]]["ts"] >= W:
                 break
-            if st_.kind == "next" and q != prev + 1:
+            if kind == "next" and q != prev + 1:
                 break
-            if not st_.cond(e, ctx):
+            if not cond(e, ctx):
                 continue
-            if st_.kind == "followed_by" and any(st_.cond(E[r], ctx) for r in range(prev + 1, q)):
+            if kind == "followed_by" and any(cond(E[r], ctx) for r in range(prev + 1, q)):
                 continue
-            rec(k + 1, [*assign, (si, q)])
+            yield q
+
+    def rec(k, assign):  # the next stage to assign is pos[k]
+        if k == len(pos):
+            if negations_hold(assign):
+                out.append(ctx_of(assign))
+            return
+        si = pos[k]
+        if stages[si].optional:
+            rec(k + 1, assign)
+        for q in candidates(si, stages[si].kind, assign):
+            assigned(k, [*assign, (si, q)])
+
+    def assigned(k, assign):  # pos[k] was just assigned
+        rec(k + 1, assign)
+        si = pos[k]
+        if stages[si].loop:  # one more, relaxed
+            for q in candidates(si, "followed_by", assign):
+                assigned(k, [*assign, (si, q)])
 
     rec(0, [])
     return out
@@ -286,19 +364,29 @@ def patterns(draw):
     """1-3 positive stages (next / followed_by, optional in the middle), a negation or none
     in each gap, possibly a trailing not_followed_by (with within)."""
     letters = st.sampled_from("abc")
+    quantifiers = st.sampled_from([None, None, "times", "one_or_more"])
+
+    def quantify(p, i):
+        q = draw(quantifiers)
+        if q == "times":
+            p = p.times(draw(st.integers(1, 3)))
+        elif q == "one_or_more":
+            p = p.one_or_more()
+        if 0 < i < n and q != "times" and draw(st.booleans()):
+            p = p.optional()
+        return p
+
     bigger = st.sampled_from([False, False, True])  # compare with s0's event
-    p = Pattern.begin("s0", where=_cond(draw(letters), False, ""))
     n = draw(st.integers(1, 3))
+    p = quantify(Pattern.begin("s0", where=_cond(draw(letters), False, "")), 0)
     for i in range(1, n + 1):
         neg = draw(st.sampled_from([None, "not_next", "not_followed_by", "not_followed_by"]))
-        if neg and not p.stages[-1].optional:
+        if neg and not p.stages[-1].optional and not p.stages[-1].loop:
             p = getattr(p, neg)(f"n{i}", _cond(draw(letters), draw(bigger), "s0"))
         if i == n and draw(st.booleans()):
             break
         kind = draw(st.sampled_from(["next", "followed_by", "followed_by"]))
-        p = getattr(p, kind)(f"s{i}", _cond(draw(letters), draw(bigger), "s0"))
-        if i < n and draw(st.booleans()):
-            p = p.optional()
+        p = quantify(getattr(p, kind)(f"s{i}", _cond(draw(letters), draw(bigger), "s0")), i)
     if p.stages[-1].kind == "not_next" or p.stages[-1].optional:
         p = p.followed_by(f"s{n + 1}", _cond(draw(letters), False, ""))
     if draw(st.booleans()) or p.stages[-1].negative:
