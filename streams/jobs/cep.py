@@ -13,8 +13,10 @@
 
 A pattern is a sequence of *stages*. Each has a name and a condition ``where(event)`` or
 ``where(event, matched)``, where ``matched`` maps the names of the stages matched so far to
-the lists of their events. Positive stages take one event each; ``not_next`` /
-``not_followed_by`` stages are negations that take none.
+the lists of their events (in the order taken). Conditions must be pure functions of their
+arguments (they are evaluated again after a restart, on restored state). Positive stages take
+one event each (more with ``times`` / ``one_or_more``); ``not_next`` / ``not_followed_by``
+stages are negations that take none.
 
 Semantics (per key; ``E`` = the key's events in event-time order, see "Order" below). A
 **match** assigns to each positive stage an event of ``E`` (or, for an ``optional()``
@@ -52,7 +54,8 @@ left out has no entry), when its last event is processed, or — ending in
 ``not_followed_by`` — when the watermark passes ``first.ts + within``. With ``timed_out()``,
 a *partial* match (begun, not complete) whose ``within`` expires is emitted there as
 ``{stage name: [events]}`` at ``first.ts + within - 1``; partial matches that can no longer
-complete for other reasons (a negation, a missed strict ``next``) are dropped silently.
+complete for other reasons (a negation, a missed strict ``next``) are dropped silently, and a
+run ending in ``one_or_more()`` that has matched never times out (it just stops growing).
 Without ``within`` partial matches are kept for ever: give a ``within``.
 
 Order: events are buffered in state until the watermark passes them, then processed in
