@@ -82,7 +82,7 @@ import heapq
 import inspect
 import json
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from streams.errors import InvalidConfig
 
@@ -90,6 +90,7 @@ Out = list[tuple[object, object, int]]
 MIN_TIME = -(2**63)
 _WM = ("__wm__",)
 _INF = 2**62
+_NOTHING: dict = {}  # `matched` for patterns whose conditions all ignore it
 
 
 @dataclass(frozen=True)
@@ -99,25 +100,30 @@ class Stage:
     kind: str  # "begin" | "next" | "followed_by" | "not_next" | "not_followed_by"
     optional: bool = False
     loop: bool = False  # one_or_more()
+    uses_matched: bool = True  # where(event, matched)
 
     @property
     def negative(self) -> bool:
         return self.kind.startswith("not_")
 
 
-def _condition(where: Callable) -> Callable[[object, dict], bool]:
-    if not callable(where):
-        raise InvalidConfig("where", where, "must be a function of (event) or (event, matched)")
+def _two(where: Callable) -> bool:
+    """Whether `where` takes ``(event, matched)`` rather than ``(event)``."""
     try:
         params = [
             p
             for p in inspect.signature(where).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
-        two = len(params) >= 2
     except (TypeError, ValueError):  # builtins without a signature
-        two = False
-    if two:
+        return False
+    return len(params) >= 2
+
+
+def _condition(where: Callable) -> Callable[[object, dict], bool]:
+    if not callable(where):
+        raise InvalidConfig("where", where, "must be a function of (event) or (event, matched)")
+    if _two(where):
         return where
     return lambda e, _m: where(e)
 
@@ -130,7 +136,7 @@ class Pattern:
 
     @classmethod
     def begin(cls, name: str, where: Callable = lambda e: True) -> Pattern:
-        return cls((Stage(_name(name), _condition(where), "begin"),))
+        return cls((Stage(_name(name), _condition(where), "begin", uses_matched=_two(where)),))
 
     def _add(self, name: str, where: Callable, kind: str) -> Pattern:
         name = _name(name)
@@ -142,7 +148,8 @@ class Pattern:
             raise InvalidConfig(name, kind, "a negation cannot follow an optional stage")
         if kind.startswith("not_") and self.stages[-1].negative:
             raise InvalidConfig(name, kind, "two negations in a row are not supported")
-        return Pattern((*self.stages, Stage(name, _condition(where), kind)), self.within_ms)
+        stage = Stage(name, _condition(where), kind, uses_matched=_two(where))
+        return Pattern((*self.stages, stage), self.within_ms)
 
     def next(self, name: str, where: Callable = lambda e: True) -> Pattern:
         return self._add(name, where, "next")
@@ -162,7 +169,7 @@ class Pattern:
             raise InvalidConfig("optional", last.name, "the first stage and negations are required")
         if self._repeated():
             raise InvalidConfig("optional", last.name, "optional() after times() is not supported")
-        stages = (*self.stages[:-1], Stage(last.name, last.cond, last.kind, True, last.loop))
+        stages = (*self.stages[:-1], replace(last, optional=True))
         return Pattern(stages, self.within_ms)
 
     def _repeated(self) -> bool:
@@ -181,13 +188,13 @@ class Pattern:
         last = self._quantifiable("times")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise InvalidConfig("times", n, "must be a whole number >= 1")
-        copy = Stage(last.name, last.cond, "followed_by")
+        copy = replace(last, kind="followed_by")
         return Pattern((*self.stages, *[copy] * (n - 1)), self.within_ms)
 
     def one_or_more(self) -> Pattern:
         """The last stage takes one event or more (see the module docstring)."""
         last = self._quantifiable("one_or_more")
-        stages = (*self.stages[:-1], Stage(last.name, last.cond, last.kind, False, True))
+        stages = (*self.stages[:-1], replace(last, loop=True))
         return Pattern(stages, self.within_ms)
 
     def within(self, ms: int) -> Pattern:
@@ -244,6 +251,7 @@ class CepOperator:
             raise InvalidConfig("out_of_orderness_ms", out_of_orderness_ms, "must be >= 0")
         self.pattern, self.ooo = pattern, out_of_orderness_ms
         self.stages = pattern.stages
+        self._uses_matched = any(s.uses_matched for s in self.stages)
         self.within = pattern.within_ms
         self.store = store if store is not None else {}
         self.late_count = 0
@@ -340,8 +348,11 @@ class CepOperator:
 
     def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> None:
         buf = self.store.get((key, "buf")) or []
-        ready = sorted((e for e in buf if e[0] < wm), key=_order)
-        rest = [e for e in buf if e[0] >= wm]
+        if len(buf) == 1 and buf[0][0] < wm:  # the common case
+            ready, rest = buf, []
+        else:
+            ready = sorted((e for e in buf if e[0] < wm), key=_order)
+            rest = [e for e in buf if e[0] >= wm]
         runs = self.store.get((key, "runs")) or []
         for ts, value in ready:
             runs = self._expire(key, runs, ts, matches, timeouts)
@@ -389,7 +400,7 @@ class CepOperator:
         stages = self.stages
         out_runs: list = []
         for r in runs:
-            ctx = self._value(r)
+            ctx = self._value(r) if self._uses_matched else _NOTHING
             fresh = r["f"]
             if r["p"]:  # complete but for the trailing not_followed_by
                 if not stages[-1].cond(value, ctx):
