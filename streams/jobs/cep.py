@@ -70,8 +70,9 @@ Not supported (yet): skip strategies other than no-skip; ``optional()`` on the f
 stage, before a negation or after ``times``; a negation right after ``one_or_more()``;
 ``consecutive()`` / ``allow_combinations()`` / ``until()`` / ``greedy()`` for looping stages.
 
-State (a changelogged store, restored after a restart): ``(key, "buf")`` the buffered events,
-``(key, "runs")`` the partial matches, ``("__wm__",)`` the watermark.
+State (a changelogged store, restored after a restart): ``(key,) -> {"b": buffered events,
+"r": partial matches}`` (one entry per key with either), ``("__wm__", 0) -> [largest event
+time seen, watermark]``.
 
 Thread-safety: none; a task drives its operators from one thread.
 """
@@ -88,7 +89,7 @@ from streams.errors import InvalidConfig
 
 Out = list[tuple[object, object, int]]
 MIN_TIME = -(2**63)
-_WM = ("__wm__",)
+_WM = ("__wm__", 0)  # never a (key,) entry
 _INF = 2**62
 _NOTHING: dict = {}  # `matched` for patterns whose conditions all ignore it
 
@@ -257,9 +258,9 @@ class CepOperator:
         self.late_count = 0
         self._heap: list[tuple[int, str, object]] = []
         scan = getattr(self.store, "scan", self.store.items)
-        for skey, _ in scan():
+        for skey, st in scan():
             if skey != _WM:
-                self._schedule(skey[0])
+                self._schedule(skey[0], st)
         self._after: dict[int, tuple[list[int], list[int]]] = {}
         for i in range(len(self.stages)):
             self._after[i] = self._options(i)
@@ -296,9 +297,9 @@ class CepOperator:
         if ts < wm:
             self.late_count += 1
             return [], []
-        buf = self.store.get((key, "buf")) or []
-        buf.append([ts, value])
-        self.store[(key, "buf")] = buf
+        st = self.store.get((key,)) or {"b": [], "r": []}
+        st["b"].append([ts, value])
+        self.store[(key,)] = st
         heapq.heappush(self._heap, (ts + 1, repr(key), key))
         if ts > mx:
             mx = ts
@@ -307,12 +308,13 @@ class CepOperator:
             return self.advance(wm)
         return [], []
 
-    def _schedule(self, key: object) -> None:
+    def _schedule(self, key: object, st: dict | None) -> None:
+        if st is None:
+            return
         due = _INF
-        buf = self.store.get((key, "buf"))
+        buf, runs = st["b"], st["r"]
         if buf:
             due = min(e[0] for e in buf) + 1
-        runs = self.store.get((key, "runs"))
         if runs and self.within is not None:
             due = min(due, min(r["s"] for r in runs) + self.within)
         if due < _INF:
@@ -328,8 +330,7 @@ class CepOperator:
             keys[rk] = key
         for rk in sorted(keys):
             key = keys[rk]
-            self._run_key(key, wm, matches, timeouts)
-            self._schedule(key)
+            self._schedule(key, self._run_key(key, wm, matches, timeouts))
         return matches, timeouts
 
     def flush(self) -> tuple[Out, Out]:
@@ -346,26 +347,28 @@ class CepOperator:
 
     # -------------------------------------------------------------- matching
 
-    def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> None:
-        buf = self.store.get((key, "buf")) or []
+    def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> dict | None:
+        """Release `key`'s events before `wm`, expire its runs; returns its state left."""
+        st = self.store.get((key,))
+        if st is None:
+            return None
+        buf = st["b"]
         if len(buf) == 1 and buf[0][0] < wm:  # the common case
             ready, rest = buf, []
         else:
             ready = sorted((e for e in buf if e[0] < wm), key=_order)
             rest = [e for e in buf if e[0] >= wm]
-        runs = self.store.get((key, "runs")) or []
+        runs = st["r"]
         for ts, value in ready:
             runs = self._expire(key, runs, ts, matches, timeouts)
             runs = self._step(key, runs, ts, value, matches)
         runs = self._expire(key, runs, wm, matches, timeouts)
-        if rest:
-            self.store[(key, "buf")] = rest
-        else:
-            self.store.pop((key, "buf"), None)
-        if runs:
-            self.store[(key, "runs")] = runs
-        else:
-            self.store.pop((key, "runs"), None)
+        if rest or runs:
+            st = {"b": rest, "r": runs}
+            self.store[(key,)] = st
+            return st
+        self.store.pop((key,), None)
+        return None
 
     def _expire(self, key, runs: list, now: int, matches: Out, timeouts: Out) -> list:
         """Runs whose `within` ends at or before `now` leave: pending ones match."""
