@@ -282,13 +282,58 @@ def order(e):
     return (e["ts"], json.dumps(e, sort_keys=True, separators=(",", ":")))
 
 
-def oracle(pattern: Pattern, events: list[dict]) -> list[dict]:
+def oracle(pattern: Pattern, events: list[dict], timed_out: list | None = None) -> list[dict]:
     """Every assignment of events to the positive stages that the module docstring's rules
-    allow, found by trying all increasing index sequences."""
+    allow, found by trying all increasing index sequences. With `timed_out`, also appends
+    to it every partial assignment alive when its `within` ends: no negation after it broken
+    and some next stage still open (a relaxed one that no event before the end satisfied, a
+    strict one with no event at all before the end)."""
     E = sorted(events, key=order)
     stages, W = pattern.stages, pattern.within_ms
     pos = [i for i, s in enumerate(stages) if not s.negative]
     out = []
+
+    def times_out(assign):
+        i, p = assign[-1]
+        ctx = ctx_of(assign)
+        for g in range(1, i):  # negations between the events of the prefix
+            if stages[g].negative and not negations_hold_at(g, assign):
+                return False
+        options, guards = [], []
+        if stages[i].loop:
+            options.append((i, "followed_by"))
+        for j in range(i + 1, len(stages)):
+            if stages[j].negative:
+                guards.append(j)
+                continue
+            options.append((j, stages[j].kind))
+            if not stages[j].optional:
+                break
+        if len(options) == (1 if stages[i].loop else 0):
+            return False  # complete: a match (or, ending in a loop, one that never times out)
+        end = E[assign[0][1]]["ts"] + W
+        later = [q for q in range(p + 1, len(E)) if E[q]["ts"] < end]
+        for g in guards:
+            cond = stages[g].cond
+            if stages[g].kind == "not_next" and later and cond(E[later[0]], ctx):
+                return False
+            if stages[g].kind == "not_followed_by" and any(cond(E[q], ctx) for q in later):
+                return False
+        for j, kind in options:
+            if kind == "next" and j != i:
+                if not later:
+                    return True
+            elif not any(stages[j].cond(E[q], ctx) for q in later):
+                return True
+        return False
+
+    def negations_hold_at(g, assign):
+        before = [(s, q) for s, q in assign if s < g]
+        after = [q for s, q in assign if s > g]
+        prev, ctx, cond = before[-1][1], ctx_of(before), stages[g].cond
+        if stages[g].kind == "not_next":
+            return not (prev + 1 < len(E) and cond(E[prev + 1], ctx))
+        return not any(cond(E[r], ctx) for r in range(prev + 1, after[0]))
 
     def ctx_of(assign):
         d: dict = {}
@@ -343,6 +388,8 @@ def oracle(pattern: Pattern, events: list[dict]) -> list[dict]:
             assigned(k, [*assign, (si, q)])
 
     def assigned(k, assign):  # pos[k] was just assigned
+        if W is not None and timed_out is not None and times_out(assign):
+            timed_out.append(ctx_of(assign))
         rec(k + 1, assign)
         si = pos[k]
         if stages[si].loop:  # one more, relaxed
@@ -419,22 +466,26 @@ def test_matches_equal_the_brute_force_for_any_arrival_within_the_disorder_bound
     pattern, events, ooo, rnd
 ):
     """Arrival order: sorted by ts + a jitter in [0, ooo], so every event arrives no more than
-    `ooo` behind the largest time seen before it (never late); the matches (a multiset) are the
-    oracle's whatever that order."""
+    `ooo` behind the largest time seen before it (never late); the matches and the timed-out
+    partial matches (multisets) are the oracle's whatever that order."""
     arrival = sorted(events, key=lambda e: e["ts"] + rnd.randint(0, ooo))
     j = Job("cep")
     m = j.stream("ev", value=JSON, timestamp=field("ts")).match(pattern, out_of_orderness_ms=ooo)
     m.to("matches")
+    m.timed_out().to("timeouts")
     d = TestDriver(j)
     for e in arrival:
         d.pipe("ev", e["k"], e)
     d.flush()
     assert d.task.late_count() == 0
     got = sorted(canon(k, v) for k, v, _ in d.output("matches"))
-    expected = sorted(
-        canon(k, mm) for k in "uv" for mm in oracle(pattern, [e for e in events if e["k"] == k])
-    )
-    assert got == expected
+    expected, timed_out = [], []
+    for k in "uv":
+        t: list = []
+        expected += [canon(k, mm) for mm in oracle(pattern, [e for e in events if e["k"] == k], t)]
+        timed_out += [canon(k, mm) for mm in t]
+    assert got == sorted(expected)
+    assert sorted(canon(k, v) for k, v, _ in d.output("timeouts")) == sorted(timed_out)
 
 
 # ---------------------------------------------------------------------- restart
