@@ -520,7 +520,9 @@ def read_all(store: LogStore, topic: str) -> list:
     return sorted(out)
 
 
-def run_with_restarts(events: list[dict], cuts: list[int]) -> tuple[list, list, list]:
+def run_with_restarts(
+    events: list[dict], cuts: list[int], backend: str = "memory"
+) -> tuple[list, list, list]:
     """(matches and timed-out partials before the final flush, matches, timed out)."""
     with tempfile.TemporaryDirectory() as d:
         store = LogStore.open(Path(d) / "data", background=False)
@@ -533,7 +535,14 @@ def run_with_restarts(events: list[dict], cuts: list[int]) -> tuple[list, list, 
                 store.append_batch(
                     "ev", [(json.dumps(e).encode(), e["k"].encode()) for e in events[lo:hi]]
                 )
-                runner = Runner(demo_job(), store, coordinator=co, max_records=7)
+                runner = Runner(
+                    demo_job(),
+                    store,
+                    coordinator=co,
+                    max_records=7,
+                    state_backend=backend,
+                    state_dir=str(Path(d) / "state"),
+                )
                 runner.run_until_idle()
                 if hi == len(events):
                     runner.commit()
@@ -546,7 +555,8 @@ def run_with_restarts(events: list[dict], cuts: list[int]) -> tuple[list, list, 
             store.close()
 
 
-def test_a_restart_mid_pattern_gives_the_uninterrupted_runs_matches():
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_a_restart_mid_pattern_gives_the_uninterrupted_runs_matches(backend):
     """Stopped (runner closed: commit, changelogs written) at several points mid-pattern —
     searches waiting for clicks, clicks waiting for within to rule out an order, events
     buffered behind the watermark — and restarted from the changelogs each time: the same
@@ -566,7 +576,7 @@ def test_a_restart_mid_pattern_gives_the_uninterrupted_runs_matches():
     # every other key's state, which the restored operator must find by itself
     events += [{"k": f"new{i}", "t": "x", "v": 0, "ts": 10_000} for i in range(8)]
     straight = run_with_restarts(events, [])
-    restarted = run_with_restarts(events, [37, 38, 101, 150, 222, 299, 300])
+    restarted = run_with_restarts(events, [37, 38, 101, 150, 222, 299, 300], backend)
     assert restarted == straight
     assert straight[0] and straight[2]  # the run exercised both outputs before the flush
     assert len(straight[0]) > 100
