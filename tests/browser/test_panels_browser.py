@@ -58,20 +58,21 @@ def test_a_panel_checks_its_fields_draws_windows_watermark_late_events_and_corre
     page = browser.new_page(viewport={"width": 1280, "height": 1500})
     _login(page, server, user, password)
     SCREENSHOTS.mkdir(exist_ok=True)
-    _api_post(page, server, "/api/v1/topics", {"name": "late-orders", "partitions": 1})
+    # a topic of its own: test_live_browser.py writes other records to its "late-orders"
+    _api_post(page, server, "/api/v1/topics", {"name": "panel-late-orders", "partitions": 1})
     t0 = int(time.time()) // 10 * 10 * 1000 - 60_000  # windows of 10 s start at t0
 
     def produce(*records: tuple[int, int]) -> None:
         body = [{"value": json.dumps({"total": total, "ts": t0 + at})} for at, total in records]
-        _api_post(page, server, "/api/v1/topics/late-orders/records", body)
+        _api_post(page, server, "/api/v1/topics/panel-late-orders/records", body)
 
     produce((1000, 1), (12_000, 2))  # watermark t0 + 12 s: [t0, +10 s) within its lateness
-    _api_post(page, server, "/api/v1/topics/late-orders/records", [{"value": '{"total": 1}'}])
+    _api_post(page, server, "/api/v1/topics/panel-late-orders/records", [{"value": '{"total": 1}'}])
 
     # a field path the records do not have: refused with the reason, nothing typed is lost
     page.goto(server + "/panels/")
     page.fill("#id_name", "Late orders")
-    page.select_option("#id_topic", "late-orders")
+    page.select_option("#id_topic", "panel-late-orders")
     page.select_option("#id_aggregation", "sum")
     page.fill("#id_value_field", "totl")
     page.fill("#id_size_s", "10")
