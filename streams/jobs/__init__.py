@@ -6,6 +6,7 @@
 - ``serde``: the ``Serde`` Protocol and ``BYTES``/``TEXT``/``JSON``, ``field()``;
 - ``aggregates``: ``Count``, ``Sum``, ``Min``, ``Max``, ``Mean`` over value fields, computed by
   ``streams.processing``'s window operator;
+- ``cep``: ``Pattern`` (Flink CEP's shape) for ``Stream.match`` (semantics in its docstring);
 - ``joins``: ``IntervalJoin``, ``AsOfJoin``, ``TableJoin`` (semantics in their docstrings);
 - ``state``: changelogged stores (memory by default, RocksDB via rocksdict as an option);
 - ``runner``: ``Runner`` over the embedded ``LogStore`` (alone, every partition; or with
@@ -14,6 +15,7 @@
 """
 
 from streams.jobs.aggregates import Count, Max, Mean, Min, Sum
+from streams.jobs.cep import Pattern
 from streams.jobs.job import Job, KeyState, Stream, Table
 from streams.jobs.serde import BYTES, JSON, TEXT, Serde, SerdeError, field
 from streams.processing.windows import Hopping, Session, Tumbling
@@ -34,6 +36,7 @@ __all__ = [
     "Min",
     "Serde",
     "Session",
+    "Pattern",
     "SerdeError",
     "Stream",
     "Sum",

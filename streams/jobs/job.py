@@ -30,6 +30,7 @@ from typing import Any
 
 from streams.errors import InvalidConfig
 from streams.jobs.aggregates import FieldAggregate, extractor
+from streams.jobs.cep import Pattern
 from streams.jobs.joins import Joiner, pair
 from streams.jobs.serde import BYTES, JSON, KEY, TEXT, Serde, serde_of
 from streams.processing.windows import Hopping, Session, Tumbling
@@ -291,6 +292,24 @@ class Stream:
         node.params["stores"] = (f"{node.name}-versions", f"{node.name}-meta")
         return Stream(self.job, node, rekeyed=False)
 
+    def match(
+        self, pattern: Pattern, *, out_of_orderness_ms: int = 0, name: str | None = None
+    ) -> MatchStream:
+        """Complex event processing (``cep``): the matches of `pattern` per key, as
+        ``{stage name: [events]}`` at the time of their last event; ``.timed_out()`` on the
+        result gives the partial matches whose ``within`` expired. Events wait in state until
+        the watermark (largest event time minus `out_of_orderness_ms`) passes them; semantics
+        in ``streams.jobs.cep``."""
+        if not isinstance(pattern, Pattern):
+            raise InvalidConfig("pattern", pattern, "is not a Pattern (Pattern.begin(...))")
+        pattern.check()
+        keyed = self._keyed()
+        node = self.job._node(
+            "cep", name, [(keyed.node, 0)], pattern=pattern, ooo=out_of_orderness_ms
+        )
+        node.params["stores"] = (node.name,)
+        return MatchStream(self.job, node, rekeyed=False)
+
     # output
     def to(self, topic: str, *, key: Serde | str = JSON, value: Serde | str = JSON) -> Stream:
         """Write every record to `topic` (created with the input's partition count if missing),
@@ -299,6 +318,14 @@ class Stream:
             "sink", None, [(self.node, 0)], topic=topic, key=serde_of(key), value=serde_of(value)
         )
         return self
+
+
+class MatchStream(Stream):
+    """The matches of a pattern; ``timed_out()`` is its side output of expired partials."""
+
+    def timed_out(self) -> Stream:
+        node = self.job._node("cep_timeouts", None, [(self.node, 0)])
+        return Stream(self.job, node, rekeyed=False)
 
 
 class WindowedStream:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from streams.jobs.cep import CepOperator
 from streams.jobs.job import Job, KeyState, Node
 from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
 from streams.jobs.state import Store
@@ -394,7 +395,46 @@ class _TableJoin(_Step):
             self.forward(k, v, t)
 
 
+class _Cep(_Step):
+    """``cep.CepOperator``: matches go to the children, timed-out partials to ``timed_out()``."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.op: CepOperator | None = None
+
+    def restored(self) -> None:
+        self.op = CepOperator(
+            self.p["pattern"],
+            out_of_orderness_ms=self.p["ooo"],
+            store=self.task.stores[self.p["stores"][0]],
+        )
+
+    def _out(self, matches, timeouts) -> None:
+        for child, side in self.children:
+            for k, v, t in timeouts if isinstance(child, _CepTimeouts) else matches:
+                child.push(side, k, v, t)
+
+    def push(self, side, key, value, ts):
+        self._out(*self.op.process(key, value, ts))
+
+    def flush(self) -> None:
+        self._out(*self.op.flush())
+
+    def late(self) -> int:
+        return self.op.late_count
+
+    def watermark(self) -> int | None:
+        return self.op.watermark
+
+
+class _CepTimeouts(_Step):
+    def push(self, side, key, value, ts):
+        self.forward(key, value, ts)
+
+
 _KINDS = {
+    "cep": _Cep,
+    "cep_timeouts": _CepTimeouts,
     "source": _Source,
     "filter": _Filter,
     "map": _Map,

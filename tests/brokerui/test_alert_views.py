@@ -34,6 +34,8 @@ def _form(**kw) -> dict:
 
 
 def test_an_operator_creates_a_rule_and_it_is_audited(operator_client, broker):
+    quiet = operator_client.get(reverse("console:home")).content.decode()
+    assert "No alert rules yet" in quiet  # not a bare "alerts" link
     response = operator_client.post(reverse("console:alert_create"), _form())
     assert response.status_code == 302 and response.url == reverse("console:alerts")
     [rule] = broker.alerts.rules.list()
@@ -45,6 +47,9 @@ def test_an_operator_creates_a_rule_and_it_is_audited(operator_client, broker):
     page = operator_client.get(reverse("console:alerts")).content.decode()
     assert "group billing: status STALL or worse for 5 min" in page
     assert "secret-token" not in page
+    assert (
+        "No alert firing (1 rule)" in operator_client.get(reverse("console:home")).content.decode()
+    )
 
 
 @pytest.mark.parametrize(

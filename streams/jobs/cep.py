@@ -1,0 +1,458 @@
+"""Complex event processing: patterns over a keyed stream, in the shape of Flink CEP.
+
+::
+
+    pattern = (Pattern.begin("search", where=lambda e: e["type"] == "search")
+               .followed_by("click", where=lambda e, m: e["type"] == "click"
+                                                 and e["q"] == m["search"][0]["q"])
+               .not_followed_by("order", where=lambda e: e["type"] == "order")
+               .within(600_000))
+    matches = events.key_by("user").match(pattern, out_of_orderness_ms=5_000)
+    matches.to("abandoned")
+    matches.timed_out().to("abandoned-partial")
+
+A pattern is a sequence of *stages*. Each has a name and a condition ``where(event)`` or
+``where(event, matched)``, where ``matched`` maps the names of the stages matched so far to
+the lists of their events (in the order taken). Conditions must be pure functions of their
+arguments (they are evaluated again after a restart, on restored state). Positive stages take
+one event each (more with ``times`` / ``one_or_more``); ``not_next`` / ``not_followed_by``
+stages are negations that take none.
+
+Semantics (per key; ``E`` = the key's events in event-time order, see "Order" below). A
+**match** assigns to each positive stage an event of ``E`` (or, for an ``optional()``
+stage, possibly none), at increasing positions, such that:
+
+- each assigned event satisfies its stage's condition given the events assigned before it;
+- ``begin``: any event may start a match (so matches may overlap: **no skip** after a
+  match — Flink's ``AfterMatchSkipStrategy.noSkip()`` — every match is emitted);
+- ``next`` (strict contiguity): the stage's event immediately follows the previous
+  assigned event in ``E``;
+- ``followed_by`` (relaxed contiguity, Flink's *skip till next match*): the stage's event is
+  the *first* event after the previous assigned event that satisfies the stage's condition
+  (events in between that do not satisfy it are ignored);
+- ``optional()``: the stage may be left out; contiguity then refers to the previous
+  *assigned* event;
+- ``not_next(name, where)``: the event immediately after the previous assigned event does
+  not satisfy ``where`` (if there is such an event);
+- ``not_followed_by(name, where)``: no event strictly between the previous assigned event
+  and the next assigned one satisfies ``where``; as the last stage (which needs ``within``)
+  no event after the last assigned one and less than ``within`` after the first does;
+- ``times(n)``: the stage takes `n` events: the first with the stage's contiguity, each
+  further one the first event after the previous that satisfies the condition (relaxed
+  internal contiguity, Flink's default) — exactly as `n` copies of the stage chained with
+  ``followed_by``; its events are listed together under its name;
+- ``one_or_more()``: the stage takes 1, 2, ... events, each further one as in ``times``; a
+  match is made for every count (``a b+`` over ``a1 b2 b3`` gives ``{a1 b2}`` and
+  ``{a1 b2 b3}``; ``a b+ c`` over ``a1 b2 x3 b4 c5`` gives ``{a1 b2 c5}`` and
+  ``{a1 b2 b4 c5}``, not ``{a1 b4 c5}``: b2 was the first b). ``one_or_more().optional()``
+  is zero or more;
+- ``within(ms)``: every assigned event is less than ``ms`` after the first
+  (``ts - first.ts < ms``, Flink's rule).
+
+A match is emitted as ``(key, {stage name: [event, ...]}, ts of its last event)`` (a stage
+left out has no entry), when its last event is processed, or — ending in
+``not_followed_by`` — when the watermark passes ``first.ts + within``. With ``timed_out()``,
+a *partial* match (begun, not complete) whose ``within`` expires is emitted there as
+``{stage name: [events]}`` at ``first.ts + within - 1``; partial matches that can no longer
+complete for other reasons (a negation, a missed strict ``next``) are dropped silently, and a
+run ending in ``one_or_more()`` that has matched never times out (it just stops growing).
+Without ``within`` partial matches are kept for ever: give a ``within``.
+
+Order: events are buffered in state until the watermark passes them, then processed in
+``(ts, canonical JSON of the value)`` order, so the result does not depend on arrival
+order. The watermark (one per task, as windows) is the largest event time seen minus
+``out_of_orderness_ms``; an event is released once ``ts < watermark``, and an event that
+arrives with ``ts < watermark`` is **late**: counted and dropped. ``flush`` (end of a
+bounded input) releases everything, then emits pending ``not_followed_by`` matches and
+times out what is left.
+
+Not supported (yet): skip strategies other than no-skip; ``optional()`` on the first or last
+stage, before a negation or after ``times``; a negation right after ``one_or_more()``;
+``consecutive()`` / ``allow_combinations()`` / ``until()`` / ``greedy()`` for looping stages.
+
+State (a changelogged store, restored after a restart): ``(key,) -> {"b": buffered events,
+"r": partial matches}`` (one entry per key with either), ``("__wm__", 0) -> [largest event
+time seen, watermark]``.
+
+Thread-safety: none; a task drives its operators from one thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+import json
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, replace
+
+from streams.errors import InvalidConfig
+
+Out = list[tuple[object, object, int]]
+MIN_TIME = -(2**63)
+_WM = ("__wm__", 0)  # never a (key,) entry
+_INF = 2**62
+_NOTHING: dict = {}  # `matched` for patterns whose conditions all ignore it
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    cond: Callable[[object, dict], bool]
+    kind: str  # "begin" | "next" | "followed_by" | "not_next" | "not_followed_by"
+    optional: bool = False
+    loop: bool = False  # one_or_more()
+    uses_matched: bool = True  # where(event, matched)
+
+    @property
+    def negative(self) -> bool:
+        return self.kind.startswith("not_")
+
+
+def _two(where: Callable) -> bool:
+    """Whether `where` takes ``(event, matched)`` rather than ``(event)``."""
+    try:
+        params = [
+            p
+            for p in inspect.signature(where).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
+    return len(params) >= 2
+
+
+def _condition(where: Callable) -> Callable[[object, dict], bool]:
+    if not callable(where):
+        raise InvalidConfig("where", where, "must be a function of (event) or (event, matched)")
+    if _two(where):
+        return where
+    return lambda e, _m: where(e)
+
+
+class Pattern:
+    """An immutable pattern; each method returns a new one (see the module docstring)."""
+
+    def __init__(self, stages: tuple[Stage, ...], within_ms: int | None = None):
+        self.stages, self.within_ms = stages, within_ms
+
+    @classmethod
+    def begin(cls, name: str, where: Callable = lambda e: True) -> Pattern:
+        return cls((Stage(_name(name), _condition(where), "begin", uses_matched=_two(where)),))
+
+    def _add(self, name: str, where: Callable, kind: str) -> Pattern:
+        name = _name(name)
+        if any(s.name == name for s in self.stages):
+            raise InvalidConfig("name", name, "the pattern already has a stage so named")
+        if kind.startswith("not_") and self.stages[-1].loop:
+            raise InvalidConfig(name, kind, "a negation cannot follow one_or_more()")
+        if kind.startswith("not_") and self.stages[-1].optional:
+            raise InvalidConfig(name, kind, "a negation cannot follow an optional stage")
+        if kind.startswith("not_") and self.stages[-1].negative:
+            raise InvalidConfig(name, kind, "two negations in a row are not supported")
+        stage = Stage(name, _condition(where), kind, uses_matched=_two(where))
+        return Pattern((*self.stages, stage), self.within_ms)
+
+    def next(self, name: str, where: Callable = lambda e: True) -> Pattern:
+        return self._add(name, where, "next")
+
+    def followed_by(self, name: str, where: Callable = lambda e: True) -> Pattern:
+        return self._add(name, where, "followed_by")
+
+    def not_next(self, name: str, where: Callable) -> Pattern:
+        return self._add(name, where, "not_next")
+
+    def not_followed_by(self, name: str, where: Callable) -> Pattern:
+        return self._add(name, where, "not_followed_by")
+
+    def optional(self) -> Pattern:
+        last = self.stages[-1]
+        if last.kind == "begin" or last.negative:
+            raise InvalidConfig("optional", last.name, "the first stage and negations are required")
+        if self._repeated():
+            raise InvalidConfig("optional", last.name, "optional() after times() is not supported")
+        stages = (*self.stages[:-1], replace(last, optional=True))
+        return Pattern(stages, self.within_ms)
+
+    def _repeated(self) -> bool:
+        return len(self.stages) > 1 and self.stages[-2].name == self.stages[-1].name
+
+    def _quantifiable(self, what: str) -> Stage:
+        last = self.stages[-1]
+        if last.negative or last.loop or last.optional or self._repeated():
+            raise InvalidConfig(
+                what, last.name, "applies once, to a positive stage, before optional()"
+            )
+        return last
+
+    def times(self, n: int) -> Pattern:
+        """The last stage takes exactly `n` events (see the module docstring)."""
+        last = self._quantifiable("times")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidConfig("times", n, "must be a whole number >= 1")
+        copy = replace(last, kind="followed_by")
+        return Pattern((*self.stages, *[copy] * (n - 1)), self.within_ms)
+
+    def one_or_more(self) -> Pattern:
+        """The last stage takes one event or more (see the module docstring)."""
+        last = self._quantifiable("one_or_more")
+        stages = (*self.stages[:-1], replace(last, loop=True))
+        return Pattern(stages, self.within_ms)
+
+    def within(self, ms: int) -> Pattern:
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
+            raise InvalidConfig("within", ms, "must be a positive whole number of milliseconds")
+        return Pattern(self.stages, ms)
+
+    def check(self) -> None:
+        """Raise ``InvalidConfig`` for a pattern that cannot be run."""
+        last = self.stages[-1]
+        if last.optional:
+            raise InvalidConfig("optional", last.name, "the last stage cannot be optional")
+        if last.negative and (last.kind == "not_next" or self.within_ms is None):
+            raise InvalidConfig(
+                last.name, last.kind, "a pattern may end with not_followed_by only with within()"
+            )
+
+    @property
+    def positives(self) -> list[int]:
+        return [i for i, s in enumerate(self.stages) if not s.negative]
+
+
+def _name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidConfig("name", name, "a stage needs a non-empty name")
+    return name
+
+
+def _order(event: list) -> tuple:
+    return (event[0], json.dumps(event[1], sort_keys=True, separators=(",", ":")))
+
+
+class CepOperator:
+    """Runs one pattern over keyed events; state in `store` (any ``MutableMapping``).
+
+    A partial match ("run") is ``{"s": first ts, "t": [[stage index, event], ...],
+    "o": [open stage indices; ``~i``: one more event for looping stage i], "f": fresh (no event
+    seen since its last take), "g": [active negation stage indices], "p": pending (complete
+    but for a trailing not_followed_by)}``, plus ``"d": 1`` once a run ending in
+    ``one_or_more()`` has matched (it may still grow; it never times out).
+    """
+
+    def __init__(
+        self,
+        pattern: Pattern,
+        *,
+        out_of_orderness_ms: int = 0,
+        store: MutableMapping | None = None,
+    ):
+        pattern.check()
+        if isinstance(out_of_orderness_ms, bool) or not isinstance(out_of_orderness_ms, int):
+            raise InvalidConfig("out_of_orderness_ms", out_of_orderness_ms, "must be ms")
+        if out_of_orderness_ms < 0:
+            raise InvalidConfig("out_of_orderness_ms", out_of_orderness_ms, "must be >= 0")
+        self.pattern, self.ooo = pattern, out_of_orderness_ms
+        self.stages = pattern.stages
+        self._uses_matched = any(s.uses_matched for s in self.stages)
+        self.within = pattern.within_ms
+        self.store = store if store is not None else {}
+        self.late_count = 0
+        self._heap: list[tuple[int, str, object]] = []
+        scan = getattr(self.store, "scan", self.store.items)
+        for skey, st in scan():
+            if skey != _WM:
+                self._schedule(skey[0], st)
+        self._after: dict[int, tuple[list[int], list[int]]] = {}
+        for i in range(len(self.stages)):
+            self._after[i] = self._options(i)
+
+    # -------------------------------------------------------------- structure
+
+    def _options(self, i: int) -> tuple[list[int], list[int]]:
+        """After taking stage `i`: the stages the next take may be (an optional stage and
+        what follows it), and the negations then active."""
+        opts: list[int] = []
+        guards: list[int] = []
+        j = i + 1
+        while j < len(self.stages):
+            s = self.stages[j]
+            if s.negative:
+                guards.append(j)
+            else:
+                opts.append(j)
+                if not s.optional:
+                    break
+            j += 1
+        return opts, guards
+
+    # -------------------------------------------------------------- time
+
+    @property
+    def watermark(self) -> int | None:
+        wm = self.store.get(_WM)
+        return None if wm is None or wm[1] == MIN_TIME else wm[1]
+
+    def process(self, key: object, value: object, ts: int) -> tuple[Out, Out]:
+        """Add one event; returns ``(matches, timed out)`` released by it."""
+        mx, wm = self.store.get(_WM) or [MIN_TIME, MIN_TIME]
+        if ts < wm:
+            self.late_count += 1
+            return [], []
+        st = self.store.get((key,)) or {"b": [], "r": []}
+        st["b"].append([ts, value])
+        self.store[(key,)] = st
+        heapq.heappush(self._heap, (ts + 1, repr(key), key))
+        if ts > mx:
+            mx = ts
+            wm = max(wm, ts - self.ooo)
+            self.store[_WM] = [mx, wm]
+            return self.advance(wm)
+        return [], []
+
+    def _schedule(self, key: object, st: dict | None) -> None:
+        if st is None:
+            return
+        due = _INF
+        buf, runs = st["b"], st["r"]
+        if buf:
+            due = min(e[0] for e in buf) + 1
+        if runs and self.within is not None:
+            due = min(due, min(r["s"] for r in runs) + self.within)
+        if due < _INF:
+            heapq.heappush(self._heap, (due, repr(key), key))
+
+    def advance(self, wm: int) -> tuple[Out, Out]:
+        """Release the events before `wm` and expire what `wm` passed, key by key."""
+        matches: Out = []
+        timeouts: Out = []
+        keys: dict[str, object] = {}
+        while self._heap and self._heap[0][0] <= wm:
+            _, rk, key = heapq.heappop(self._heap)
+            keys[rk] = key
+        for rk in sorted(keys):
+            key = keys[rk]
+            self._schedule(key, self._run_key(key, wm, matches, timeouts))
+        return matches, timeouts
+
+    def flush(self) -> tuple[Out, Out]:
+        """End of a bounded input: everything is released, then time runs out."""
+        matches: Out = []
+        timeouts: Out = []
+        keys = {repr(k[0]): k[0] for k in list(self.store.keys()) if k != _WM}
+        for rk in sorted(keys):
+            self._run_key(keys[rk], _INF, matches, timeouts)
+        for k in list(self.store.keys()):
+            del self.store[k]
+        self._heap.clear()
+        return matches, timeouts
+
+    # -------------------------------------------------------------- matching
+
+    def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> dict | None:
+        """Release `key`'s events before `wm`, expire its runs; returns its state left."""
+        st = self.store.get((key,))
+        if st is None:
+            return None
+        buf = st["b"]
+        if len(buf) == 1 and buf[0][0] < wm:  # the common case
+            ready, rest = buf, []
+        else:
+            ready = sorted((e for e in buf if e[0] < wm), key=_order)
+            rest = [e for e in buf if e[0] >= wm]
+        runs = st["r"]
+        for ts, value in ready:
+            runs = self._expire(key, runs, ts, matches, timeouts)
+            runs = self._step(key, runs, ts, value, matches)
+        runs = self._expire(key, runs, wm, matches, timeouts)
+        if rest or runs:
+            st = {"b": rest, "r": runs}
+            self.store[(key,)] = st
+            return st
+        self.store.pop((key,), None)
+        return None
+
+    def _expire(self, key, runs: list, now: int, matches: Out, timeouts: Out) -> list:
+        """Runs whose `within` ends at or before `now` leave: pending ones match."""
+        if self.within is None:
+            return runs if now < _INF else self._end(key, runs, matches, timeouts)
+        keep = []
+        for r in runs:
+            end = r["s"] + self.within
+            if end > now:
+                keep.append(r)
+            elif r.get("d"):
+                continue
+            elif r["p"]:
+                matches.append((key, self._value(r), r["t"][-1][1][0]))
+            else:
+                timeouts.append((key, self._value(r), end - 1))
+        return keep
+
+    def _end(self, key, runs, matches, timeouts) -> list:
+        for r in runs:
+            if r["p"]:
+                matches.append((key, self._value(r), r["t"][-1][1][0]))
+        return []
+
+    def _value(self, run: dict) -> dict:
+        out: dict[str, list] = {}
+        for i, (_, v) in run["t"]:
+            out.setdefault(self.stages[i].name, []).append(v)
+        return out
+
+    def _step(self, key, runs: list, ts: int, value: object, matches: Out) -> list:
+        stages = self.stages
+        out_runs: list = []
+        for r in runs:
+            ctx = self._value(r) if self._uses_matched else _NOTHING
+            fresh = r["f"]
+            if r["p"]:  # complete but for the trailing not_followed_by
+                if not stages[-1].cond(value, ctx):
+                    out_runs.append(r)
+                continue
+            if fresh and any(
+                stages[g].kind == "not_next" and stages[g].cond(value, ctx) for g in r["g"]
+            ):
+                continue
+            still_open = []
+            for o in r["o"]:
+                i = o if o >= 0 else ~o
+                st = stages[i]
+                strict = o >= 0 and st.kind == "next"
+                if strict and not fresh:
+                    continue
+                if st.cond(value, ctx):
+                    self._take(key, r, i, ts, value, out_runs, matches)
+                elif not strict:
+                    still_open.append(o)
+            killed = any(
+                stages[g].kind == "not_followed_by" and stages[g].cond(value, ctx) for g in r["g"]
+            )
+            if still_open and not killed:
+                r["o"], r["f"] = still_open, False
+                out_runs.append(r)
+        # a new run from this event
+        if stages[0].cond(value, {}):
+            start = {"s": ts, "t": [], "o": [], "f": True, "g": [], "p": False}
+            self._take(key, start, 0, ts, value, out_runs, matches)
+        return out_runs
+
+    def _take(self, key, run, stage, ts, value, out_runs, matches) -> None:
+        taken = [*run["t"], [stage, [ts, value]]]
+        s = taken[0][1][0]
+        if self.within is not None and ts - s >= self.within:
+            return
+        opts, guards = self._after[stage]
+        loop = self.stages[stage].loop
+        new = {"s": s, "t": taken, "o": opts, "f": True, "g": guards, "p": False}
+        if not opts:
+            if guards:  # ends with not_followed_by: wait for within to pass
+                new["p"] = True
+                out_runs.append(new)
+                return
+            matches.append((key, self._value(new), ts))
+            if not loop:
+                return
+            new["d"] = 1
+        if loop:
+            new["o"] = [~stage, *opts]
+        out_runs.append(new)
