@@ -83,6 +83,28 @@ def wait_for(predicate, what: str, timeout: float = DEADLINE_S):
         time.sleep(0.1)
 
 
+def execute(dsn: str, *statements: str) -> None:
+    """Run statements in one transaction on a connection of their own."""
+    conn = psycopg2.connect(dsn)
+    with conn, conn.cursor() as cur:
+        for statement in statements:
+            cur.execute(statement)
+    conn.close()
+
+
+def table_rows(
+    dsn: str, table: str = "accounts", select: str = "row_to_json(t)"
+) -> dict[str, dict]:
+    """The table as {key: row}, each row as JSON (`select` over the table as ``t``), keyed as
+    the capture keys it (``{"id": …}``)."""
+    conn = psycopg2.connect(dsn)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT {select} FROM {table} t")
+        rows = [r[0] for r in cur.fetchall()]
+    conn.close()
+    return {json.dumps({"id": r["id"]}, sort_keys=True): r for r in rows}
+
+
 def slot_for(dsn: str) -> str:
     """A slot name of the test's own (slots are per server, the tests' databases per test)."""
     return "tidelog_" + dsn.split("dbname=")[1]

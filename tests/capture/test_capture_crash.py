@@ -5,7 +5,6 @@ it, so a kill -9 of the capture loses nothing, and replayed transactions are not
 from __future__ import annotations
 
 import collections
-import json
 import signal
 import subprocess
 import threading
@@ -20,31 +19,16 @@ from tests.capture.helpers import (
     Writer,
     capture_command,
     events,
+    execute,
     fold,
     read_topic,
     slot_for,
+    table_rows,
     wait_for,
 )
 from tests.kafka_servers import REPO_ROOT, TidelogListener, free_port
 
 TOPIC = "tidelog.public.accounts"
-
-
-def _execute(dsn: str, *statements: str) -> None:
-    conn = psycopg2.connect(dsn)
-    with conn, conn.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement)
-    conn.close()
-
-
-def _table(dsn: str) -> dict[str, dict]:
-    conn = psycopg2.connect(dsn)
-    with conn.cursor() as cur:
-        cur.execute("SELECT row_to_json(t) FROM accounts t")
-        rows = [r[0] for r in cur.fetchall()]
-    conn.close()
-    return {json.dumps({"id": r["id"]}): r for r in rows}
 
 
 def _confirmed_lsn(dsn: str) -> str | None:
@@ -65,7 +49,7 @@ def _start(dsn: str, bootstrap: str, log) -> subprocess.Popen:
 
 
 def test_kill_9_mid_stream_loses_nothing_and_duplicates_nothing(pg_dsn, bootstrap, tmp_path):
-    _execute(
+    execute(
         pg_dsn,
         "CREATE TABLE accounts (id int PRIMARY KEY, version int NOT NULL, note text)",
         "ALTER TABLE accounts REPLICA IDENTITY FULL",  # deletes carry the version too
@@ -92,7 +76,7 @@ def test_kill_9_mid_stream_loses_nothing_and_duplicates_nothing(pg_dsn, bootstra
                 for w in writers:
                     w.join(DEADLINE_S)
                     assert w.error is None, w.error
-                _execute(pg_dsn, "INSERT INTO accounts VALUES (0, 0, 'the end')")
+                execute(pg_dsn, "INSERT INTO accounts VALUES (0, 0, 'the end')")
                 wait_for(
                     lambda: any(r.key == {"id": 0} for r in read_topic(bootstrap, TOPIC)),
                     "the last row",
@@ -118,7 +102,7 @@ def test_kill_9_mid_stream_loses_nothing_and_duplicates_nothing(pg_dsn, bootstra
     for i, r in enumerate(records):
         if r.value is not None and r.value["op"] == "d":
             assert records[i + 1].value is None and records[i + 1].key == r.key
-    assert fold(records) == _table(pg_dsn)
+    assert fold(records) == table_rows(pg_dsn)
     stopped = [line for line in log_path.read_text().splitlines() if "capture stopped" in line]
     assert stopped, log_path.read_text()[-3000:]
     print(f"{len(committed)} changes, {len(records)} records, killed at {killed_at}: {stopped}")
@@ -134,7 +118,7 @@ class _DiesBeforeConfirming(PostgresCapture):
 
 
 def test_transactions_replayed_after_a_crash_are_not_written_twice(pg_dsn, bootstrap):
-    _execute(pg_dsn, "CREATE TABLE accounts (id int PRIMARY KEY, version int NOT NULL, note text)")
+    execute(pg_dsn, "CREATE TABLE accounts (id int PRIMARY KEY, version int NOT NULL, note text)")
     slot = slot_for(pg_dsn)
     unconfirmed = _DiesBeforeConfirming(
         dsn=pg_dsn, tables=["accounts"], bootstrap=bootstrap, slot=slot
@@ -142,12 +126,12 @@ def test_transactions_replayed_after_a_crash_are_not_written_twice(pg_dsn, boots
     runner = threading.Thread(target=unconfirmed.run, daemon=True)
     runner.start()
     assert unconfirmed.ready.wait(DEADLINE_S)
-    _execute(pg_dsn, "INSERT INTO accounts VALUES (1, 0, 'a'), (2, 0, 'b')")
-    _execute(pg_dsn, "DELETE FROM accounts WHERE id = 1")
+    execute(pg_dsn, "INSERT INTO accounts VALUES (1, 0, 'a'), (2, 0, 'b')")
+    execute(pg_dsn, "DELETE FROM accounts WHERE id = 1")
     wait_for(lambda: len(read_topic(bootstrap, TOPIC)) >= 4, "4 records")
     unconfirmed.stop()
     runner.join(DEADLINE_S)
-    _execute(pg_dsn, "UPDATE accounts SET version = 1 WHERE id = 2")
+    execute(pg_dsn, "UPDATE accounts SET version = 1 WHERE id = 2")
 
     # PostgreSQL replays all three transactions; only the update is new to the log
     with CaptureThread(dsn=pg_dsn, tables=["accounts"], bootstrap=bootstrap) as capture:
@@ -168,7 +152,7 @@ def test_transactions_replayed_after_a_crash_are_not_written_twice(pg_dsn, boots
 def test_kill_9_of_the_broker_mid_stream_loses_nothing_and_duplicates_nothing(pg_dsn, tmp_path):
     """The capture runs on; the idempotent producer retries into the restarted broker (same
     data directory and port), and the position is confirmed only for what the log holds."""
-    _execute(
+    execute(
         pg_dsn,
         "CREATE TABLE accounts (id int PRIMARY KEY, version int NOT NULL, note text)",
         "ALTER TABLE accounts REPLICA IDENTITY FULL",
@@ -195,7 +179,7 @@ def test_kill_9_of_the_broker_mid_stream_loses_nothing_and_duplicates_nothing(pg
             for w in writers:
                 w.join(DEADLINE_S)
                 assert w.error is None, w.error
-            _execute(pg_dsn, "INSERT INTO accounts VALUES (0, 0, 'the end')")
+            execute(pg_dsn, "INSERT INTO accounts VALUES (0, 0, 'the end')")
             wait_for(
                 lambda: any(r.key == {"id": 0} for r in read_topic(bootstrap, TOPIC)),
                 "the last row",
@@ -212,4 +196,4 @@ def test_kill_9_of_the_broker_mid_stream_loses_nothing_and_duplicates_nothing(pg
     assert set(captured) - set(committed) == set(), "changes that never happened"
     duplicated = {e: n for e, n in collections.Counter(captured).items() if n > 1}
     assert duplicated == {}, f"{len(duplicated)} changes written twice"
-    assert fold(records) == _table(pg_dsn)
+    assert fold(records) == table_rows(pg_dsn)

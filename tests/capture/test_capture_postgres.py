@@ -4,31 +4,19 @@ tombstones after deletes, compacted topics, schema changes, refused tables."""
 
 from __future__ import annotations
 
-import json
-
 import psycopg2
 import pytest
 
 from streams.capture.postgres import CaptureError, PostgresCapture
-from tests.capture.helpers import CaptureThread, fold, read_topic, run_capture, wait_for
-
-
-def _execute(dsn: str, *statements: str) -> None:
-    conn = psycopg2.connect(dsn)
-    with conn, conn.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement)
-    conn.close()
-
-
-def _rows(dsn: str, table: str, select: str = "row_to_json(t)") -> dict[str, dict]:
-    """The table as {key: row}, each row as JSON (`select` over the table as ``t``)."""
-    conn = psycopg2.connect(dsn)
-    with conn.cursor() as cur:
-        cur.execute(f"SELECT {select} FROM {table} t")
-        rows = [r[0] for r in cur.fetchall()]
-    conn.close()
-    return {json.dumps({"id": r["id"]}, sort_keys=True): r for r in rows}
+from tests.capture.helpers import (
+    CaptureThread,
+    execute,
+    fold,
+    read_topic,
+    run_capture,
+    table_rows,
+    wait_for,
+)
 
 
 def _topic_len(bootstrap, topic):
@@ -36,23 +24,23 @@ def _topic_len(bootstrap, topic):
 
 
 def test_inserts_updates_deletes_become_debezium_events_in_commit_order(pg_dsn, bootstrap, broker):
-    _execute(
+    execute(
         pg_dsn,
         "CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(8,2), "
         "stock bigint, active boolean, doc jsonb)",
         "CREATE TABLE other (id int PRIMARY KEY, v text)",
     )
     with CaptureThread(dsn=pg_dsn, tables=["items", "public.other"], bootstrap=bootstrap):
-        _execute(
+        execute(
             pg_dsn,
             "INSERT INTO items VALUES (1, 'pen', 1.50, 10, true, '{\"a\": 1}'), "
             "(2, 'ink', 3.25, 5, false, null)",
         )
-        _execute(
+        execute(
             pg_dsn, "UPDATE items SET stock = 9 WHERE id = 1", "INSERT INTO other VALUES (1, 'x')"
         )
-        _execute(pg_dsn, "DELETE FROM items WHERE id = 2")
-        _execute(pg_dsn, "UPDATE items SET id = 3 WHERE id = 1")  # a primary key change
+        execute(pg_dsn, "DELETE FROM items WHERE id = 2")
+        execute(pg_dsn, "UPDATE items SET id = 3 WHERE id = 1")  # a primary key change
         wait_for(lambda: len(read_topic(bootstrap, "tidelog.public.items")) >= 8, "8 records")
         wait_for(lambda: read_topic(bootstrap, "tidelog.public.other"), "other's record")
 
@@ -91,7 +79,7 @@ def test_inserts_updates_deletes_become_debezium_events_in_commit_order(pg_dsn, 
 
     as_text = "json_build_object('id', id, 'name', name, 'price', price::text, 'stock', stock, "
     as_text += "'active', active, 'doc', doc::text)"
-    assert fold(records) == _rows(pg_dsn, "items", as_text)
+    assert fold(records) == table_rows(pg_dsn, "items", as_text)
     assert broker.store.describe_topic("tidelog.public.items").config["cleanup.policy"] == "compact"
     assert [r.value["after"] for r in read_topic(bootstrap, "tidelog.public.other")] == [
         {"id": 1, "v": "x"}
@@ -99,29 +87,29 @@ def test_inserts_updates_deletes_become_debezium_events_in_commit_order(pg_dsn, 
 
 
 def test_a_restart_continues_from_the_confirmed_position_without_duplicates(pg_dsn, bootstrap):
-    _execute(pg_dsn, "CREATE TABLE items (id int PRIMARY KEY, n int)")
+    execute(pg_dsn, "CREATE TABLE items (id int PRIMARY KEY, n int)")
     with CaptureThread(dsn=pg_dsn, tables=["items"], bootstrap=bootstrap):
-        _execute(pg_dsn, "INSERT INTO items VALUES (1, 1)")
+        execute(pg_dsn, "INSERT INTO items VALUES (1, 1)")
         wait_for(_topic_len(bootstrap, "tidelog.public.items"), "the first record")
-    _execute(pg_dsn, "INSERT INTO items VALUES (2, 1)", "UPDATE items SET n = 2 WHERE id = 1")
+    execute(pg_dsn, "INSERT INTO items VALUES (2, 1)", "UPDATE items SET n = 2 WHERE id = 1")
     with CaptureThread(dsn=pg_dsn, tables=["items"], bootstrap=bootstrap) as capture:
         wait_for(lambda: len(read_topic(bootstrap, "tidelog.public.items")) >= 3, "3 records")
     assert capture.stats.skipped_records == 0  # a clean stop confirmed all it had written
     records = read_topic(bootstrap, "tidelog.public.items")
     assert [(r.key["id"], r.value["op"]) for r in records] == [(1, "c"), (2, "c"), (1, "u")]
-    assert fold(records) == _rows(pg_dsn, "items")
+    assert fold(records) == table_rows(pg_dsn, "items")
 
 
 def test_added_and_dropped_columns_show_in_the_events_schema(pg_dsn, bootstrap):
-    _execute(pg_dsn, "CREATE TABLE items (id int PRIMARY KEY, name text)")
+    execute(pg_dsn, "CREATE TABLE items (id int PRIMARY KEY, name text)")
     with CaptureThread(dsn=pg_dsn, tables=["items"], bootstrap=bootstrap) as capture:
-        _execute(pg_dsn, "INSERT INTO items VALUES (1, 'a')")
-        _execute(
+        execute(pg_dsn, "INSERT INTO items VALUES (1, 'a')")
+        execute(
             pg_dsn,
             "ALTER TABLE items ADD COLUMN colour text",
             "INSERT INTO items VALUES (2, 'b', 'red')",
         )
-        _execute(
+        execute(
             pg_dsn,
             "ALTER TABLE items DROP COLUMN name",
             "UPDATE items SET colour = 'blue' WHERE id = 1",
@@ -149,7 +137,7 @@ def test_large_values_an_update_left_alone(pg_dsn, bootstrap):
     """PostgreSQL does not resend a TOASTed value an update did not touch: Debezium's
     placeholder stands in, unless REPLICA IDENTITY FULL gives the old row to take it from."""
     big = "".join(f"{i:08x}" for i in range(2000))  # 16 kB that does not compress: TOASTed
-    _execute(
+    execute(
         pg_dsn,
         "CREATE TABLE docs (id int PRIMARY KEY, n int, body text)",
         "CREATE TABLE full_docs (id int PRIMARY KEY, n int, body text)",
@@ -159,7 +147,7 @@ def test_large_values_an_update_left_alone(pg_dsn, bootstrap):
     )
     with CaptureThread(dsn=pg_dsn, tables=["docs", "full_docs"], bootstrap=bootstrap):
         for table in ("docs", "full_docs"):
-            _execute(
+            execute(
                 pg_dsn,
                 f"INSERT INTO {table} VALUES (1, 0, '{big}')",
                 f"UPDATE {table} SET n = 1 WHERE id = 1",
@@ -174,7 +162,7 @@ def test_large_values_an_update_left_alone(pg_dsn, bootstrap):
 
 
 def test_a_table_without_a_primary_key_is_refused_with_the_reason(pg_dsn, bootstrap):
-    _execute(
+    execute(
         pg_dsn,
         "CREATE TABLE logs (line text)",
         "CREATE TABLE quiet (id int PRIMARY KEY)",

@@ -3,13 +3,11 @@ through the change stream, a row changed inside its chunk's window dropped from 
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import threading
 import time
 
-import psycopg2
 import pytest
 
 from streams.capture import snapshot
@@ -18,9 +16,11 @@ from tests.capture.helpers import (
     CaptureThread,
     Writer,
     capture_command,
+    execute,
     fold,
     read_topic,
     slot_for,
+    table_rows,
     wait_for,
 )
 from tests.kafka_servers import REPO_ROOT
@@ -28,32 +28,17 @@ from tests.kafka_servers import REPO_ROOT
 TOPIC = "tidelog.public.accounts"
 
 
-def _execute(dsn: str, *statements: str) -> None:
-    conn = psycopg2.connect(dsn)
-    with conn, conn.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement)
-    conn.close()
-
-
-def _table(dsn: str) -> dict[str, dict]:
-    conn = psycopg2.connect(dsn)
-    with conn.cursor() as cur:
-        cur.execute("SELECT row_to_json(t) FROM accounts t")
-        rows = [r[0] for r in cur.fetchall()]
-    conn.close()
-    return {json.dumps({"id": r["id"]}): r for r in rows}
-
-
 def _accounts(dsn: str, rows: int) -> None:
-    _execute(
+    execute(
         dsn,
         "CREATE TABLE accounts (id int PRIMARY KEY, version int NOT NULL, note text)",
         f"INSERT INTO accounts SELECT i, 0, 'n' || i FROM generate_series(1, {rows}) i",
     )
 
 
-def test_a_snapshot_under_concurrent_writes_leaves_the_topic_equal_to_the_table(pg_dsn, bootstrap):
+def test_a_snapshot_under_concurrent_writes_leaves_the_topic_equal_to_thetable_rows(
+    pg_dsn, bootstrap
+):
     _accounts(pg_dsn, 2500)
     stop = threading.Event()
     writers = [Writer(pg_dsn, n, stop, existing=2500) for n in range(3)]
@@ -73,7 +58,7 @@ def test_a_snapshot_under_concurrent_writes_leaves_the_topic_equal_to_the_table(
             for w in writers:
                 w.join(30)
                 assert w.error is None, w.error
-            _execute(pg_dsn, "INSERT INTO accounts VALUES (0, 0, 'the end')")
+            execute(pg_dsn, "INSERT INTO accounts VALUES (0, 0, 'the end')")
             wait_for(
                 lambda: any(r.key == {"id": 0} for r in read_topic(bootstrap, TOPIC)),
                 "the last row",
@@ -81,7 +66,7 @@ def test_a_snapshot_under_concurrent_writes_leaves_the_topic_equal_to_the_table(
     finally:
         stop.set()
     records = read_topic(bootstrap, TOPIC)
-    assert fold(records) == _table(pg_dsn)
+    assert fold(records) == table_rows(pg_dsn)
     reads = [r for r in records if r.value is not None and r.value["op"] == "r"]
     assert len(reads) == job.rows_written
     assert job.rows_selected == job.rows_written + job.rows_dropped >= 2500 - 120
@@ -102,7 +87,7 @@ def test_a_row_changed_between_the_select_and_the_high_watermark_is_dropped_from
     def watermark(conn, kind, window_id):
         if kind == "high" and not write_inside.is_set():
             write_inside.set()
-            _execute(pg_dsn, "UPDATE accounts SET version = 1 WHERE id = 5")
+            execute(pg_dsn, "UPDATE accounts SET version = 1 WHERE id = 5")
         real_watermark(conn, kind, window_id)
 
     monkeypatch.setattr(snapshot, "watermark", watermark)
@@ -117,7 +102,7 @@ def test_a_row_changed_between_the_select_and_the_high_watermark_is_dropped_from
     ]
     assert records[0].value["after"]["version"] == 1
     assert (job.rows_selected, job.rows_written, job.rows_dropped) == (10, 9, 1)
-    assert fold(records) == _table(pg_dsn)
+    assert fold(records) == table_rows(pg_dsn)
 
 
 def test_snapshots_of_chosen_keys_and_pause_resume(pg_dsn, bootstrap):
@@ -138,7 +123,7 @@ def test_snapshots_of_chosen_keys_and_pause_resume(pg_dsn, bootstrap):
     records = read_topic(bootstrap, TOPIC)
     assert [r.key["id"] for r in records[:2]] == [7, 21]
     assert [r.key["id"] for r in records[2:]] == list(range(1, 31))
-    assert fold(records) == _table(pg_dsn)
+    assert fold(records) == table_rows(pg_dsn)
 
 
 def test_the_command_line_snapshots_with_snapshot(pg_dsn, bootstrap, tmp_path):
@@ -156,5 +141,5 @@ def test_the_command_line_snapshots_with_snapshot(pg_dsn, bootstrap, tmp_path):
             assert process.wait(60) == 0, log_path.read_text()[-3000:]
     records = read_topic(bootstrap, TOPIC)
     assert [(r.key["id"], r.value["op"]) for r in records] == [(i, "r") for i in range(1, 51)]
-    assert fold(records) == _table(pg_dsn)
+    assert fold(records) == table_rows(pg_dsn)
     assert "snapshot of public.accounts done: 50 rows in 3 chunks" in log_path.read_text()
