@@ -13,32 +13,9 @@ from streams.errors import InvalidAlertRule, UnknownAlertRule
 from streams.groups.health import GroupHealthMonitor
 from streams.log import LogStore
 from tests.alerts.receiver import receiver
-from tests.groups.conftest import Clock
 
 SECOND = 1000
 MINUTE = 60 * SECOND
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = LogStore.open(tmp_path / "data", background=False)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def coordinator(store, clock):
-    from streams.groups import GroupCoordinator
-
-    c = GroupCoordinator(store, clock=clock)
-    c.load()
-    yield c
-    c.close()
 
 
 @pytest.fixture
