@@ -54,11 +54,17 @@ def create_topics(bootstrap: str, partitions: int, *names: str) -> None:
 
 
 def read_partitions(
-    bootstrap: str, topic: str, partitions: int, *, isolation: str = "read_committed"
-) -> dict[int, list[bytes]]:
-    """Every readable value of each partition of `topic`, in offset order, up to the end the
-    broker gives for the isolation level (read_committed: the last stable offset, so records
-    of a transaction still open are not read)."""
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    isolation: str = "read_committed",
+    with_offsets: bool = False,
+) -> dict[int, list]:
+    """Every readable value of each partition of `topic`, in offset order (as (offset, value)
+    with `with_offsets`), up to the end the broker gives for the isolation level
+    (read_committed: the last stable offset, so records of a transaction still open are not
+    read)."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"reader-{os.getpid()}",
         "isolation.level": isolation, "enable.auto.commit": False,
@@ -66,7 +72,7 @@ def read_partitions(
     })  # fmt: skip
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        got: dict[int, list] = {p: [] for p in range(partitions)}
         at_end: set[int] = set()
         deadline = time.monotonic() + TIMEOUT_S
         while len(at_end) < partitions:
@@ -74,7 +80,8 @@ def read_partitions(
                 raise TimeoutError(f"{topic}: partitions {set(got) - at_end} not read to the end")
             for m in consumer.consume(1000, timeout=0.5):
                 if m.error() is None:
-                    got[m.partition()].append(m.value())
+                    item = (m.offset(), m.value()) if with_offsets else m.value()
+                    got[m.partition()].append(item)
                     at_end.discard(m.partition())
                 elif m.error().code() == KafkaError._PARTITION_EOF:
                     at_end.add(m.partition())

@@ -80,7 +80,7 @@ def check(history: History) -> dict[str, list]:
     reads += [(r, txn) for txn in history.txns for r in txn.reads]
     final_reads = [(p, o, v) for p, records in history.final.items() for o, v in records]
 
-    _aborted_reads(found, writer, [r for r, _ in reads] + final_reads)
+    _aborted_reads(found, writer, list(dict.fromkeys([r for r, _ in reads] + final_reads)))
     _lost_writes(found, history)
     _offsets(found, history, [r for r, _ in reads] + final_reads)
     _precommitted(found, writer, history)
@@ -221,3 +221,10 @@ def _between(sorted_offsets: list[int], low: int, high: int) -> list[int]:
     i = bisect.bisect_right(sorted_offsets, low)
     j = bisect.bisect_left(sorted_offsets, high)
     return sorted_offsets[i:j]
+
+
+def summary(found: dict[str, list], examples: int = 3) -> str:
+    """One line per anomaly: how many, and the first few."""
+    return "; ".join(
+        f"{name}: {len(items)}, e.g. {items[:examples]}" for name, items in sorted(found.items())
+    )
