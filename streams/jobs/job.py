@@ -311,6 +311,16 @@ class Stream:
         return MatchStream(self.job, node, rekeyed=False)
 
     # output
+    def foreach(
+        self, fn: Callable[[object, object, int], None], *, name: str | None = None
+    ) -> Stream:
+        """Call ``fn(key, value, ts)`` for every record: a sink into a system outside the log
+        (a database table, a search index). The runner is at-least-once — after a crash the
+        records since the last commit come again — so `fn` must be idempotent (e.g. apply an
+        event only if its version is newer than the one the row holds)."""
+        self.job._node("foreach", name, [(self.node, 0)], fn=fn)
+        return self
+
     def to(self, topic: str, *, key: Serde | str = JSON, value: Serde | str = JSON) -> Stream:
         """Write every record to `topic` (created with the input's partition count if missing),
         partitioned by key."""

@@ -145,6 +145,12 @@ class _Sink(_Step):
         self.task.emit("sink", self.p["topic"], key, value, ts)
 
 
+class _Foreach(_Step):
+    def push(self, side, key, value, ts):
+        self.task.metrics["out"] += 1
+        self.p["fn"](key, value, ts)
+
+
 class _Process(_Step):
     def __init__(self, node, task):
         super().__init__(node, task)
@@ -441,6 +447,7 @@ _KINDS = {
     "key_by": _KeyBy,
     "repartition": _Repartition,
     "sink": _Sink,
+    "foreach": _Foreach,
     "process": _Process,
     "window": _Window,
     "aggregate": _Aggregate,
