@@ -189,11 +189,12 @@ class ModeResult:
     examples: list[tuple[str, str | None, str | None]] = field(default_factory=list)
 
     @property
-    def divergent_percent(self) -> float:
-        return 100.0 * self.divergent_keys / self.keys if self.keys else 0.0
+    def divergent_share(self) -> float:
+        """Divergent keys / keys (0.25: a quarter)."""
+        return self.divergent_keys / self.keys if self.keys else 0.0
 
     @property
-    def updates_per_s(self) -> float:
+    def writes_per_s(self) -> float:
         return self.writes / (self.elapsed_ms / 1000) if self.elapsed_ms else 0.0
 
 
