@@ -54,7 +54,8 @@ def dualwrite_run(request, run_id: str):
         raise Http404("No such run (this server keeps its last runs in memory).") from None
     partial = bool(request.htmx) and not request.htmx.history_restore_request
     template = "console/dualwrite/partials/run.html" if partial else "console/dualwrite/page.html"
-    context = {"nav": "dualwrite", "form": RunForm(), "run": run, "poll_ms": POLL_MS}
+    form = RunForm(initial={"keys": run.keys, "updates": run.updates})
+    context = {"nav": "dualwrite", "form": form, "run": run, "poll_ms": POLL_MS}
     response = render(request, template, context)
     patch_vary_headers(response, ("HX-Request",))
     return response
