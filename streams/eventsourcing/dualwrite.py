@@ -13,9 +13,14 @@ the same key, A to ``A<round>`` and B to ``B<round>``.
   database, one to the index. Whatever the interleaving of the writers, both stores apply the
   same writes in the same order and end equal.
 
-(With PostgreSQL, the log mode's writers would update the database and change data capture
-(``streams.capture``) would feed the log; this module keeps the database a SQLite file and the
-log written by the writers, so it runs anywhere — the console page says which it runs.)
+- **cdc** mode (when a PostgreSQL and a Kafka-protocol broker are at hand): the database is a
+  PostgreSQL table; each writer makes one write, an upsert into it; change data capture
+  (``streams.capture``: logical decoding, Debezium envelopes, one compacted topic) carries the
+  table's changes into the log in commit order, and a consumer applies them to the index. The
+  database *is* the order, and the index follows it.
+
+The log mode needs nothing but Tidelog, so it runs anywhere; the console page runs the cdc mode
+when it is configured with a PostgreSQL and says which one it ran.
 
 How the two writes of a writer interleave with the other's is decided by an ``Interleaving``:
 ``RandomPauses`` lets real threads race (a writer pauses a random fraction of a millisecond
@@ -30,11 +35,13 @@ any thread while it runs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -351,6 +358,108 @@ class DualWriteRace:
             index.close()
             log.close()
 
+    def run_cdc(self, dsn: str, bootstrap: str, *, timeout_s: float = 120.0) -> ModeResult:
+        """Each writer upserts into a PostgreSQL table (one write); CDC carries the changes into
+        the log through the broker at `bootstrap`, a consumer applies them to the index. The
+        run's table, publication, replication slot and topic are removed afterwards."""
+        import psycopg2
+
+        from streams.capture.postgres import PostgresCapture
+
+        self._begin("cdc")
+        name = f"tidelog_dualwrite_{uuid.uuid4().hex[:10]}"
+        server = name.replace("_", "-")
+        topic = f"{server}.public.{name}"
+        index = self._stores("cdc")[1]
+        admin = psycopg2.connect(dsn)
+        admin.autocommit = True
+        with admin.cursor() as cur:
+            cur.execute(f"CREATE TABLE {name} (key text PRIMARY KEY, value text NOT NULL)")
+        capture = PostgresCapture(
+            dsn=dsn, tables=[name], bootstrap=bootstrap, slot=name, publication=name, server=server
+        )
+        failure: list[BaseException] = []
+
+        def capturing() -> None:
+            try:
+                capture.run()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                failure.append(exc)
+                capture.ready.set()
+
+        thread = threading.Thread(target=capturing, name="dualwrite-capture", daemon=True)
+        thread.start()
+        connections: dict[str, object] = {}
+        gate = self.interleaving
+        gate.start(WRITERS, 1)
+
+        def write(writer: str, i: int, key: str, value: str) -> None:
+            conn = connections.get(writer)
+            if conn is None:
+                conn = connections[writer] = psycopg2.connect(dsn)
+                conn.autocommit = True
+            with gate.step(writer, i, 0), conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO {name} VALUES (%s, %s)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
+            self._advance(applied_db=1)
+
+        began = time.perf_counter()
+        try:
+            if not capture.ready.wait(timeout_s) or failure:
+                raise failure[0] if failure else TimeoutError("the capture did not start")
+            self._writers(write)
+            self._follow(bootstrap, topic, index, self.updates * len(WRITERS), timeout_s, failure)
+            with admin.cursor() as cur:
+                cur.execute(f"SELECT key, value FROM {name}")
+                in_db = dict(cur.fetchall())
+            return self._compare("cdc", _Snapshot(in_db), index, 1, began)
+        finally:
+            for conn in connections.values():
+                conn.close()  # type: ignore[attr-defined]
+            capture.stop()
+            thread.join(timeout_s)
+            index.close()
+            with admin.cursor() as cur:
+                cur.execute(
+                    "SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots"
+                    " WHERE slot_name = %s",
+                    (name, name),
+                )
+                cur.execute(f"DROP PUBLICATION IF EXISTS {name}")
+                cur.execute(f"DROP TABLE IF EXISTS {name}")
+            admin.close()
+            _delete_topic(bootstrap, topic)
+
+    def _follow(self, bootstrap, topic, index, changes, timeout_s, failure) -> None:
+        """Apply the topic's change events to `index` until `changes` have been applied."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False}
+        )
+        try:
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            applied, deadline = 0, time.monotonic() + timeout_s
+            while applied < changes:
+                if failure:
+                    raise failure[0]
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{applied} of {changes} changes reached the index")
+                for m in consumer.consume(1000, timeout=0.2):
+                    if m.error() is not None:
+                        raise RuntimeError(f"reading {topic}: {m.error()}")
+                    if m.value() is None:
+                        continue  # a tombstone (no deletes here)
+                    after = json.loads(m.value())["payload"]["after"]
+                    index.put(after["key"], after["value"])
+                    applied += 1
+                    self._advance(applied_index=1)
+        finally:
+            consumer.close()
+
     def _compare(self, mode, db, index, writes_per_update, began) -> ModeResult:
         elapsed_ms = (time.perf_counter() - began) * 1000
         in_db, in_index = db.items(), index.items()
@@ -365,3 +474,29 @@ class DualWriteRace:
             elapsed_ms=elapsed_ms,
             examples=[(k, in_db.get(k), in_index.get(k)) for k in differ[:5]],
         )
+
+
+class _Snapshot:
+    """Rows read once (the PostgreSQL table at the end of a run), as a ``KeyValueStore``."""
+
+    def __init__(self, rows: dict[str, str]):
+        self.rows = rows
+
+    def put(self, key: str, value: str) -> None:
+        raise TypeError("a snapshot is read-only")
+
+    def items(self) -> dict[str, str]:
+        return dict(self.rows)
+
+    def close(self) -> None:
+        pass
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic]).values():
+            future.result(30)
+    except Exception:  # noqa: BLE001 - best effort: the run's outcome does not depend on it
+        pass

@@ -2,7 +2,9 @@
 page while they run.
 
 A run is ``streams.eventsourcing.dualwrite.DualWriteRace`` in a scratch directory (its SQLite
-files and its log), removed when the run ends; the outcome stays in memory (the last
+files and its log), removed when the run ends: the direct mode, then the cdc mode when a
+PostgreSQL is configured (``TIDELOG_DUALWRITE_POSTGRES``; its table, publication, slot and
+topic are dropped after the run) or else the log mode; the outcome stays in memory (the last
 ``KEEP_RUNS`` runs of this server process). One run at a time: a second start while one runs is
 refused (``RunBusy``), so the page cannot be used to load the server without bound. A run
 changes nothing in the cluster (its log is its own), so it is not audited.
@@ -33,6 +35,69 @@ LOG_MODE = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Through:
+    """How the second half of a run goes through the log: ``cdc`` (PostgreSQL, logical
+    decoding into the broker at `bootstrap`) or ``log`` (writers append to a scratch log);
+    `label` says it on the page, with the reason when CDC is not used."""
+
+    mode: str
+    label: str
+    dsn: str | None = None
+    bootstrap: str | None = None
+
+    @classmethod
+    def cdc(cls, dsn: str, bootstrap: str) -> Through:
+        where = _dsn_summary(dsn)
+        return cls(
+            "cdc",
+            f"CDC from PostgreSQL ({where}): each writer makes one write, an upsert into a "
+            f"table; logical decoding carries the table's changes through the broker at "
+            f"{bootstrap} into a compacted topic, and a consumer applies them to the index",
+            dsn,
+            bootstrap,
+        )
+
+    @classmethod
+    def log(cls, reason: str) -> Through:
+        return cls("log", f"{LOG_MODE} (not CDC: {reason})")
+
+
+def _dsn_summary(dsn: str) -> str:
+    """Host, port and database of a libpq DSN or URL — never its password."""
+    try:
+        from psycopg2.extensions import parse_dsn
+
+        parts = parse_dsn(dsn)
+    except Exception:  # noqa: BLE001 - a DSN psycopg2 cannot parse is shown as unparsed
+        return "its DSN"
+    return (
+        f"{parts.get('host', 'local socket')}:{parts.get('port', '5432')}/{parts.get('dbname', '')}"
+    )
+
+
+def dualwrite_through() -> Through:
+    """CDC when ``TIDELOG_DUALWRITE_POSTGRES`` names a PostgreSQL and the broker's Kafka
+    listener is on in plaintext (the capture's producer connects to it); else the log."""
+    from django.conf import settings
+
+    dsn = getattr(settings, "TIDELOG_DUALWRITE_POSTGRES", None)
+    if not dsn:
+        return Through.log("no PostgreSQL configured; set TIDELOG_DUALWRITE_POSTGRES to use one")
+    cluster_url = getattr(settings, "TIDELOG_CLUSTER", None)
+    if cluster_url:
+        return Through.cdc(dsn, cluster_url.removeprefix("kafka://"))
+    from brokerui.broker import get_broker
+
+    broker = get_broker()
+    if broker.kafka_address is None:
+        return Through.log("the Kafka listener is off (TIDELOG_KAFKA_LISTENER=0)")
+    if broker.kafka_security_protocol != "PLAINTEXT":
+        return Through.log(f"the Kafka listener needs {broker.kafka_security_protocol}")
+    host, port = broker.kafka_address
+    return Through.cdc(dsn, f"{host}:{port}")
+
+
 class RunBusy(TidelogError):
     code = "run_busy"
 
@@ -46,8 +111,8 @@ class RunView:
     updates: int
     state: str  # running, done, failed
     progress: Progress
-    results: dict[str, ModeResult]
-    log_mode: str
+    results: dict[str, ModeResult]  # "direct" and "through"
+    through: Through
     error: str
     started_ms: int
     finished_ms: int | None
@@ -68,9 +133,9 @@ class RunView:
 
 
 class _Run:
-    def __init__(self, race: DualWriteRace, keys: int, updates: int, now_ms: int):
+    def __init__(self, race: DualWriteRace, keys: int, updates: int, through: Through, now_ms):
         self.id = uuid.uuid4().hex[:12]
-        self.race, self.keys, self.updates = race, keys, updates
+        self.race, self.keys, self.updates, self.through = race, keys, updates, through
         self.state, self.error = "running", ""
         self.results: dict[str, ModeResult] = {}
         self.started_ms, self.finished_ms = now_ms, None
@@ -84,11 +149,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def dualwrite_start(*, keys: int, updates: int, interleaving: Interleaving | None = None) -> str:
-    """Start a run (direct mode, then log mode) in a background thread; returns its id.
+def dualwrite_start(
+    *,
+    keys: int,
+    updates: int,
+    interleaving: Interleaving | None = None,
+    through: Through | None = None,
+) -> str:
+    """Start a run (direct mode, then through the log) in a background thread; returns its id.
     `interleaving`: how the writers' writes interleave (default: real threads racing with
-    random pauses). Raises ``RunBusy`` if one is running, ``InvalidConfig`` for sizes out of
-    range."""
+    random pauses); `through`: CDC or the log (default: ``dualwrite_through()``). Raises
+    ``RunBusy`` if one is running, ``InvalidConfig`` for sizes out of range."""
+    through = through or dualwrite_through()
     directory = tempfile.mkdtemp(prefix="tidelog-dualwrite-")
     try:
         race = DualWriteRace(
@@ -105,7 +177,7 @@ def dualwrite_start(*, keys: int, updates: int, interleaving: Interleaving | Non
                 f"a run is under way (started {busy.keys} keys × {busy.updates} updates); "
                 "wait for it to finish"
             )
-        run = _Run(race, keys, updates, _now_ms())
+        run = _Run(race, keys, updates, through, _now_ms())
         _RUNS[run.id] = run
         while len(_RUNS) > KEEP_RUNS:
             _RUNS.popitem(last=False)
@@ -118,7 +190,10 @@ def dualwrite_start(*, keys: int, updates: int, interleaving: Interleaving | Non
 def _execute(run: _Run, directory: str) -> None:
     try:
         run.results["direct"] = run.race.run_direct()
-        run.results["log"] = run.race.run_log()
+        if run.through.mode == "cdc":
+            run.results["through"] = run.race.run_cdc(run.through.dsn, run.through.bootstrap)
+        else:
+            run.results["through"] = run.race.run_log()
         run.state = "done"
     except Exception as exc:
         log.exception("dual-write run %s failed", run.id)
@@ -139,7 +214,7 @@ def dualwrite_read(*, run_id: str) -> RunView:
         run.state,
         run.race.progress(),
         dict(run.results),
-        LOG_MODE,
+        run.through,
         run.error,
         run.started_ms,
         run.finished_ms,
@@ -147,10 +222,11 @@ def dualwrite_read(*, run_id: str) -> RunView:
     )
 
 
-def dualwrite_latest() -> RunView | None:
+def dualwrite_overview() -> tuple[RunView | None, Through]:
+    """The latest run (None: none yet) and how a new run would go through the log."""
     with _LOCK:
         last = next(reversed(_RUNS), None)
-    return None if last is None else dualwrite_read(run_id=last)
+    return (None if last is None else dualwrite_read(run_id=last)), dualwrite_through()
 
 
 def dualwrite_wait(*, run_id: str, timeout_s: float) -> RunView:

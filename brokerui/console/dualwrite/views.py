@@ -38,11 +38,10 @@ def dualwrite_page(request):
             form.add_error(None, str(exc))
         else:
             return redirect("console:dualwrite_run", run_id=run_id)
+    run, through = services.dualwrite_overview()
+    context = {"nav": "dualwrite", "form": form, "run": run, "through": through, "poll_ms": POLL_MS}
     return render(
-        request,
-        "console/dualwrite/page.html",
-        {"nav": "dualwrite", "form": form, "run": services.dualwrite_latest(), "poll_ms": POLL_MS},
-        status=400 if form.errors else 200,
+        request, "console/dualwrite/page.html", context, status=400 if form.errors else 200
     )
 
 
@@ -55,7 +54,13 @@ def dualwrite_run(request, run_id: str):
     partial = bool(request.htmx) and not request.htmx.history_restore_request
     template = "console/dualwrite/partials/run.html" if partial else "console/dualwrite/page.html"
     form = RunForm(initial={"keys": run.keys, "updates": run.updates})
-    context = {"nav": "dualwrite", "form": form, "run": run, "poll_ms": POLL_MS}
+    context = {
+        "nav": "dualwrite",
+        "form": form,
+        "run": run,
+        "through": run.through,
+        "poll_ms": POLL_MS,
+    }
     response = render(request, template, context)
     patch_vary_headers(response, ("HX-Request",))
     return response

@@ -14,11 +14,13 @@ from streams.eventsourcing.dualwrite import ForcedInterleaving
 pytestmark = pytest.mark.django_db
 
 
-def test_the_service_runs_both_modes_direct_diverges_log_converges():
+def test_the_service_runs_both_modes_direct_diverges_log_converges(settings):
+    settings.TIDELOG_DUALWRITE_POSTGRES = None
     run_id = services.dualwrite_start(keys=30, updates=300, interleaving=ForcedInterleaving())
     view = services.dualwrite_wait(run_id=run_id, timeout_s=120)
     assert view.state == "done", view.error
-    direct, logged = view.results["direct"], view.results["log"]
+    assert view.through.mode == "log" and "TIDELOG_DUALWRITE_POSTGRES" in view.through.label
+    direct, logged = view.results["direct"], view.results["through"]
     assert direct.keys == logged.keys > 0
     assert direct.divergent_keys == direct.keys  # every key, by the forced schedule
     assert logged.divergent_keys == 0
@@ -26,7 +28,8 @@ def test_the_service_runs_both_modes_direct_diverges_log_converges():
     assert view.progress.updates_done == view.progress.updates_total == 600
 
 
-def test_a_second_run_is_refused_while_one_runs_and_bad_sizes_get_a_clear_error():
+def test_a_second_run_is_refused_while_one_runs_and_bad_sizes_get_a_clear_error(settings):
+    settings.TIDELOG_DUALWRITE_POSTGRES = None
     gate = ForcedInterleaving(timeout_s=60)
     first = services.dualwrite_start(keys=5, updates=2_000, interleaving=gate)
     try:
@@ -38,7 +41,8 @@ def test_a_second_run_is_refused_while_one_runs_and_bad_sizes_get_a_clear_error(
         services.dualwrite_start(keys=0, updates=10)
 
 
-def test_the_page_starts_a_run_and_shows_its_results(viewer_client):
+def test_the_page_starts_a_run_and_shows_its_results(settings, viewer_client):
+    settings.TIDELOG_DUALWRITE_POSTGRES = None
     page = viewer_client.get(reverse("console:dualwrite"))
     assert page.status_code == 200 and b"Run both" in page.content
     bad = viewer_client.post(reverse("console:dualwrite"), {"keys": "0", "updates": "10"})
@@ -52,6 +56,30 @@ def test_the_page_starts_a_run_and_shows_its_results(viewer_client):
     text = done.content.decode()
     assert 'data-state="done"' in text and "writes/s" in text and " ms" in text
     assert "through the log" in text.lower() and "scratch directory" in text
+    assert "not CDC: no PostgreSQL configured" in text
     partial = viewer_client.get(started["Location"], HTTP_HX_REQUEST="true")
     assert partial.content.decode().lstrip().startswith("<section")
     assert viewer_client.get(reverse("console:dualwrite_run", args=["nope"])).status_code == 404
+
+
+def test_with_a_postgresql_the_service_goes_through_cdc_and_converges(
+    settings, listening_broker, pg_dsn
+):
+    """TIDELOG_DUALWRITE_POSTGRES set and the console's Kafka listener on: the second mode is
+    CDC (writers upsert into PostgreSQL, logical decoding into the broker, a consumer applies
+    the changes to the index), under the schedule that makes the direct mode diverge."""
+    settings.TIDELOG_DUALWRITE_POSTGRES = pg_dsn
+    through = services.dualwrite_through()
+    assert through.mode == "cdc" and "CDC from PostgreSQL (127.0.0.1:" in through.label
+    run_id = services.dualwrite_start(keys=15, updates=120, interleaving=ForcedInterleaving())
+    view = services.dualwrite_wait(run_id=run_id, timeout_s=180)
+    assert view.state == "done", view.error
+    direct, cdc = view.results["direct"], view.results["through"]
+    assert cdc.mode == "cdc" and direct.keys == cdc.keys > 0
+    assert (direct.divergent_keys, cdc.divergent_keys) == (direct.keys, 0)
+
+
+def test_cdc_is_not_used_when_the_kafka_listener_is_off(settings, broker):
+    settings.TIDELOG_DUALWRITE_POSTGRES = "host=127.0.0.1 port=1 dbname=x"
+    through = services.dualwrite_through()
+    assert through.mode == "log" and "Kafka listener is off" in through.label
