@@ -51,8 +51,8 @@ class Through:
         where = _dsn_summary(dsn)
         return cls(
             "cdc",
-            f"CDC from PostgreSQL ({where}): each writer makes one write, an upsert into a "
-            f"table; logical decoding carries the table's changes through the broker at "
+            f"the database is PostgreSQL ({where}); each writer makes one write, an upsert into "
+            f"a table; logical decoding carries the table's changes through the broker at "
             f"{bootstrap} into a compacted topic, and a consumer applies them to the index",
             dsn,
             bootstrap,

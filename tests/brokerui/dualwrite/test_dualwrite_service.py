@@ -70,7 +70,7 @@ def test_with_a_postgresql_the_service_goes_through_cdc_and_converges(
     the changes to the index), under the schedule that makes the direct mode diverge."""
     settings.TIDELOG_DUALWRITE_POSTGRES = pg_dsn
     through = services.dualwrite_through()
-    assert through.mode == "cdc" and "CDC from PostgreSQL (127.0.0.1:" in through.label
+    assert through.mode == "cdc" and "the database is PostgreSQL (127.0.0.1:" in through.label
     run_id = services.dualwrite_start(keys=15, updates=120, interleaving=ForcedInterleaving())
     view = services.dualwrite_wait(run_id=run_id, timeout_s=180)
     assert view.state == "done", view.error
