@@ -63,7 +63,7 @@ from streams.errors import (
     UnknownTransactionalId,
 )
 from streams.log import LogStore, ProducerRecord
-from streams.log.records import BatchHeader
+from streams.log.records import BatchHeader  # the type of what ``verify_produce`` is given
 
 log = logging.getLogger(__name__)
 
@@ -506,12 +506,12 @@ class TransactionCoordinator:
         self._ongoing.pop(meta.producer_id, None)  # before the first marker: see the docstring
         for topic, partition in sorted(meta.partitions):
             try:
-                plog = self.store.partition_log(topic, partition)
+                self.store.write_marker(
+                    topic, partition, meta.producer_id, meta.producer_epoch, commit
+                )
             except (UnknownTopic, UnknownPartition):
                 txn_id = meta.transactional_id
                 log.warning("transaction %s: %s-%d is gone", txn_id, topic, partition)
-                continue
-            plog.write_marker(meta.producer_id, meta.producer_epoch, commit)
         if commit and self.groups is not None:
             for group, offsets in sorted(meta.offsets.items()):
                 if offsets:
@@ -522,8 +522,8 @@ class TransactionCoordinator:
 
     def _persist(self, meta: TxnMetadata) -> None:
         record = ProducerRecord(_encode(meta), _encode_key(meta.transactional_id))
-        self.store.append_batch(TXN_STATE_TOPIC, [record], partition=0)
-        self.store.partition_log(TXN_STATE_TOPIC, 0).flush()
+        done = self.store.append_batch(TXN_STATE_TOPIC, [record], partition=0)
+        self.store.sync_to(TXN_STATE_TOPIC, 0, done[0].offset + 1)
 
 
 def _describe(m: TxnMetadata) -> TransactionDescription:
