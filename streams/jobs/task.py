@@ -16,6 +16,7 @@ from streams.jobs.cep import CepOperator
 from streams.jobs.job import Job, KeyState, Node
 from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
 from streams.jobs.state import Store
+from streams.jobs.views import VIEW_KINDS, view_store
 from streams.processing.aggregates import (
     CNT,
     MAX,
@@ -47,9 +48,13 @@ class Task:
             for store in node.params.get("stores", ()):
                 self.stores[store] = open_store(store)
             self._runtime[node.id] = _make(node, self)
+        self._views: dict[str, _ViewTap] = {}
         for node in job.nodes:
             step = self._runtime[node.id]
             step.children = [(self._runtime[c.id], side) for c, side in children[node.id]]
+            if node.kind in VIEW_KINDS:  # the rows of a table also go to its view store
+                tap = self._views[node.name] = _ViewTap(node, self)
+                step.children.append((tap, 0))
         self._sources: dict[str, list[_Step]] = {}
         for node in job.sources():
             self._sources.setdefault(node.params["topic"], []).append(self._runtime[node.id])
@@ -73,6 +78,10 @@ class Task:
 
     def late_count(self) -> int:
         return sum(s.late() for s in self._runtime.values())
+
+    def view_event_time(self, name: str) -> int | None:
+        """The largest event time (ms) view `name` has applied (None: none yet)."""
+        return self._views[name].max_ts
 
     def watermarks(self) -> dict[str, int | None]:
         """Event-time watermark (ms) of each windowed or joining step, by step name."""
@@ -387,12 +396,37 @@ class _AsOfJoin(_Step):
 class _TableJoin(_Step):
     def __init__(self, node, task):
         super().__init__(node, task)
-        left, right = (task.stores[s] for s in node.params["stores"])
+        left, right = (task.stores[s] for s in node.params["stores"][:2])
         self.op = TableJoin(how=self.p["how"], joiner=self.p["joiner"], left=left, right=right)
 
     def push(self, side, key, value, ts):
         for k, v, t in self.op.update(side, key, value, ts):
             self.forward(k, v, t)
+
+
+class _ViewTap(_Step):
+    """Keeps a table step's rows in its view store (``views``): key -> latest row, a
+    ``None`` row (a join's retraction) deletes; a windowed step's rows are keyed
+    ``(key, start)``, and a session that merged earlier ones deletes their rows."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.store = task.stores[view_store(node.name)]
+        self.windowed = node.kind == "window"
+        self.max_ts: int | None = None
+
+    def push(self, side, key, value, ts):
+        if self.max_ts is None or ts > self.max_ts:
+            self.max_ts = ts
+        if not self.windowed:
+            if value is None:
+                self.store.pop(key, None)
+            else:
+                self.store[key] = value
+            return
+        for start, _end in value.get("replaces", ()):
+            self.store.pop((key, start), None)
+        self.store[(key, value["start"])] = value
 
 
 class _Cep(_Step):
