@@ -33,7 +33,7 @@ from streams.jobs.aggregates import FieldAggregate, extractor
 from streams.jobs.cep import Pattern
 from streams.jobs.joins import Joiner, pair
 from streams.jobs.serde import BYTES, JSON, KEY, TEXT, Serde, serde_of
-from streams.jobs.views import view_store
+from streams.jobs.views import VIEW_RETENTION_MS, view_store
 from streams.processing.windows import Hopping, Session, Tumbling
 
 
@@ -336,14 +336,25 @@ class WindowedStream:
         self.grace_ms, self.ooo = grace_ms, out_of_orderness_ms
 
     def aggregate(
-        self, *, name: str | None = None, emit: str = "final", **aggregates: FieldAggregate
+        self,
+        *,
+        name: str | None = None,
+        emit: str = "final",
+        view_retention_ms: int = VIEW_RETENTION_MS,
+        **aggregates: FieldAggregate,
     ) -> Stream:
         """One record per window (``emit="final"``: when it closes, its last word) or per
         update (``"updates"``): key = the stream's key, value = ``{"start", "end",
         <aggregates>, "revision", "final"}``, timestamp = ``end - 1``. What it emits is also
-        a queryable view (``views``) keyed by ``(key, start)``."""
+        a queryable view (``views``) keyed by ``(key, start)``, which keeps a window until the
+        watermark is `view_retention_ms` past its end (a day by default, as Kafka Streams'
+        window stores)."""
         if emit not in ("final", "updates"):
             raise InvalidConfig("emit", emit, "must be final or updates")
+        if isinstance(view_retention_ms, bool) or not isinstance(view_retention_ms, int):
+            raise InvalidConfig("view_retention_ms", view_retention_ms, "must be whole ms")
+        if view_retention_ms < 0:
+            raise InvalidConfig("view_retention_ms", view_retention_ms, "must be >= 0")
         _check_aggregates(aggregates)
         s = self.stream._then(
             "window",
@@ -353,6 +364,7 @@ class WindowedStream:
             ooo=self.ooo,
             aggregates=aggregates,
             emit=emit,
+            view_retention_ms=view_retention_ms,
         )
         s.node.params["stores"] = (s.node.name, view_store(s.node.name))
         return s

@@ -8,6 +8,8 @@ Thread-safety: none; one task is driven by one thread.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -53,13 +55,15 @@ class Task:
             step = self._runtime[node.id]
             step.children = [(self._runtime[c.id], side) for c, side in children[node.id]]
             if node.kind in VIEW_KINDS:  # the rows of a table also go to its view store
-                tap = self._views[node.name] = _ViewTap(node, self)
+                tap = self._views[node.name] = _ViewTap(node, self, step)
                 step.children.append((tap, 0))
         self._sources: dict[str, list[_Step]] = {}
         for node in job.sources():
             self._sources.setdefault(node.params["topic"], []).append(self._runtime[node.id])
         for step in self._runtime.values():
             step.restored()
+        for tap in self._views.values():
+            tap.restored()
 
     def feed(self, topic: str, key: object, value: object, ts: int) -> None:
         self.metrics["in"] += 1
@@ -75,6 +79,8 @@ class Task:
         """Let steps write what they keep outside their stores (window snapshots)."""
         for step in self._runtime.values():
             step.before_commit()
+        for tap in self._views.values():
+            tap.before_commit()
 
     def late_count(self) -> int:
         return sum(s.late() for s in self._runtime.values())
@@ -409,11 +415,36 @@ class _ViewTap(_Step):
     ``None`` row (a join's retraction) deletes; a windowed step's rows are keyed
     ``(key, start)``, and a session that merged earlier ones deletes their rows."""
 
-    def __init__(self, node, task):
+    def __init__(self, node, task, table: _Step):
         super().__init__(node, task)
         self.store = task.stores[view_store(node.name)]
+        self.table = table
         self.windowed = node.kind == "window"
         self.max_ts: int | None = None
+        # a windowed view's rows by end: heap of (end, n, (key, start)), n a tie-breaker
+        self.ends: list[tuple[int, int, tuple]] = []
+        self._n = itertools.count()
+
+    def restored(self) -> None:
+        if self.windowed:
+            self.ends = [(row["end"], next(self._n), k) for k, row in self.store.scan()]
+            heapq.heapify(self.ends)
+
+    def before_commit(self) -> None:
+        """Drop the windows the watermark has passed by more than the view's retention."""
+        wm = self.table.watermark() if self.windowed else None
+        if wm is None or wm is False:
+            return
+        horizon = wm - self.p["view_retention_ms"]
+        while self.ends and self.ends[0][0] < horizon:
+            end, _, k = heapq.heappop(self.ends)
+            row = self.store.get(k)
+            if row is None:
+                continue
+            if row["end"] == end:
+                del self.store[k]
+            else:  # a session that grew since: its row expires later
+                heapq.heappush(self.ends, (row["end"], next(self._n), k))
 
     def push(self, side, key, value, ts):
         if self.max_ts is None or ts > self.max_ts:
@@ -426,7 +457,10 @@ class _ViewTap(_Step):
             return
         for start, _end in value.get("replaces", ()):
             self.store.pop((key, start), None)
-        self.store[(key, value["start"])] = value
+        k = (key, value["start"])
+        if k not in self.store:
+            heapq.heappush(self.ends, (value["end"], next(self._n), k))
+        self.store[k] = value
 
 
 class _Cep(_Step):

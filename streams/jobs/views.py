@@ -58,6 +58,7 @@ from streams.log.partitioner import partition_for_key
 VIEW_KINDS = ("aggregate", "window", "table_join")
 MAX_ROWS = 1000  # largest answer of a range query (``limit``)
 MAX_WAIT_S = 60.0
+VIEW_RETENTION_MS = 24 * 3600 * 1000  # a windowed view keeps a window a day past its end
 
 
 def view_store(step: str) -> str:
@@ -321,12 +322,14 @@ class View:
         """The rows now (every partition this process holds) and, from then on, each publish
         given to `callback`; returns ``(snapshot, unsubscribe)``."""
         with self._cond:
-            rows = sorted(
-                ((k, v) for part in self.parts.values() for k, v in part.rows.items()),
-                key=lambda kv: order(kv[0]),
-            )
-            t = self._tick()
-            snap = Snapshot(t, rows, t + 1, self._token(self.parts))
+            unsubscribe = self.listen(callback)
+            return self.snapshot(), unsubscribe
+
+    def listen(self, callback: Callable[[Changes], None]) -> Callable[[], None]:
+        """From now on, each publish is given to `callback`; returns ``unsubscribe``. A
+        listener that joins a stream already going takes a ``snapshot`` after listening and
+        drops the changes whose time is below the snapshot's (they are in it)."""
+        with self._cond:
             self._subscribers.append(callback)
 
         def unsubscribe() -> None:
@@ -334,7 +337,17 @@ class View:
                 if callback in self._subscribers:
                     self._subscribers.remove(callback)
 
-        return snap, unsubscribe
+        return unsubscribe
+
+    def snapshot(self) -> Snapshot:
+        """Every row this process holds, at a time after every publish so far."""
+        with self._cond:
+            rows = sorted(
+                ((k, v) for part in self.parts.values() for k, v in part.rows.items()),
+                key=lambda kv: order(kv[0]),
+            )
+            t = self._tick()
+            return Snapshot(t, rows, t + 1, self._token(self.parts))
 
     def token(self) -> Token:
         with self._cond:
@@ -606,6 +619,8 @@ class ViewQuery(Protocol):
     def subscribe(
         self, job: str, view: str, callback: Callable[[Changes], None]
     ) -> tuple[Snapshot, Callable[[], None]]: ...
+
+    def view(self, job: str, view: str) -> View: ...
 
 
 class LocalViews:

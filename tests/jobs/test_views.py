@@ -397,3 +397,34 @@ def test_change_stream_shows_an_update_as_retraction_then_insertion(store, coord
     runner.run_until_idle()
     assert [c for b in seen for c in b.changes] == changes  # nothing after unsubscribing
     runner.close()
+
+
+def test_windowed_view_drops_windows_past_its_retention(store, coordinator):
+    """A windowed view keeps a window until the watermark is `view_retention_ms` past its end;
+    a restarted task (its expiry index rebuilt from the view store) goes on dropping them."""
+    store.create_topic("orders", 1)
+    job = lambda: _retained_job()  # noqa: E731
+    runner = Runner(job(), store, coordinator=coordinator)
+    for i in range(5):  # windows [0, 1000) ... [4000, 5000)
+        produce(store, "orders", f"o{i}", {"country": "fr", "amount": 1, "ts": i * 1_000})
+    runner.run_until_idle()
+    views = LocalViews(store)
+    # watermark 4000: windows ending before 4000 - 2000 are gone: [0, 1000) ends at 1000
+    starts = [k[1] for k, _ in views.windows("shop", "w", "fr").rows]
+    assert starts == [1_000, 2_000, 3_000, 4_000]
+    runner.close()
+    again = Runner(job(), store, coordinator=coordinator)
+    again.start()
+    assert [k[1] for k, _ in views.windows("shop", "w", "fr").rows] == starts
+    produce(store, "orders", "o9", {"country": "fr", "amount": 1, "ts": 6_500})
+    again.run_until_idle()
+    assert [k[1] for k, _ in views.windows("shop", "w", "fr").rows] == [4_000, 6_000]
+    again.close()
+
+
+def _retained_job() -> Job:
+    job = Job("shop")
+    job.stream("orders", value=JSON, timestamp=field("ts")).key_by("country").window(
+        Tumbling(1_000), grace_ms=10_000
+    ).aggregate(name="w", emit="updates", view_retention_ms=2_000, n=Count())
+    return job
