@@ -67,21 +67,18 @@ def view_store(step: str) -> str:
 
 class UnknownView(TidelogError):
     code = "unknown_view"
-    status = 404
 
 
 class ViewUnavailable(TidelogError):
     """The partition that holds the answer is not served by any runner of this process."""
 
     code = "view_unavailable"
-    status = 503
 
 
 class ViewTimeout(TidelogError):
     """The view did not reach the offsets a query asked to wait for in time."""
 
     code = "view_timeout"
-    status = 504
 
 
 def order(key: object) -> tuple:
