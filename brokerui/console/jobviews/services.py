@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 
 from brokerui.cluster import is_external
-from streams.errors import InvalidConfig
+from streams.errors import InvalidConfig, TidelogError
 from streams.jobs.views import (
     MAX_ROWS,
     MAX_WAIT_S,
@@ -275,3 +275,39 @@ class ViewFanOut:
         from channels.layers import get_channel_layer
 
         await get_channel_layer().group_send(self.group, changes_event(batch))
+
+
+QUERY_PARAMS = ("key", "key_json", "from", "to", "from_json", "to_json", "time_from", "time_to")
+
+
+def view_page(*, source: ViewQuery | None, job: str, view: str, params: Mapping) -> dict:
+    """A view's page: its ``info`` and, when the form asked something (any of
+    `QUERY_PARAMS` or ``wait_for``), the ``result`` of `view_read` or the ``error`` it gave
+    (a bad parameter, a timeout, an unserved partition: said, not raised). UnknownView when
+    the job or view does not run here."""
+    info = view_info(source=source, job=job, view=view)
+    asked = any(params.get(p) for p in (*QUERY_PARAMS, "wait_for"))
+    result = error = None
+    if asked:
+        try:
+            result = view_read(source=source, job=job, view=view, params=params)
+        except TidelogError as exc:
+            error = str(exc)
+    table = table_of(result["rows"]) if result else None
+    return {"info": info, "asked": asked, "result": result, "table": table, "error": error}
+
+
+def table_of(rows: list[dict]) -> dict:
+    """Rows ``[{key, row}]`` as a table: ``columns`` (the rows' fields in first-seen order;
+    a row that is not an object is one ``value`` column) and ``cells`` per row, each value
+    as JSON text; the key as JSON text too (a windowed key is ``[key, start]``)."""
+    columns: list[str] = []
+    for r in rows:
+        fields = r["row"].keys() if isinstance(r["row"], dict) else ["value"]
+        columns.extend(c for c in fields if c not in columns)
+    out = []
+    for r in rows:
+        row = r["row"] if isinstance(r["row"], dict) else {"value": r["row"]}
+        cells = [json.dumps(row[c]) if c in row else "" for c in columns]
+        out.append({"key": json.dumps(r["key"]), "cells": cells})
+    return {"columns": columns, "rows": out}
