@@ -26,6 +26,9 @@ Each ``poll_once``:
 On start, each task's stores are restored from their changelog partitions before anything is
 processed; inputs resume at the committed offsets (or the beginning).
 
+After each commit the runner publishes what its tasks' tables changed to the job's views
+(``views``: interactive queries and change streams), with the tasks' input positions.
+
 Thread-safety: one thread drives a runner.
 """
 
@@ -44,6 +47,8 @@ from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
+from streams.jobs.views import RunnerViews
+from streams.jobs.views import registry as view_registry
 from streams.log import LogStore, ProducerRecord
 
 log = logging.getLogger(__name__)
@@ -111,6 +116,7 @@ class Runner:
         self._changelog_config = {**(changelog_config or {}), **CHANGELOG_CONFIG}
         self.consumer: Consumer | None = None
         self._counts: dict[str, int] = {}
+        self.views: RunnerViews | None = None  # its tasks' queryable tables (``views``)
 
     # ------------------------------------------------------------------ start
 
@@ -129,6 +135,7 @@ class Runner:
             topic = changelog_topic(self.job.name, store)
             self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
+        self.views = view_registry(self.log_store).attach(self, counts)
         if self.group:
             self.consumer = Consumer(
                 self.log_store,
@@ -158,6 +165,11 @@ class Runner:
             for t in topics:
                 self._positions[(t, p)] = committed.get((t, p), self.log_store.offsets(t, p)[0])
             self.tasks[p] = Task(self.job, p, self._emitter(p), self._opener(p))
+            if self.views is not None:
+                self.views.opened(p, self.tasks[p], self._task_positions(p))
+
+    def _task_positions(self, p: int) -> dict[str, int]:
+        return {t: self._positions[(t, p)] for t in self._inputs[p]}
 
     def _on_assign(self, tps: list[tuple[str, int]]) -> None:
         """The group gave this worker `tps`: one task per partition number, restored from its
@@ -182,6 +194,8 @@ class Runner:
         self._close_tasks()
 
     def _close_tasks(self) -> None:
+        if self.views is not None:
+            self.views.closed(list(self.tasks))
         for task in self.tasks.values():
             for store in task.stores.values():
                 store.close()
@@ -342,10 +356,12 @@ class Runner:
     def commit(self) -> None:
         """Write outputs and changelogs, then commit input offsets (at-least-once)."""
         started = time.monotonic()
+        taken: dict[int, dict[str, list]] = {}
         for p, task in self.tasks.items():
             task.before_commit()
+            taken[p] = {}
             for name, store in task.stores.items():
-                changes = store.take_changes()
+                changes = taken[p][name] = store.take_changes()
                 if changes:
                     recs = [ProducerRecord(v, k, (), None) for k, v in changes]
                     self._out.setdefault((changelog_topic(self.job.name, name), p), []).extend(recs)
@@ -360,6 +376,9 @@ class Runner:
                     log.warning("job %s: commit failed, records may repeat: %s", self.job.name, exc)
         elif self.coordinator is not None and self._positions:
             self.coordinator.commit_offsets(self.group_id, dict(self._positions))
+        if self.views is not None:  # what the commit wrote is what views now answer
+            for p, by_store in taken.items():
+                self.views.committed(p, self.tasks[p], by_store, self._task_positions(p))
         self.metrics.checkpointed(started)
 
     def run_until_idle(self, max_rounds: int = 1_000_000) -> int:
@@ -420,3 +439,6 @@ class Runner:
         if self.consumer is not None:
             self.consumer.close(autocommit=False)
             self.consumer = None
+        if self.views is not None:
+            self.views.detach()
+            self.views = None
