@@ -15,6 +15,7 @@ from typing import Any
 from streams.jobs.cep import CepOperator
 from streams.jobs.job import Job, KeyState, Node
 from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
+from streams.jobs.search import QueryIndex
 from streams.jobs.state import Store
 from streams.processing.aggregates import (
     CNT,
@@ -427,6 +428,23 @@ class _Cep(_Step):
         return self.op.watermark
 
 
+class _Search(_Step):
+    """``search.QueryIndex``: side 1 (the queries topic) changes the queries, side 0 events
+    are matched; each match goes on keyed by its query id."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.index = QueryIndex()
+
+    def push(self, side, key, value, ts):
+        if side == 1:
+            if key is not None:  # a query needs an id; a keyless record names none
+                self.index.put(str(key), value)
+            return
+        for qid in self.index.match(value):
+            self.forward(qid, {"query": qid, "key": key, "event": value}, ts)
+
+
 class _CepTimeouts(_Step):
     def push(self, side, key, value, ts):
         self.forward(key, value, ts)
@@ -435,6 +453,7 @@ class _CepTimeouts(_Step):
 _KINDS = {
     "cep": _Cep,
     "cep_timeouts": _CepTimeouts,
+    "search": _Search,
     "source": _Source,
     "filter": _Filter,
     "map": _Map,
