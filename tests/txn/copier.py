@@ -55,8 +55,9 @@ def partitions_of(consumer: Consumer, topic: str) -> list[int]:
 
 
 class Copier:
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace, *, verbose: bool = True):
         self.args = args
+        self.verbose = verbose
         self.consumer = Consumer({
             "bootstrap.servers": args.bootstrap, "group.id": args.group,
             "isolation.level": "read_committed", "enable.auto.commit": False,
@@ -105,17 +106,28 @@ class Copier:
     def report(self) -> None:
         """``at P:OFFSET ...``: the input offsets committed so far (absolute, so a report lost
         with a killed instance is repeated by the next one's first)."""
+        if not self.verbose:
+            return
         at = " ".join(f"{p}:{o}" for p, o in sorted(self.next_offsets.items()))
         print(f"at {at}", flush=True)
 
     def offsets(self) -> list[TopicPartition]:
         return [TopicPartition(self.args.input, p, o) for p, o in self.next_offsets.items()]
 
-    def run(self) -> None:
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.flush(TIMEOUT_S)
+
+    def start(self) -> None:
+        """Fence older instances (aborting what they left open), then continue from the
+        committed offsets."""
         if self.args.transactions:
             self.producer.init_transactions(TIMEOUT_S)
         self.rewind()
-        while True:
+
+    def copy(self, until: dict[int, int] | None = None) -> None:
+        """Copy forever, or until the committed offsets reach `until` (partition: offset)."""
+        while until is None or any(self.next_offsets.get(p, 0) < o for p, o in until.items()):
             batch = [
                 m
                 for m in self.consumer.consume(self.args.max_per_txn, timeout=0.5)
@@ -179,7 +191,7 @@ class Copier:
         self.consumer.commit(offsets=self.offsets(), asynchronous=False)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--input", required=True)
@@ -189,10 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-per-txn", type=int, default=50)
     parser.add_argument("--transaction-timeout-ms", type=int, default=10_000)
     parser.add_argument("--no-transactions", dest="transactions", action="store_false")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     copier = Copier(args)
     try:
-        copier.run()
+        copier.start()
+        copier.copy()
     except KafkaException as exc:
         print(f"copier: fatal: {exc}", file=sys.stderr, flush=True)
         return FATAL_EXIT
