@@ -41,8 +41,9 @@ Systems:
   recovery (SQLite snapshots every epoch, ``RecoveryConfig``) is its counterpart of
   changelogs and is on. It offers no exactly-once to Kafka (its sink is at-least-once), so
   it has no exactly-once row. The window job is ``fold_window`` with an ``EventClock`` (wait
-  1 s of system time: its watermark also advances with the wall clock, and a record that
-  comes after a pause longer than the wait would count as late) and a 1 s
+  30 s of system time: its watermark also advances with the wall clock, and a record that
+  comes after a longer pause would count as late; so most of its windows close at the end of the
+  input, which it reaches since its source stops there) and a 1 s
   ``TumblingWindower``; Bytewax has no interval join operator, so the join is the
   ``stateful_flat_map`` a user writes (per key, both sides' recent records; a record is
   dropped once the other side's newest timestamp for the key is more than 500 ms past it).
@@ -93,6 +94,7 @@ SEED = 20261202
 QUIX_VERSION = "3.28.1"
 BYTEWAX_VERSION = "0.21.1"
 GUARANTEES = ("at-least-once", "exactly-once")
+BYTEWAX_WAIT_S = 30
 QUIX_PYTHON = REPO_ROOT / ".venv-quix" / "bin" / "python"
 
 Rec = tuple[bytes, bytes, int]  # (key, value, timestamp ms)
@@ -383,9 +385,9 @@ def bytewax_run(workload: str, bootstrap: str, inputs: list[str], tmp: str) -> t
     if workload == "window":
         clock = win.EventClock(
             lambda item: datetime.fromtimestamp(item[2] / 1000, tz=UTC),
-            # its watermark also moves with the system clock: allow 1 s of it between
-            # batches (the data are in order, so this delays nothing but window closing)
-            wait_for_system_duration=timedelta(seconds=1),
+            # its watermark also moves with the system clock: a record that comes after a
+            # pause longer than the wait is late, and a loaded machine pauses for seconds
+            wait_for_system_duration=timedelta(seconds=BYTEWAX_WAIT_S),
         )
         windower = win.TumblingWindower(
             length=timedelta(milliseconds=SIZE_MS), align_to=datetime(1970, 1, 1, tzinfo=UTC)
