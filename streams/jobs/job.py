@@ -332,6 +332,7 @@ class Stream:
             )
         node = self.job._node("late_events", None, [(self.node, 0)])
         return Stream(self.job, node, rekeyed=False)
+
     def search(self, *, queries: str, name: str | None = None) -> Stream:
         """Search on the stream (``streams.jobs.search``): every event is matched against the
         live queries of the compacted topic `queries` (key = query id, value = a query string
