@@ -104,6 +104,8 @@ class PartitionLog:
         # bytes appended since this process opened the partition (for rate metrics)
         self.bytes_appended = 0
         self._write_lock = threading.RLock()  # re-entered by append_batches
+        self._unsynced: list[LogSegment] = []  # sealed by a roll, not fsynced yet
+        self._dir_unsynced = False  # a roll made files whose directory entry is not synced
         self._flush_lock = threading.Lock()
         self._closed = False
         self._refusals = RefusalLog(f"{topic}-{partition}")
@@ -440,21 +442,40 @@ class PartitionLog:
         """Seal the active segment and start a new one at the log end (write lock held).
 
         The new segment's files are made first: a disk that refuses them (OSError) leaves the
-        active segment as it was, and the next append tries again."""
+        active segment as it was, and the next append tries again. Nothing is fsynced here, so
+        an append that rolls does not wait for the disk (Kafka schedules the same flush after a
+        roll): the sealed segment, its indexes and the directory entry of the new one are
+        fsynced by the next ``sync_to`` (or ``close``), before the recovery point passes them."""
         old = self._segments[-1]
         new = self._new_segment(self._next_offset)
         try:
             old.add_closing_entry()
-            fsync_dir(self.directory)
         except OSError:
             _unlink_segment_files(new)
             raise
-        with self._flush_lock:
-            self._flush_or_go_offline(old.flush)
-            old.closed = True
-            self._note_flushed(self._next_offset)
+        old.closed = True
+        self._unsynced.append(old)
+        self._dir_unsynced = True
         self._set_segments(self._segments + [new])
         return new
+
+    def _flush_sealed(self, sealed: list[LogSegment]) -> None:
+        """Fsync segments sealed by a roll since the last sync, and the directory (their
+        successors' entries); flush lock held. A segment retention or the cleaner has removed
+        meanwhile is skipped."""
+        if self._dir_unsynced:
+            self._dir_unsynced = False
+            fsync_dir(self.directory)
+        for seg in sealed:
+            try:
+                seg.flush()
+            except OSError:
+                if seg in self._segments:
+                    raise
+            try:
+                self._unsynced.remove(seg)
+            except ValueError:
+                pass
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         cfg = self.config
@@ -512,13 +533,18 @@ class PartitionLog:
         """Group commit: return once every offset below `end` is on disk."""
         if self._flushed >= end:
             return
+        with self._write_lock:  # one view: every offset below `target` is in these segments
+            target = self._next_offset  # everything whose write has completed
+            active = self._segments[-1]
+            sealed = list(self._unsynced)
         with self._flush_lock:
             if self._flushed >= end:
                 return
             if self._offline is not None:
                 raise self._offline
-            target = self._next_offset  # everything whose write has completed
-            self._flush_or_go_offline(self._segments[-1].flush_log)
+            if sealed or self._dir_unsynced:
+                self._flush_or_go_offline(lambda: self._flush_sealed(sealed))
+            self._flush_or_go_offline(active.flush_log)
             self._note_flushed(target)
 
     def _note_flushed(self, target: int) -> None:
@@ -998,6 +1024,8 @@ class PartitionLog:
             try:
                 with self._flush_lock:
                     if self._offline is None:
+                        sealed = list(self._unsynced)
+                        self._flush_or_go_offline(lambda: self._flush_sealed(sealed))
                         self._flush_or_go_offline(self._segments[-1].flush)
                         self._note_flushed(self._next_offset)
                 self.snapshot_producers()
