@@ -6,9 +6,14 @@ Offsets:
                       (``flush.messages=1``) only what is on disk, otherwise the log end
     log end offset    next offset to assign
 
-Writers: one at a time (``_write_lock``). Durability uses group commit: an appender that must wait
-for disk calls ``_sync_to(its end offset)``; the first to take ``_flush_lock`` syncs everything
-written so far, and the others find their offsets already covered.
+Writers: one at a time (``_write_lock``), every record through ``append_batches`` (producer
+state, transaction check, write; see ``produce`` for the validation before it). Durability uses
+group commit: an appender that must wait for disk calls ``_sync_to(its end offset)``; the first to
+take ``_flush_lock`` syncs everything written so far (segments a roll sealed since, then the
+active one), and the others find their offsets already covered. ``append_batches`` never fsyncs,
+not even when it rolls a segment, so a writer on an event loop does not wait for the disk; the
+callers that wait (``append``, ``write_marker``, the listener's group commit) sync afterwards,
+outside the write lock.
 
 Readers never take a lock. They read ``high_watermark`` first, then the segment list (replaced,
 never mutated, when segments are added or removed), then each segment's ``size``; everything
@@ -326,7 +331,10 @@ class PartitionLog:
         out: list[Written] = []
         with self._write_lock:
             self._check_writable()
-            dups = self.producers.check_batches([h for h, _ in batches])
+            if any(h.producer_id >= 0 for h, _ in batches):
+                dups = self.producers.check_batches([h for h, _ in batches])
+            else:  # no idempotent producer: nothing to check (the store's own appends)
+                dups = [None] * len(batches)
             for (h, batch), dup in zip(batches, dups, strict=True):
                 if dup is not None:
                     out.append(Written(dup.base_offset, dup.last_offset, dup.timestamp, True))
