@@ -273,12 +273,15 @@ class PartitionLog:
         now = self.clock()
         batches = produce.client_batches(self.config, self.topic, data, now)
         results = self.append_batches(batches, now, verify_txn)
-        ts = now if self.config.log_append_time else -1
+        instruments = telemetry.current()
+        for (h, batch), r in zip(batches, results, strict=True):
+            if not r.retry:
+                instruments.records_in(self.topic, h.count, len(batch))
         first = results[0]
         syncs = [r.last_offset + 1 for r in results if r.sync]
         return Appended(
             first.base_offset,
-            first.timestamp if first.retry else ts,
+            first.timestamp,
             max(syncs) if syncs else None,
             self.log_start_offset,
         )
