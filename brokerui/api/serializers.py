@@ -751,6 +751,11 @@ class TransactionAbort(StrictSerializer):
     producer_epoch = serializers.IntegerField(
         min_value=0, help_text="the epoch shown: refused (409) if it changed"
     )
+    start_ms = serializers.IntegerField(
+        required=False,
+        help_text="the transaction's start time shown (ms since the epoch): refused (409) if "
+        "the ongoing transaction started at another time (a later one of the same epoch)",
+    )
 
 
 # =============================================================================== jobs

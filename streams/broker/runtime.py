@@ -148,8 +148,8 @@ class Broker:
 
     def transactional_producer(self, transactional_id: str, **options):
         """An embedded ``streams.client.Producer`` with transactions, sharing the Kafka
-        listener's transaction coordinator and producer state (so it fences, and is fenced by,
-        Kafka clients with the same transactional id). Needs the listener running."""
+        listener's transaction coordinator (so it fences, and is fenced by, Kafka clients with
+        the same transactional id). Needs the listener running."""
         from streams.client import Producer
 
         if self._listener is None:
@@ -158,7 +158,6 @@ class Broker:
             self._store,
             transactional_id=transactional_id,
             transactions=self._listener.transactions,
-            producer_state=self._listener.producers,
             **options,
         )
 
