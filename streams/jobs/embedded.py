@@ -46,7 +46,8 @@ class JobStatus:
     description: str
     state: str  # "stopped" (never started or stopped), "starting", "running", "failed"
     inputs: list[str]
-    outputs: list[str]
+    outputs: list[str]  # every topic it writes, its late side outputs included
+    late_outputs: list[str]  # the topics of its ``Stream.late()`` side outputs
     worker: WorkerMetrics | None  # the last run's worker (None: never started)
     failure: str | None = None  # why it failed (the record error, or the start error)
 
@@ -160,6 +161,11 @@ class EmbeddedJobs:
             state=state,
             inputs=[n.params["topic"] for n in job.sources() if not n.params.get("internal")],
             outputs=[n.params["topic"] for n in job.nodes if n.kind == "sink"],
+            late_outputs=[
+                n.params["topic"]
+                for n in job.nodes
+                if n.kind == "sink" and n.parents[0][0].kind == "late_events"
+            ],
             worker=worker,
             failure=None if run is None else run.failure,
         )

@@ -49,6 +49,7 @@ def test_start_runs_the_job_and_stop_commits_it(jobs, store, coordinator):  # no
     write(store, "events", [("a", {"ts": t}, t) for t in (1, 2, 15)])
     status = jobs.start("counting")
     assert status.inputs == ["events"] and status.outputs == ["counts"]
+    assert status.late_outputs == []
     with pytest.raises(JobStateConflict):
         jobs.start("counting")
     wait_for(lambda: jobs.status("counting").worker.records_in == 3)
