@@ -11,6 +11,9 @@
 - ``state``: changelogged stores (memory by default, RocksDB via rocksdict as an option);
 - ``runner``: ``Runner`` over the embedded ``LogStore`` (alone, every partition; or with
   ``group=True`` one of several workers sharing the partitions through the job's group);
+- ``metrics``: ``JobMetrics``, what a worker reports (lag, watermarks, late and dropped counts,
+  state size, checkpoints, record errors) for the console's Jobs page;
+- ``embedded``: ``EmbeddedJobs``, jobs run on threads in the broker's process (the demo's);
 - ``testing``: ``TestDriver`` (in memory, no broker).
 """
 
