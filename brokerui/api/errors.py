@@ -42,6 +42,7 @@ from rest_framework.response import Response
 
 from brokerui.request_limits import too_large_message
 from streams import errors as se
+from streams.jobs.views import UnknownView, ViewTimeout, ViewUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,9 @@ DOMAIN_STATUS: dict[type, int] = {
     se.ClusterUnavailable: 503,  # TIDELOG_CLUSTER: the external cluster does not answer
     se.ClusterError: 502,
     se.Unsupported: 501,
+    UnknownView: 404,
+    ViewUnavailable: 503,  # its partition is rebalancing, stopped or served elsewhere
+    ViewTimeout: 504,  # the view did not reach the offsets asked for in time
     se.TidelogError: 400,
 }
 

@@ -4,7 +4,7 @@ from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 import brokerui.group_paths  # noqa: F401 - registers the group_id path converter
-from brokerui.api import views
+from brokerui.api import jobviews, views
 
 app_name = "api"
 
@@ -21,5 +21,11 @@ urlpatterns = [
     path("docs", views.docs_page, name="docs"),
     *router.urls,
     *group_router.urls,
+    path("views", jobviews.JobViewViewSet.as_view({"get": "list"}), name="views"),
+    path(
+        "views/<str:job>/<str:view>",
+        jobviews.JobViewViewSet.as_view({"get": "read"}),
+        name="view-read",
+    ),
     re_path(r"^(?P<path>.*)$", views.not_found, name="not-found"),
 ]

@@ -29,6 +29,8 @@ OPERATIONS = {
     "/api/v1/jobs/{name}": {"get"},
     "/api/v1/jobs/{name}/start": {"post"},
     "/api/v1/jobs/{name}/stop": {"post"},
+    "/api/v1/views": {"get"},
+    "/api/v1/views/{job}/{view}": {"get"},
 }
 HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
 

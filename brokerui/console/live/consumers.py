@@ -259,3 +259,58 @@ def _group_topics(scope: Scope) -> list[str]:
     except UnknownGroup:
         return []
     return sorted({p.topic for p in detail.lag.partitions})
+
+
+class ViewConsumer(LiveConsumer):
+    """``/ws/views/``: a job's table as Materialize's ``SUBSCRIBE`` gives it. Subscribe with
+    ``{"type": "subscribe", "name": "<job>/<view>"}``; then ``snapshot`` (every row at a
+    time T), ``changes`` (``[time, diff, key, row]``: an update is -1 old row, +1 new row) and
+    ``progress`` marks (complete below that time; the input offsets and watermark it
+    reflects). Pause leaves the stream; resume sends a fresh snapshot. The relay listens to
+    the view (``View.listen``) before the snapshot is taken, so no change falls between; those
+    older than the snapshot are dropped (``services.stream_messages``)."""
+
+    view = None
+    since = 0
+
+    async def on_subscribe(self, content: dict) -> None:
+        from brokerui.console.jobviews import services
+
+        name = content.get("name")
+        job, _, view_name = name.partition("/") if isinstance(name, str) else ("", "", "")
+        if not job or not view_name:
+            await self.send_json({"type": "error", "message": "name must be <job>/<view>"})
+            return
+        try:
+            source = await asyncio.to_thread(services.view_source)
+            view = await asyncio.to_thread(
+                services.view_stream, source=source, job=job, view=view_name
+            )
+        except TidelogError as exc:
+            await self.send_json({"type": "unavailable", "message": str(exc)})
+            return
+        if self._relay is not None:
+            relay.release(self.relay_key, self._relay)
+        self.relay_key = f"views:{job}/{view_name}"
+        group = services.view_group(job, view_name)
+        self._relay = relay.acquire(self.relay_key, view, view.listen, services.ViewFanOut(group))
+        self.view, self.paused = view, False
+        await self.join(group)
+        await self.fill_gap(content)
+
+    async def fill_gap(self, content: dict) -> None:
+        if self.view is None:
+            return
+        from brokerui.console.jobviews import services
+
+        snap = await asyncio.to_thread(self.view.snapshot)
+        self.since = snap.time
+        await self.send_json(services.snapshot_message(snap))
+
+    async def view_changes(self, event: dict) -> None:
+        if self.paused:
+            return
+        from brokerui.console.jobviews import services
+
+        for message in services.stream_messages(event, self.since):
+            await self.send_json(message)
