@@ -13,6 +13,9 @@
   (``LocalViews``, the ``ViewQuery`` seam; snapshot + change stream);
 - ``runner``: ``Runner`` over the embedded ``LogStore`` (alone, every partition; or with
   ``group=True`` one of several workers sharing the partitions through the job's group);
+- ``metrics``: ``JobMetrics``, what a worker reports (lag, watermarks, late and dropped counts,
+  state size, checkpoints, record errors) for the console's Jobs page;
+- ``embedded``: ``EmbeddedJobs``, jobs run on threads in the broker's process (the demo's);
 - ``testing``: ``TestDriver`` (in memory, no broker).
 """
 

@@ -479,13 +479,6 @@ class Runner:
     def late_count(self) -> int:
         return sum(t.late_count() for t in self.tasks.values())
 
-    def input_positions(self, partition: int) -> dict[str, tuple[int, int]]:
-        """Task `partition`'s inputs: topic -> (next offset to read, end offset)."""
-        return {
-            t: (self._positions[(t, partition)], self.log_store.offsets(t, partition)[1])
-            for t in self._inputs[partition]
-        }
-
     def close(self) -> None:
         """Commit, close the tasks and, in a group, leave it (the others rebalance at once)."""
         self.commit()
