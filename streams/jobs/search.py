@@ -41,10 +41,13 @@ match is emitted as ``(query id, {"query": id, "key": event key, "event": event}
 
 **Index** (``QueryIndex``) — the percolator idea: each query is reduced to a small set of
 *index keys* at least one of which an event must contain for the query to match —
-``(field, word)`` for a term or phrase (for a phrase its longest word; for an unfielded term
-the field ``""``, which holds every word of the event), ``(field, None)`` ("field present")
-for a range or ``field:*``. An AND takes the best key set of its children (terms before
-field presence, then the fewest keys), an OR the union of its children's; a NOT gives none.
+``(field, word)`` for a term or phrase (for an unfielded term the field ``""``, which holds
+every word of the event), ``(field, None)`` ("field present") for a range or ``field:*``. A
+phrase is indexed on one of its words, an AND on the key set of one of its children (word
+keys before field presence), an OR on the union of its children's; a NOT gives none. Which
+word and which child: the ones with the fewest queries in the index when the query is added
+(a cheap stand-in for term statistics: ``page:"product 17"`` goes under ``17`` once another
+query holds ``product``; the first such query may pick the common word).
 A query with no key set (only negations, ``*``, or an OR with such a branch) is put on an
 *always check* list (``QueryIndex.describe`` and ``explain`` say so). An event is analysed
 once; its words and present fields are looked up in the posting lists; only the queries found
@@ -513,11 +516,16 @@ def compile_node(n: Node) -> Matcher:
 Key = tuple[str, str | None]  # (field, word), or (field, None): the field is present
 
 
-def index_keys(n: Node) -> frozenset[Key] | None:
-    """Keys at least one of which every event matching `n` contains; None: no such set."""
+def index_keys(n: Node, size: Callable[[Key], int] | None = None) -> frozenset[Key] | None:
+    """Keys at least one of which every event matching `n` contains; None: no such set.
+    `size` (the index's current posting-list length of a key) steers the choice towards
+    rarer keys: of a phrase's words the one with the fewest queries (then the longest), of
+    an AND's children the key set with the fewest queries."""
+    size = size or _no_size
     kind = n.kind
     if kind == "term":
-        return frozenset({(n.field, max(n.words, key=len))})
+        field = n.field
+        return frozenset({(field, min(n.words, key=lambda w: (size((field, w)), -len(w))))})
     if kind in ("range", "exists"):
         return frozenset({(n.field, None)})
     if kind in ("all", "not"):
@@ -525,34 +533,36 @@ def index_keys(n: Node) -> frozenset[Key] | None:
     if kind == "or":
         out: set[Key] = set()
         for c in n.children:
-            ks = index_keys(c)
+            ks = index_keys(c, size)
             if ks is None:
                 return None
             out |= ks
         return frozenset(out)
     if kind == "and":
-        return _best(index_keys(c) for c in n.children)
+        return _best((index_keys(c, size) for c in n.children), size)
     # bool: a required clause suffices; without one, some should clause must match
     if n.must:
-        return _best(index_keys(c) for c in n.must)
+        return _best((index_keys(c, size) for c in n.must), size)
     if n.should:
-        return index_keys(Node("or", children=n.should))
+        return index_keys(Node("or", children=n.should), size)
     return None
 
 
-def _best(sets) -> frozenset[Key] | None:
+def _no_size(key: Key) -> int:
+    return 0
+
+
+def _best(sets, size: Callable[[Key], int]) -> frozenset[Key] | None:
     best = None
+    best_cost = None
     for ks in sets:
         if ks is None:
             continue
-        if best is None or _cost(ks) < _cost(best):
-            best = ks
+        # presence keys are weak filters (most events have the field): word keys first
+        cost = (sum(1 for _, w in ks if w is None), sum(size(k) for k in ks), len(ks))
+        if best_cost is None or cost < best_cost:
+            best, best_cost = ks, cost
     return best
-
-
-def _cost(ks: frozenset[Key]) -> tuple[int, int]:
-    """Presence keys are weak filters (most events have the field): prefer word keys."""
-    return (sum(1 for _, w in ks if w is None), len(ks))
 
 
 @dataclass
@@ -621,12 +631,17 @@ class QueryIndex:
         except QueryError as exc:
             self.errors[qid] = str(exc)
             return
+        q.keys = index_keys(q.node, self._size)
         self.queries[qid] = q
         if q.keys is None:
             self.always.add(qid)
         else:
             for field, word in q.keys:
                 self.postings.setdefault(field, {}).setdefault(word, set()).add(qid)
+
+    def _size(self, key: Key) -> int:
+        by_word = self.postings.get(key[0])
+        return 0 if by_word is None else len(by_word.get(key[1], ()))
 
     def delete(self, qid: str) -> None:
         self.errors.pop(qid, None)

@@ -418,6 +418,9 @@ class _Cep(_Step):
     def push(self, side, key, value, ts):
         self._out(*self.op.process(key, value, ts))
 
+    def before_commit(self) -> None:
+        self.op.sync()
+
     def flush(self) -> None:
         self._out(*self.op.flush())
 
