@@ -611,7 +611,8 @@ QUERIES = QuerySerde()
 class QueryIndex:
     """The live queries of one task, indexed by their keys (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic: str | None = None) -> None:
+        self.topic = topic  # set: records naming another topic ({"topic": ...}) are not ours
         self.queries: dict[str, Query] = {}
         # field -> word (None: present) -> ids
         self.postings: dict[str, dict[str | None, set[str]]] = {}
@@ -626,6 +627,9 @@ class QueryIndex:
         self.delete(qid)
         if value is None:
             return
+        if self.topic is not None and isinstance(value, dict):
+            if value.get("topic") not in (None, self.topic):
+                return
         try:
             q = compile_query(qid, query_text(value))
         except QueryError as exc:

@@ -437,7 +437,7 @@ class _Search(_Step):
 
     def __init__(self, node, task):
         super().__init__(node, task)
-        self.index = QueryIndex()
+        self.index = QueryIndex(node.params.get("for_topic"))
 
     def push(self, side, key, value, ts):
         if side == 1:
