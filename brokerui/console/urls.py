@@ -9,6 +9,7 @@ from brokerui.console.audit_log import urls as audit_urls
 from brokerui.console.groups import urls as group_urls
 from brokerui.console.live import urls as live_urls
 from brokerui.console.messages import urls as message_urls
+from brokerui.console.search import urls as search_urls
 from brokerui.console.topics import urls as topic_urls
 from brokerui.console.transactions import urls as transaction_urls
 
@@ -23,4 +24,5 @@ urlpatterns = [
     *audit_urls.urlpatterns,
     *live_urls.urlpatterns,
     *alert_urls.urlpatterns,
+    *search_urls.urlpatterns,
 ]

@@ -239,6 +239,9 @@ class SavedSearches:
         return self
 
     def close(self) -> None:
+        """Stop the thread and close the runners (commit); idempotent."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
