@@ -45,9 +45,10 @@ match is emitted as ``(query id, {"query": id, "key": event key, "event": event}
 every word of the event), ``(field, None)`` ("field present") for a range or ``field:*``. A
 phrase is indexed on one of its words, an AND on the key set of one of its children (word
 keys before field presence), an OR on the union of its children's; a NOT gives none. Which
-word and which child: the ones with the fewest queries in the index when the query is added
-(a cheap stand-in for term statistics: ``page:"product 17"`` goes under ``17`` once another
-query holds ``product``; the first such query may pick the common word).
+word and which child: the ones the fewest live queries use anywhere when the query is added
+(the index has no statistics of the events; a word many queries share — ``product`` in
+``page:"product 17"``, ``status:error`` — is taken as common in events too), so that each
+event meets few candidates.
 A query with no key set (only negations, ``*``, or an OR with such a branch) is put on an
 *always check* list (``QueryIndex.describe`` and ``explain`` say so). An event is analysed
 once; its words and present fields are looked up in the posting lists; only the queries found
@@ -518,9 +519,9 @@ Key = tuple[str, str | None]  # (field, word), or (field, None): the field is pr
 
 def index_keys(n: Node, size: Callable[[Key], int] | None = None) -> frozenset[Key] | None:
     """Keys at least one of which every event matching `n` contains; None: no such set.
-    `size` (the index's current posting-list length of a key) steers the choice towards
-    rarer keys: of a phrase's words the one with the fewest queries (then the longest), of
-    an AND's children the key set with the fewest queries."""
+    `size` (how many live queries use a key) steers the choice towards rarer keys: of a
+    phrase's words the one fewest queries use (then the longest), of an AND's children the
+    key set fewest queries use."""
     size = size or _no_size
     kind = n.kind
     if kind == "term":
@@ -546,6 +547,15 @@ def index_keys(n: Node, size: Callable[[Key], int] | None = None) -> frozenset[K
     if n.should:
         return index_keys(Node("or", children=n.should), size)
     return None
+
+
+def _term_keys(n: Node):
+    """Every (field, word) of `n`'s terms and phrases."""
+    if n.kind == "term":
+        for w in n.words:
+            yield (n.field, w)
+    for c in (*n.children, *n.must, *n.should, *n.must_not):
+        yield from _term_keys(c)
 
 
 def _no_size(key: Key) -> int:
@@ -618,6 +628,7 @@ class QueryIndex:
         self.postings: dict[str, dict[str | None, set[str]]] = {}
         self.always: set[str] = set()
         self.errors: dict[str, str] = {}  # id -> why its latest record did not parse
+        self._df: dict[Key, int] = {}  # (field, word) -> live queries using it (anywhere)
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -635,6 +646,7 @@ class QueryIndex:
         except QueryError as exc:
             self.errors[qid] = str(exc)
             return
+        self._count(q.node, 1)
         q.keys = index_keys(q.node, self._size)
         self.queries[qid] = q
         if q.keys is None:
@@ -644,14 +656,23 @@ class QueryIndex:
                 self.postings.setdefault(field, {}).setdefault(word, set()).add(qid)
 
     def _size(self, key: Key) -> int:
-        by_word = self.postings.get(key[0])
-        return 0 if by_word is None else len(by_word.get(key[1], ()))
+        return self._df.get(key, 0)
+
+    def _count(self, node: Node, delta: int) -> None:
+        """Count the query's words (per field) in ``_df``: how many live queries use each."""
+        for key in _term_keys(node):
+            n = self._df.get(key, 0) + delta
+            if n > 0:
+                self._df[key] = n
+            else:
+                self._df.pop(key, None)
 
     def delete(self, qid: str) -> None:
         self.errors.pop(qid, None)
         q = self.queries.pop(qid, None)
         if q is None:
             return
+        self._count(q.node, -1)
         if q.keys is None:
             self.always.discard(qid)
             return
