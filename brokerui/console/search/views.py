@@ -67,6 +67,8 @@ def search_list(request):
 def search_validate(request):
     """htmx: the query's check as it is typed (how it is read, or the error and where)."""
     query = request.POST.get("query", "")
+    if not query.strip():  # nothing typed yet: nothing to say
+        return render(request, "console/search/partials/check.html", {})
     try:
         context = {"validation": services.search_validate(query=query), "query": query}
     except QueryError as exc:
