@@ -26,6 +26,9 @@ Each ``poll_once``:
 On start, each task's stores are restored from their changelog partitions before anything is
 processed; inputs resume at the committed offsets (or the beginning).
 
+After each commit the runner publishes what its tasks' tables changed to the job's views
+(``views``: interactive queries and change streams), with the tasks' input positions.
+
 Thread-safety: one thread drives a runner.
 """
 
@@ -40,9 +43,12 @@ from collections.abc import Callable
 from streams.client import CommitFailed, Consumer
 from streams.errors import GroupError, InvalidConfig, TidelogError, TopicAlreadyExists, UnknownTopic
 from streams.jobs.job import Job
+from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
+from streams.jobs.views import RunnerViews
+from streams.jobs.views import registry as view_registry
 from streams.log import LogStore, ProducerRecord
 
 log = logging.getLogger(__name__)
@@ -83,8 +89,11 @@ class Runner:
         group: bool = False,
         consumer_options: dict | None = None,
         changelog_config: dict | None = None,
+        metrics: JobMetrics | None = None,
     ):
         self.job, self.log_store, self.coordinator = job, store, coordinator
+        # what the console shows of this worker (streams.jobs.metrics)
+        self.metrics = metrics if metrics is not None else JobMetrics(job.name)
         self.group_id = job.name
         self.state_backend, self.state_dir = state_backend, state_dir
         self.max_records = max_records
@@ -112,6 +121,7 @@ class Runner:
         self._changelog_config = {**(changelog_config or {}), **CHANGELOG_CONFIG}
         self.consumer: Consumer | None = None
         self._counts: dict[str, int] = {}
+        self.views: RunnerViews | None = None  # its tasks' queryable tables (``views``)
 
     # ------------------------------------------------------------------ start
 
@@ -130,6 +140,7 @@ class Runner:
             topic = changelog_topic(self.job.name, store)
             self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
+        self.views = view_registry(self.log_store).attach(self, counts)
         for topic in self._globals:
             self._check_exists(topic)
             for p in range(self.log_store.partition_count(topic)):
@@ -164,6 +175,11 @@ class Runner:
                 self._positions[(t, p)] = committed.get((t, p), self.log_store.offsets(t, p)[0])
             self.tasks[p] = Task(self.job, p, self._emitter(p), self._opener(p))
             self._replay_globals(self.tasks[p])
+            if self.views is not None:
+                self.views.opened(p, self.tasks[p], self._task_positions(p))
+
+    def _task_positions(self, p: int) -> dict[str, int]:
+        return {t: self._positions[(t, p)] for t in self._inputs[p]}
 
     def _replay_globals(self, task: Task) -> None:
         """A new task reads the global topics up to where the runner's other tasks are."""
@@ -221,6 +237,8 @@ class Runner:
         self._close_tasks()
 
     def _close_tasks(self) -> None:
+        if self.views is not None:
+            self.views.closed(list(self.tasks))
         for task in self.tasks.values():
             for store in task.stores.values():
                 store.close()
@@ -327,9 +345,14 @@ class Runner:
             self.consumer.poll(0, max_records=1)
         self._poll_globals()
         n = 0
-        for p, task in list(self.tasks.items()):
-            n += self._run_task(p, task)
+        try:
+            for p, task in list(self.tasks.items()):
+                n += self._run_task(p, task)
+        except RecordError as exc:
+            self.metrics.record_error(exc.topic, exc.partition, exc.offset, exc.cause)
+            raise
         self.commit()
+        self.metrics.observe(self)
         return n
 
     def _run_task(self, p: int, task: Task) -> int:
@@ -386,10 +409,13 @@ class Runner:
 
     def commit(self) -> None:
         """Write outputs and changelogs, then commit input offsets (at-least-once)."""
+        started = time.monotonic()
+        taken: dict[int, dict[str, list]] = {}
         for p, task in self.tasks.items():
             task.before_commit()
+            taken[p] = {}
             for name, store in task.stores.items():
-                changes = store.take_changes()
+                changes = taken[p][name] = store.take_changes()
                 if changes:
                     recs = [ProducerRecord(v, k, (), None) for k, v in changes]
                     self._out.setdefault((changelog_topic(self.job.name, name), p), []).extend(recs)
@@ -404,6 +430,10 @@ class Runner:
                     log.warning("job %s: commit failed, records may repeat: %s", self.job.name, exc)
         elif self.coordinator is not None and self._positions:
             self.coordinator.commit_offsets(self.group_id, dict(self._positions))
+        if self.views is not None:  # what the commit wrote is what views now answer
+            for p, by_store in taken.items():
+                self.views.committed(p, self.tasks[p], by_store, self._task_positions(p))
+        self.metrics.checkpointed(started)
 
     def run_until_idle(self, max_rounds: int = 1_000_000) -> int:
         """Poll until a round finds nothing to process (repartitioned records included)."""
@@ -449,6 +479,13 @@ class Runner:
     def late_count(self) -> int:
         return sum(t.late_count() for t in self.tasks.values())
 
+    def input_positions(self, partition: int) -> dict[str, tuple[int, int]]:
+        """Task `partition`'s inputs: topic -> (next offset to read, end offset)."""
+        return {
+            t: (self._positions[(t, partition)], self.log_store.offsets(t, partition)[1])
+            for t in self._inputs[partition]
+        }
+
     def close(self) -> None:
         """Commit, close the tasks and, in a group, leave it (the others rebalance at once)."""
         self.commit()
@@ -456,3 +493,6 @@ class Runner:
         if self.consumer is not None:
             self.consumer.close(autocommit=False)
             self.consumer = None
+        if self.views is not None:
+            self.views.detach()
+            self.views = None
