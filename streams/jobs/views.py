@@ -169,11 +169,11 @@ class _Part:
 class View:
     """The published rows of one view, by partition."""
 
-    def __init__(self, job, node, log_store, partitions: int, key_topic: str, key_serde):
+    def __init__(self, job, node, end_offset, partitions: int, key_topic: str, key_serde):
         self.job_name, self.name, self.kind = job.name, node.name, node.kind
         self.windowed = node.kind == "window"
         self.partitions, self.key_topic, self.key_serde = partitions, key_topic, key_serde
-        self.log_store = log_store
+        self.end_offset = end_offset  # (topic, partition) -> the log's end offset
         self.repartition_topics = _upstream_repartitions(node)
         self.input_topics = _upstream_topics(node)
         self.parts: dict[int, _Part] = {}
@@ -406,7 +406,7 @@ class View:
         stages = [targets]
         self._wait_until(targets, deadline, wait_for)
         for topic in self.repartition_topics:
-            ends = {topic: {q: self.log_store.offsets(topic, q)[1] for q in partitions}}
+            ends = {topic: {q: self.end_offset(topic, q) for q in partitions}}
             stages.append(ends)
             self._wait_until(ends, deadline, wait_for)
 
@@ -498,13 +498,17 @@ def _keying_source(node):
 
 
 class ViewRegistry:
-    """The views of the jobs running over one ``LogStore`` in this process, by job and name."""
+    """The views of the jobs running over one log (the embedded ``LogStore``) in this
+    process, by job and name."""
 
     def __init__(self, log_store) -> None:
         self.log_store = log_store
         self._lock = threading.Lock()
         self._views: dict[str, dict[str, View]] = {}
         self._runners: dict[str, set[int]] = {}
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        return self.log_store.offsets(topic, partition)[1]
 
     def attach(self, runner, counts: dict[str, int]) -> RunnerViews:
         job = runner.job
@@ -517,7 +521,7 @@ class ViewRegistry:
                         src = _keying_source(node)
                         topic = src.params["topic"]
                         views[node.name] = View(
-                            job, node, self.log_store, counts[topic], topic, src.params["key"]
+                            job, node, self.end_offset, counts[topic], topic, src.params["key"]
                         )
                 self._views[job.name] = views
             self._runners.setdefault(job.name, set()).add(id(runner))
