@@ -52,6 +52,8 @@ DOMAIN_STATUS: dict[type, int] = {
     se.UnknownPartition: 404,
     se.UnknownGroup: 404,
     se.UnknownTransactionalId: 404,
+    se.UnknownJob: 404,
+    se.JobStateConflict: 409,  # start a running job, stop a stopped one
     se.InvalidTxnState: 409,  # the transaction moved on since it was shown
     se.TopicAlreadyExists: 409,
     se.GroupNotEmpty: 409,

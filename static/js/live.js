@@ -259,6 +259,18 @@
         return parts.length === 3 ? parts[1] + "-" + parts[2] : "total";
       }).map(emphasise);
     } },
+    // the jobs page (scope "jobs"): each job's records read (its group's commits: inputs and
+    // repartition topics) and the records written to each job's output topics
+    job_in: { title: "Read, per job", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        return kind === "group_records" && parts.length === 1 ? parts[0] : null;
+      }).map(emphasise);
+    } },
+    job_out: { title: "Written, per output topic", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        return kind === "records_in" && parts.length === 1 ? parts[0] : null;
+      }).map(emphasise);
+    } },
     group_rate: { title: "Consume rate", unit: "records/s", traces: function () {
       return collect(function (kind, parts) {
         if (kind === "group_records") return "consumed (processing time)";

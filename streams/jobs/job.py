@@ -48,6 +48,10 @@ class Node:
     parents: list[tuple[Node, int]] = field(default_factory=list)
 
 
+# steps with a watermark whose late input ``Stream.late()`` can route to a side output
+LATE_KINDS = frozenset({"window", "interval_join", "asof_join", "cep"})
+
+
 class Job:
     """A named dataflow. The name prefixes its internal topics and is its consumer group."""
 
@@ -311,6 +315,22 @@ class Stream:
         )
         node.params["stores"] = (node.name,)
         return MatchStream(self.job, node, rekeyed=False)
+
+    def late(self) -> Stream:
+        """The side output of this step's late events (a windowed aggregate, a join or a
+        pattern match): each input record that arrived after the step's watermark had passed
+        it (``streams.processing``'s rule: its windows had closed, or it was older than a
+        join's watermark), as it came in — key, value and event time — instead of being
+        dropped. The step still counts it in its late count; without ``late()`` it is
+        counted and dropped."""
+        if self.node.kind not in LATE_KINDS:
+            raise InvalidConfig(
+                "late",
+                self.node.name,
+                "only a windowed aggregate, a stream join or a pattern match has late events",
+            )
+        node = self.job._node("late_events", None, [(self.node, 0)])
+        return Stream(self.job, node, rekeyed=False)
 
     # output
     def to(self, topic: str, *, key: Serde | str = JSON, value: Serde | str = JSON) -> Stream:

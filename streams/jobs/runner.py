@@ -43,6 +43,7 @@ from collections.abc import Callable
 from streams.client import CommitFailed, Consumer
 from streams.errors import GroupError, InvalidConfig, TidelogError, TopicAlreadyExists, UnknownTopic
 from streams.jobs.job import Job
+from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
@@ -88,8 +89,11 @@ class Runner:
         group: bool = False,
         consumer_options: dict | None = None,
         changelog_config: dict | None = None,
+        metrics: JobMetrics | None = None,
     ):
         self.job, self.log_store, self.coordinator = job, store, coordinator
+        # what the console shows of this worker (streams.jobs.metrics)
+        self.metrics = metrics if metrics is not None else JobMetrics(job.name)
         self.group_id = job.name
         self.state_backend, self.state_dir = state_backend, state_dir
         self.max_records = max_records
@@ -293,9 +297,14 @@ class Runner:
             # the runner reads by itself from its own positions, so the record is not used
             self.consumer.poll(0, max_records=1)
         n = 0
-        for p, task in list(self.tasks.items()):
-            n += self._run_task(p, task)
+        try:
+            for p, task in list(self.tasks.items()):
+                n += self._run_task(p, task)
+        except RecordError as exc:
+            self.metrics.record_error(exc.topic, exc.partition, exc.offset, exc.cause)
+            raise
         self.commit()
+        self.metrics.observe(self)
         return n
 
     def _run_task(self, p: int, task: Task) -> int:
@@ -347,6 +356,7 @@ class Runner:
     def commit(self) -> None:
         """Write outputs and changelogs, then commit input offsets (at-least-once)."""
         taken: dict[int, dict[str, list]] = {}
+        started = time.monotonic()
         for p, task in self.tasks.items():
             task.before_commit()
             taken[p] = {}
@@ -369,6 +379,7 @@ class Runner:
         if self.views is not None:  # what the commit wrote is what views now answer
             for p, by_store in taken.items():
                 self.views.committed(p, self.tasks[p], by_store, self._task_positions(p))
+        self.metrics.checkpointed(started)
 
     def run_until_idle(self, max_rounds: int = 1_000_000) -> int:
         """Poll until a round finds nothing to process (repartitioned records included)."""
@@ -413,6 +424,13 @@ class Runner:
 
     def late_count(self) -> int:
         return sum(t.late_count() for t in self.tasks.values())
+
+    def input_positions(self, partition: int) -> dict[str, tuple[int, int]]:
+        """Task `partition`'s inputs: topic -> (next offset to read, end offset)."""
+        return {
+            t: (self._positions[(t, partition)], self.log_store.offsets(t, partition)[1])
+            for t in self._inputs[partition]
+        }
 
     def close(self) -> None:
         """Commit, close the tasks and, in a group, leave it (the others rebalance at once)."""

@@ -53,7 +53,11 @@ class Task:
         self._views: dict[str, _ViewTap] = {}
         for node in job.nodes:
             step = self._runtime[node.id]
-            step.children = [(self._runtime[c.id], side) for c, side in children[node.id]]
+            kids = children[node.id]
+            step.children = [(self._runtime[c.id], s) for c, s in kids if c.kind != "late_events"]
+            step.late_children = [
+                (self._runtime[c.id], s) for c, s in kids if c.kind == "late_events"
+            ]
             if node.kind in VIEW_KINDS:  # the rows of a table also go to its view store
                 tap = self._views[node.name] = _ViewTap(node, self, step)
                 step.children.append((tap, 0))
@@ -89,6 +93,16 @@ class Task:
         """The largest event time (ms) view `name` has applied (None: none yet)."""
         return self._views[name].max_ts
 
+    def late_counts(self) -> dict[str, tuple[int, bool]]:
+        """Per step with a watermark: (late events so far, whether they go to a side output
+        (``Stream.late()``) rather than being dropped)."""
+        out = {}
+        for node in self.job.nodes:
+            step = self._runtime[node.id]
+            if step.watermark() is not False:
+                out[node.name] = (step.late(), bool(step.late_children))
+        return out
+
     def watermarks(self) -> dict[str, int | None]:
         """Event-time watermark (ms) of each windowed or joining step, by step name."""
         out = {}
@@ -103,9 +117,15 @@ class _Step:
     def __init__(self, node: Node, task: Task):
         self.node, self.task, self.p = node, task, node.params
         self.children: list[tuple[_Step, int]] = []
+        self.late_children: list[tuple[_Step, int]] = []  # Stream.late() side outputs
 
     def forward(self, key: object, value: object, ts: int) -> None:
         for child, side in self.children:
+            child.push(side, key, value, ts)
+
+    def forward_late(self, key: object, value: object, ts: int) -> None:
+        """A late input record, as it came in, to the step's ``late()`` side outputs."""
+        for child, side in self.late_children:
             child.push(side, key, value, ts)
 
     def push(self, side: int, key: object, value: object, ts: int) -> None:
@@ -232,9 +252,12 @@ class _Window(_Step):
                 del self.store[skey]
 
     def push(self, side, key, value, ts):
+        late = self.ops[0][1].late_count
         outs = [op.process(key, ext(value), ts, 0) for ext, op in self.ops]
         if outs[0]:
             self._emit(outs)
+        if self.late_children and self.ops[0][1].late_count != late:
+            self.forward_late(key, value, ts)
         if self.sessions:
             self._dirty.add((key, _SESSION))
         else:
@@ -357,8 +380,11 @@ class _IntervalJoin(_Step):
         )
 
     def push(self, side, key, value, ts):
+        late = self.op.late_count
         for k, v, t in self.op.process(side, key, value, ts):
             self.forward(k, v, t)
+        if self.late_children and self.op.late_count != late:
+            self.forward_late(key, value, ts)
 
     def flush(self) -> None:
         for k, v, t in self.op.flush():
@@ -388,8 +414,11 @@ class _AsOfJoin(_Step):
         if side == 1:
             self.op.update(key, value, ts)
             return
+        late = self.op.late_count
         for k, v, t in self.op.process(key, value, ts):
             self.forward(k, v, t)
+        if self.late_children and self.op.late_count != late:
+            self.forward_late(key, value, ts)
 
     def late(self) -> int:
         return self.op.late_count
@@ -483,7 +512,10 @@ class _Cep(_Step):
                 child.push(side, k, v, t)
 
     def push(self, side, key, value, ts):
+        late = self.op.late_count
         self._out(*self.op.process(key, value, ts))
+        if self.late_children and self.op.late_count != late:
+            self.forward_late(key, value, ts)
 
     def flush(self) -> None:
         self._out(*self.op.flush())
@@ -500,9 +532,17 @@ class _CepTimeouts(_Step):
         self.forward(key, value, ts)
 
 
+class _LateEvents(_Step):
+    """``Stream.late()``: its parent's late input records, passed on unchanged."""
+
+    def push(self, side, key, value, ts):
+        self.forward(key, value, ts)
+
+
 _KINDS = {
     "cep": _Cep,
     "cep_timeouts": _CepTimeouts,
+    "late_events": _LateEvents,
     "source": _Source,
     "filter": _Filter,
     "map": _Map,

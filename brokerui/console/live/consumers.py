@@ -24,7 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from brokerui.console.live import feeds, relay
-from brokerui.console.live.scopes import KINDS, Scope, matcher
+from brokerui.console.live.scopes import KINDS, NO_JOBS, JobTopics, Scope, matcher
 from streams.broker.metrics.downsample import ChartFeed
 from streams.errors import TidelogError
 
@@ -111,6 +111,7 @@ class MetricsConsumer(LiveConsumer):
     chart: ChartFeed | None = None
     last_t: int | None = None
     hub = None
+    jobs: JobTopics = NO_JOBS
 
     async def on_subscribe(self, content: dict) -> None:
         scope = _scope(content)
@@ -123,9 +124,10 @@ class MetricsConsumer(LiveConsumer):
                 {"type": "unavailable", "message": "This broker runs without a metrics sampler."}
             )
             return
+        self.jobs = await asyncio.to_thread(feeds.job_topics)
         if self._relay is None:
             self._relay = relay.acquire(
-                self.relay_key, self.hub, self.hub.subscribe, feeds.MetricsFanOut()
+                self.relay_key, self.hub, self.hub.subscribe, feeds.MetricsFanOut(self.jobs)
             )
         self.subject, self.chart = scope, ChartFeed(_int(content.get("range_ms")))
         self.last_t, self.paused = None, False
@@ -146,7 +148,7 @@ class MetricsConsumer(LiveConsumer):
             services.metrics_backfill,
             hub=self.hub,
             chart=self.chart,
-            match=matcher(self.subject, self.topics),
+            match=matcher(self.subject, self.topics, self.jobs),
             now_ms=now_ms(),
             since_ms=since_ms,
         )
@@ -239,9 +241,10 @@ def _int(value) -> int | None:
 
 def _scope(content: dict) -> Scope | None:
     kind, name = content.get("scope"), content.get("name") or ""
-    if kind not in KINDS or not isinstance(name, str) or (kind != "overview" and not name):
+    unnamed = kind in ("overview", "jobs")
+    if kind not in KINDS or not isinstance(name, str) or (not unnamed and not name):
         return None
-    return Scope(kind, "" if kind == "overview" else name)
+    return Scope(kind, "" if unnamed else name)
 
 
 def _group_topics(scope: Scope) -> list[str]:
