@@ -402,15 +402,17 @@ class View:
                     f"is not an input of view {self.job_name}/{self.name} "
                     f"(its inputs: {', '.join(sorted(self.input_topics))})",
                 )
+        for topic, ps in targets.items():
+            for p in ps:
+                if p >= self.partitions:
+                    raise InvalidConfig("wait_for", f"{topic}:{p}", f"{topic} has no partition {p}")
         deadline = time.monotonic() + timeout_s
-        stages = [targets]
-        self._wait_until(targets, deadline, wait_for)
+        self._wait_until(targets, deadline, targets, timeout_s)
         for topic in self.repartition_topics:
             ends = {topic: {q: self.end_offset(topic, q) for q in partitions}}
-            stages.append(ends)
-            self._wait_until(ends, deadline, wait_for)
+            self._wait_until(ends, deadline, targets, timeout_s)
 
-    def _wait_until(self, targets: dict[str, dict[int, int]], deadline: float, asked) -> None:
+    def _wait_until(self, targets, deadline: float, asked, timeout_s: float) -> None:
         while True:
             behind = [
                 (t, p, o)
@@ -424,9 +426,13 @@ class View:
             if left <= 0:
                 t, p, o = behind[0]
                 at = self.parts[p].offsets.get(t) if p in self.parts else None
+                wanted = ", ".join(
+                    f"{tp}-{pn}:{off}" for tp, ps in sorted(asked.items()) for pn, off in ps.items()
+                )
                 raise ViewTimeout(
-                    f"view {self.job_name}/{self.name} did not reach {asked} in time: "
-                    f"{t}-{p} is at {at if at is not None else 'no offset'}, waiting for {o}"
+                    f"view {self.job_name}/{self.name} did not reach {wanted} within "
+                    f"{timeout_s:g} s: {t}-{p} is at {at if at is not None else 'no offset'}, "
+                    f"waiting for {o}"
                 )
             self._cond.wait(left)
 

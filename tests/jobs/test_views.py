@@ -247,8 +247,12 @@ def test_wait_timeout_is_a_clear_error(store, coordinator):
     runner = Runner(revenue_job(), store, coordinator=coordinator)
     runner.run_until_idle()
     views = LocalViews(store)
-    with pytest.raises(ViewTimeout, match=r"orders-1 is at 0, waiting for 5"):
+    with pytest.raises(
+        ViewTimeout, match=r"did not reach orders-1:5 within 0.1 s: orders-1 is at 0, waiting for 5"
+    ):
         views.get("shop", "revenue", "fr", wait_for={"orders": {1: 5}}, timeout_s=0.1)
+    with pytest.raises(InvalidConfig, match="orders has no partition 7"):
+        views.get("shop", "revenue", "fr", wait_for={"orders": {7: 1}}, timeout_s=1)
     with pytest.raises(InvalidConfig, match="is not an input of view shop/revenue"):
         views.get("shop", "revenue", "fr", wait_for={"payments": {0: 1}}, timeout_s=1)
     with pytest.raises(InvalidConfig, match="timeout_s"):

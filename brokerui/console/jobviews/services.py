@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from brokerui.cluster import is_external
 from streams.errors import InvalidConfig, TidelogError
@@ -293,21 +294,36 @@ def view_page(*, source: ViewQuery | None, job: str, view: str, params: Mapping)
             result = view_read(source=source, job=job, view=view, params=params)
         except TidelogError as exc:
             error = str(exc)
-    table = table_of(result["rows"]) if result else None
+    table = table_of(result["rows"], windowed=info["windowed"]) if result else None
     return {"info": info, "asked": asked, "result": result, "table": table, "error": error}
 
 
-def table_of(rows: list[dict]) -> dict:
+WINDOW_BOUNDS = ("start", "end")  # a windowed row's bounds: ms since the epoch, shown as UTC
+
+
+def table_of(rows: list[dict], *, windowed: bool) -> dict:
     """Rows ``[{key, row}]`` as a table: ``columns`` (the rows' fields in first-seen order;
     a row that is not an object is one ``value`` column) and ``cells`` per row, each value
-    as JSON text; the key as JSON text too (a windowed key is ``[key, start]``)."""
+    as JSON text — but a windowed row's ``start`` and ``end`` as UTC times, their column
+    named so; the key as JSON text (a windowed key is ``[key, start]``)."""
     columns: list[str] = []
     for r in rows:
         fields = r["row"].keys() if isinstance(r["row"], dict) else ["value"]
         columns.extend(c for c in fields if c not in columns)
+    bounds = set(WINDOW_BOUNDS) if windowed else set()
     out = []
     for r in rows:
         row = r["row"] if isinstance(r["row"], dict) else {"value": r["row"]}
-        cells = [json.dumps(row[c]) if c in row else "" for c in columns]
+        cells = [_cell(row[c], c in bounds) if c in row else "" for c in columns]
         out.append({"key": json.dumps(r["key"]), "cells": cells})
-    return {"columns": columns, "rows": out}
+    names = [f"{c} (UTC)" if c in bounds else c for c in columns]
+    return {"columns": names, "rows": out}
+
+
+def _cell(value: object, as_time: bool) -> str:
+    if as_time and isinstance(value, int):
+        when = datetime.fromtimestamp(value / 1000, UTC)
+        return when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if isinstance(value, float):  # sums of decimals: 824.9, not 824.9000000000001
+        return format(value, ".12g")
+    return json.dumps(value)
