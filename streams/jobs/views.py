@@ -70,9 +70,14 @@ class UnknownView(TidelogError):
 
 
 class ViewUnavailable(TidelogError):
-    """The partition that holds the answer is not served by any runner of this process."""
+    """The partitions that hold the answer are not served by any runner of this process
+    (`partitions`), or by no worker that advertises a query endpoint."""
 
     code = "view_unavailable"
+
+    def __init__(self, message: str, partitions: list[int] | None = None):
+        super().__init__(message)
+        self.partitions = partitions or []
 
 
 class ViewTimeout(TidelogError):
@@ -272,16 +277,21 @@ class View:
         limit: int = MAX_ROWS,
         wait_for=None,
         timeout_s: float = 0.0,
+        partitions: list[int] | None = None,
     ) -> Answer:
         """Rows with ``lo <= key <= hi`` (either bound may be None: open) across every
-        partition, merged in key order (``order``), at most `limit`. For a windowed view the
-        keys are ``[key, start]`` pairs and the bounds compare with them."""
+        partition (or those in `partitions`), merged in key order (``order``), at most
+        `limit`. For a windowed view the keys are ``[key, start]`` pairs and the bounds
+        compare with them."""
         limit = _limit(limit)
         lo_k = None if lo is None else order(_key(lo))
         hi_k = None if hi is None else order(_key(hi))
         with self._cond:
-            ps = list(range(self.partitions))
+            ps = list(range(self.partitions)) if partitions is None else sorted(set(partitions))
             self._wait(wait_for, timeout_s, ps)
+            missing = [p for p in ps if p not in self.served()]
+            if missing:
+                self._served(missing[0], missing)
             parts = {p: self._served(p) for p in ps}
             found: list[tuple[object, object]] = []
             for part in parts.values():
@@ -368,12 +378,27 @@ class View:
 
     # ---------------------------------------------------------------- internals (locked)
 
-    def _served(self, p: int) -> _Part:
+    def served(self) -> set[int]:
+        """The partitions a runner of this process serves now."""
+        with self._cond:
+            return {p for p, part in self.parts.items() if part.owner is not None}
+
+    def wait_offsets(self, targets: dict[str, dict[int, int]], timeout_s: float) -> None:
+        """Block until these partitions' published positions reach `targets` (one stage of
+        a ``wait_for``: no repartition topic is followed), at most `timeout_s`."""
+        with self._cond:
+            self._wait_until(targets, time.monotonic() + timeout_s, targets, timeout_s)
+
+    def _served(self, p: int, all_missing: list[int] | None = None) -> _Part:
         part = self.parts.get(p)
         if part is None or part.owner is None:
+            missing = all_missing or [p]
             raise ViewUnavailable(
-                f"partition {p} of view {self.job_name}/{self.name} is not served by a worker "
-                "in this process (it is rebalancing, stopped, or owned by another process)"
+                f"partition{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(map(str, missing))} of view {self.job_name}/{self.name} "
+                "not served by a worker in this process (rebalancing, stopped, or owned by "
+                "another process)",
+                missing,
             )
         return part
 

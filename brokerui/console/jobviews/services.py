@@ -18,30 +18,40 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from brokerui.cluster import is_external
-from streams.errors import InvalidConfig, TidelogError
+from streams.errors import InvalidConfig, TidelogError, UnknownGroup
 from streams.jobs.views import (
     MAX_ROWS,
     MAX_WAIT_S,
     Answer,
     Changes,
-    LocalViews,
     Snapshot,
     Token,
     View,
     ViewInfo,
     ViewQuery,
 )
+from streams.jobs.viewserver import RoutedViews, owners_from_group
 
 VIEW_EVENT = "view.changes"  # handled by ViewConsumer.view_changes
 
 
 def view_source() -> ViewQuery | None:
-    """This process's views; None on an external cluster (no jobs run here)."""
+    """The views of the jobs running here, each partition answered by the worker that owns
+    it — this process's, or another worker of the job's group that advertises a query
+    endpoint (``streams.jobs.viewserver``); None on an external cluster (no jobs run here)."""
     if is_external():
         return None
     from brokerui.broker import get_broker
 
-    return LocalViews(get_broker().store)
+    broker = get_broker()
+    return RoutedViews(broker.store, lambda job: _owners(broker.coordinator, job))
+
+
+def _owners(coordinator, job: str) -> dict[int, str]:
+    try:
+        return owners_from_group(coordinator.describe_group(job))
+    except UnknownGroup:
+        return {}
 
 
 def _source_or_none(source: ViewQuery | None) -> ViewQuery:
@@ -91,19 +101,28 @@ def view_read(*, source: ViewQuery | None, job: str, view: str, params: Mapping)
 
     Returns ``{job, view, windowed, query, rows: [{key, row}], truncated, consistency:
     {offsets, watermark_ms, as_of_ms}}``."""
-    v = _source_or_none(source).view(job, view)
+    src = _source_or_none(source)
+    v = src.view(job, view)
     q = parse_read(params)
     wait = {"wait_for": q["wait_for"], "timeout_s": q["timeout_s"]}
     if q["key"] is not _NONE:
         if v.windowed:
-            ans = v.windows(
-                q["key"], time_from=q["time_from"], time_to=q["time_to"], limit=q["limit"], **wait
+            ans = src.windows(
+                job,
+                view,
+                q["key"],
+                time_from=q["time_from"],
+                time_to=q["time_to"],
+                limit=q["limit"],
+                **wait,
             )
         else:
-            ans = v.get(q["key"], **wait)
+            if q["time_from"] is not None or q["time_to"] is not None:
+                raise InvalidConfig("time_from", q["time_from"], f"{view} is not windowed")
+            ans = src.get(job, view, q["key"], **wait)
         kind = "key"
     else:
-        ans = v.range(q["from"], q["to"], limit=q["limit"], **wait)
+        ans = src.range(job, view, lo=q["from"], hi=q["to"], limit=q["limit"], **wait)
         kind = "range"
     return {
         "job": job,
