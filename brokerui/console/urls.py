@@ -6,6 +6,7 @@ from django.urls import path
 from brokerui.console import views
 from brokerui.console.alerts import urls as alert_urls
 from brokerui.console.audit_log import urls as audit_urls
+from brokerui.console.dualwrite import urls as dualwrite_urls
 from brokerui.console.groups import urls as group_urls
 from brokerui.console.jobs import urls as job_urls
 from brokerui.console.jobviews import urls as jobview_urls
@@ -27,4 +28,5 @@ urlpatterns = [
     *live_urls.urlpatterns,
     *alert_urls.urlpatterns,
     *jobview_urls.urlpatterns,
+    *dualwrite_urls.urlpatterns,
 ]

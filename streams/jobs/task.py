@@ -17,6 +17,7 @@ from typing import Any
 from streams.jobs.cep import CepOperator
 from streams.jobs.job import Job, KeyState, Node
 from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
+from streams.jobs.search import QueryIndex
 from streams.jobs.state import Store
 from streams.jobs.views import VIEW_KINDS, view_store
 from streams.processing.aggregates import (
@@ -89,10 +90,6 @@ class Task:
     def late_count(self) -> int:
         return sum(s.late() for s in self._runtime.values())
 
-    def view_event_time(self, name: str) -> int | None:
-        """The largest event time (ms) view `name` has applied (None: none yet)."""
-        return self._views[name].max_ts
-
     def late_counts(self) -> dict[str, tuple[int, bool]]:
         """Per step with a watermark: (late events so far, whether they go to a side output
         (``Stream.late()``) rather than being dropped)."""
@@ -102,6 +99,10 @@ class Task:
             if step.watermark() is not False:
                 out[node.name] = (step.late(), bool(step.late_children))
         return out
+
+    def view_event_time(self, name: str) -> int | None:
+        """The largest event time (ms) view `name` has applied (None: none yet)."""
+        return self._views[name].max_ts
 
     def watermarks(self) -> dict[str, int | None]:
         """Event-time watermark (ms) of each windowed or joining step, by step name."""
@@ -178,6 +179,12 @@ class _Sink(_Step):
     def push(self, side, key, value, ts):
         self.task.metrics["out"] += 1
         self.task.emit("sink", self.p["topic"], key, value, ts)
+
+
+class _Foreach(_Step):
+    def push(self, side, key, value, ts):
+        self.task.metrics["out"] += 1
+        self.p["fn"](key, value, ts)
 
 
 class _Process(_Step):
@@ -527,6 +534,23 @@ class _Cep(_Step):
         return self.op.watermark
 
 
+class _Search(_Step):
+    """``search.QueryIndex``: side 1 (the queries topic) changes the queries, side 0 events
+    are matched; each match goes on keyed by its query id."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.index = QueryIndex()
+
+    def push(self, side, key, value, ts):
+        if side == 1:
+            if key is not None:  # a query needs an id; a keyless record names none
+                self.index.put(str(key), value)
+            return
+        for qid in self.index.match(value):
+            self.forward(qid, {"query": qid, "key": key, "event": value}, ts)
+
+
 class _CepTimeouts(_Step):
     def push(self, side, key, value, ts):
         self.forward(key, value, ts)
@@ -543,12 +567,14 @@ _KINDS = {
     "cep": _Cep,
     "cep_timeouts": _CepTimeouts,
     "late_events": _LateEvents,
+    "search": _Search,
     "source": _Source,
     "filter": _Filter,
     "map": _Map,
     "key_by": _KeyBy,
     "repartition": _Repartition,
     "sink": _Sink,
+    "foreach": _Foreach,
     "process": _Process,
     "window": _Window,
     "aggregate": _Aggregate,
