@@ -529,16 +529,22 @@ def _keying_source(node):
 
 
 class ViewRegistry:
-    """The views of the jobs running over one log (the embedded ``LogStore``) in this
-    process, by job and name."""
+    """The views of the jobs running over one log in this process, by job and name. The
+    log is what the runners read: the embedded ``LogStore`` (``offsets``) or any object with
+    ``end_offset(topic, partition)``."""
 
     def __init__(self, log_store) -> None:
+        if log_store is None:
+            raise InvalidConfig("log", None, "a view registry needs the log its jobs read")
         self.log_store = log_store
         self._lock = threading.Lock()
         self._views: dict[str, dict[str, View]] = {}
         self._runners: dict[str, set[int]] = {}
 
     def end_offset(self, topic: str, partition: int) -> int:
+        end_offset = getattr(self.log_store, "end_offset", None)
+        if end_offset is not None:
+            return end_offset(topic, partition)
         return self.log_store.offsets(topic, partition)[1]
 
     def attach(self, runner, counts: dict[str, int]) -> RunnerViews:
