@@ -47,8 +47,9 @@ from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
-from streams.jobs.views import RunnerViews
+from streams.jobs.views import RunnerViews, ViewRegistry
 from streams.jobs.views import registry as view_registry
+from streams.jobs.viewserver import member_client_id
 from streams.log import LogStore, ProducerRecord
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ class Runner:
         max_records: int = 1000,
         group: bool = False,
         consumer_options: dict | None = None,
+        views: ViewRegistry | None = None,
+        query_endpoint: str | None = None,
         changelog_config: dict | None = None,
         metrics: JobMetrics | None = None,
     ):
@@ -122,6 +125,10 @@ class Runner:
         self.consumer: Consumer | None = None
         self._counts: dict[str, int] = {}
         self.views: RunnerViews | None = None  # its tasks' queryable tables (``views``)
+        # where its views are published (default: the process's for the store), and the
+        # address of a ``viewserver.ViewServer`` on them, advertised in its group member's
+        # client id so that other processes route queries of its partitions to it
+        self._view_registry, self.query_endpoint = views, query_endpoint
 
     # ------------------------------------------------------------------ start
 
@@ -140,7 +147,8 @@ class Runner:
             topic = changelog_topic(self.job.name, store)
             self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
-        self.views = view_registry(self.log_store).attach(self, counts)
+        reg = self._view_registry or view_registry(self.log_store)
+        self.views = reg.attach(self, counts)
         for topic in self._globals:
             self._check_exists(topic)
             for p in range(self.log_store.partition_count(topic)):
@@ -150,7 +158,7 @@ class Runner:
                 self.log_store,
                 self.coordinator,
                 self.group_id,
-                client_id=f"tidelog-job-{self.job.name}",
+                client_id=member_client_id(self.job.name, self.query_endpoint),
                 auto_offset_reset="earliest",
                 enable_auto_commit=False,
                 **self._consumer_options,
