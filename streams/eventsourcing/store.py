@@ -38,6 +38,7 @@ Thread-safety: ``CommandHandler.handle`` may be called from any number of thread
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -212,12 +213,15 @@ class CommandHandler:
         return partition_for_key(aggregate.encode(), self.partitions)
 
     def load(self, aggregate: str) -> tuple[int, Any]:
-        """``(version, state)`` of `aggregate` as of the end of the log (version 0: no events)."""
+        """``(version, state)`` of `aggregate` as of the end of the log (version 0: no events);
+        the state is a copy (changing it changes nothing)."""
         decider = self._decider(aggregate)
-        part = self._parts[self.partition_of(aggregate)]
+        p = self.partition_of(aggregate)
+        part = self._parts[p]
         with part.lock:
-            self._catch_up(self.partition_of(aggregate), part)
-            return part.states.get(aggregate, (0, decider.initial()))
+            self._catch_up(p, part)
+            version, state = part.states.get(aggregate, (0, decider.initial()))
+            return version, copy.deepcopy(state)
 
     # ------------------------------------------------------------------ commands
 

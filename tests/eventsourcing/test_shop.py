@@ -288,3 +288,65 @@ def test_foreach_calls_the_function_for_every_record():
     for n in range(5):
         driver.pipe("in", f"k{n}", {"n": n}, ts=n)
     assert seen == [("k1", 1, 1), ("k3", 3, 3)]
+
+
+PROCESS_SCRIPT = """
+import sys
+from streams.errors import DataDirLocked
+from streams.eventsourcing import ConcurrencyConflict
+from streams.examples.shop import Shop
+from streams.log import LogStore
+
+try:
+    store = LogStore.open(sys.argv[1], background=False)
+except DataDirLocked:
+    print("locked")
+    sys.exit(0)
+try:
+    shop = Shop(store)
+    try:
+        shop.sell("tea", 1, customer=sys.argv[2], expected_version=2)
+        print("won")
+    except ConcurrencyConflict:
+        print("conflict")
+finally:
+    store.close()
+"""
+
+
+def test_conflicting_commands_from_many_processes_at_most_one_wins(tmp_path):
+    """Processes cannot share a writer: the data directory's lock lets one open the log at a
+    time, and each one that does rebuilds the state from the log before deciding — so of six
+    processes sending a command against version 2, exactly one wins."""
+    import subprocess
+    import sys
+
+    from tests.kafka_servers import REPO_ROOT
+
+    path = tmp_path / "shared"
+    with LogStore.open(path, background=False) as s:
+        shop = Shop(s)
+        shop.list_product("tea", "Green tea", price_cents=450)
+        shop.restock("tea", 10)
+        shop.close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROCESS_SCRIPT, str(path), f"p{n}"],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(6)
+    ]
+    outcomes = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        outcomes.append(out.strip())
+    assert outcomes.count("won") == 1, outcomes
+    assert set(outcomes) <= {"won", "conflict", "locked"}
+    with LogStore.open(path, background=False) as s:
+        tea = events(s, "product/tea")
+        assert [e["version"] for e in tea] == [1, 2, 3]
+        assert tea[-1]["type"] == "Sold"
