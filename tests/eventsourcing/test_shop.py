@@ -16,10 +16,11 @@ from streams.eventsourcing import (
     CommandRejected,
     ConcurrencyConflict,
     OwnershipError,
+    ViewGap,
     catch_up,
     view_job,
 )
-from streams.examples.shop import TOPIC, CustomersView, Shop, ShopViews
+from streams.examples.shop import TOPIC, CustomersView, ProductsReadModel, Shop, ShopViews
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Job
 from streams.jobs.testing import TestDriver
@@ -350,3 +351,21 @@ def test_conflicting_commands_from_many_processes_at_most_one_wins(tmp_path):
         tea = events(s, "product/tea")
         assert [e["version"] for e in tea] == [1, 2, 3]
         assert tea[-1]["type"] == "Sold"
+
+
+def test_a_sqlite_view_applies_a_replayed_event_once_and_refuses_a_gap(store, shop):
+    """The runner is at-least-once: a view job run again from offset 0 (no committed offsets)
+    sees every event again, and the view applies none twice; a missing version is an error."""
+    workload(shop, 3, 200)
+    view = ProductsReadModel()
+    job = view_job("shop-once", TOPIC, view.apply)
+    catch_up(job, store)
+    once = view.dump()
+    assert catch_up(job, store) == len(events(store))  # everything read again ...
+    assert view.dump() == once  # ... and nothing applied twice
+    first = events(store)[0]
+    later = {**first, "aggregate": "product/new", "version": 2}
+    with pytest.raises(ViewGap, match="product/new: event version 2 after 0"):
+        view.apply("product/new", later, 0)
+    assert view.dump() == once
+    view.close()
