@@ -43,6 +43,7 @@ import json
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -160,7 +161,10 @@ class _Partition:
         self.answers: dict[str, Accepted] = {}
 
 
-_OWNERS: dict[tuple[int, str], CommandHandler] = {}
+# store -> {topic: its handler}; weak, so a store's entry goes with the store
+_OWNERS: weakref.WeakKeyDictionary[LogStore, dict[str, CommandHandler]] = (
+    weakref.WeakKeyDictionary()
+)
 _OWNERS_LOCK = threading.Lock()
 
 
@@ -180,26 +184,31 @@ class CommandHandler:
             raise InvalidConfig("deciders", deciders, "a handler needs at least one Decider")
         self.store, self.topic, self.deciders = store, topic, dict(deciders)
         self.clock = clock or (lambda: int(time.time() * 1000))
-        key = (id(store), topic)
         with _OWNERS_LOCK:
-            if key in _OWNERS:
+            owners = _OWNERS.setdefault(store, {})
+            if topic in owners:
                 raise OwnershipError(
                     f"{topic} already has a command handler in this process; one writer owns "
                     "an events topic (close the other one first)"
                 )
-            _OWNERS[key] = self
+            owners[topic] = self
         try:
-            store.create_topic(topic, partitions, None)
-        except TopicAlreadyExists:
-            pass
-        self.partitions = store.partition_count(topic)
+            try:
+                store.create_topic(topic, partitions, None)
+            except TopicAlreadyExists:
+                pass
+            self.partitions = store.partition_count(topic)
+        except BaseException:
+            self.close()
+            raise
         self._parts = [_Partition() for _ in range(self.partitions)]
 
     def close(self) -> None:
         """Give up ownership (another handler may then be opened on the topic)."""
         with _OWNERS_LOCK:
-            if _OWNERS.get((id(self.store), self.topic)) is self:
-                del _OWNERS[(id(self.store), self.topic)]
+            owners = _OWNERS.get(self.store, {})
+            if owners.get(self.topic) is self:
+                del owners[self.topic]
 
     def __enter__(self) -> CommandHandler:
         return self
