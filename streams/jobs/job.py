@@ -32,6 +32,7 @@ from streams.errors import InvalidConfig
 from streams.jobs.aggregates import FieldAggregate, extractor
 from streams.jobs.cep import Pattern
 from streams.jobs.joins import Joiner, pair
+from streams.jobs.search import QUERIES
 from streams.jobs.serde import BYTES, JSON, KEY, TEXT, Serde, serde_of
 from streams.jobs.views import VIEW_RETENTION_MS, view_store
 from streams.processing.windows import Hopping, Session, Tumbling
@@ -331,6 +332,28 @@ class Stream:
             )
         node = self.job._node("late_events", None, [(self.node, 0)])
         return Stream(self.job, node, rekeyed=False)
+
+    def search(self, *, queries: str, name: str | None = None) -> Stream:
+        """Search on the stream (``streams.jobs.search``): every event is matched against the
+        live queries of the compacted topic `queries` (key = query id, value = a query string
+        or ``{"query": ...}``, a tombstone deletes); each match is a record ``(query id,
+        {"query": id, "key": event key, "event": value}, event ts)``. The queries topic is read
+        whole by every task (a global source)."""
+        if not isinstance(queries, str) or not queries:
+            raise InvalidConfig("queries", queries, "name the topic of the saved queries")
+        qsrc = self.job._node(
+            "source",
+            queries,
+            None,
+            topic=queries,
+            key=TEXT,
+            value=QUERIES,
+            timestamp=None,
+            table=True,
+            global_=True,
+        )
+        node = self.job._node("search", name, [(self.node, 0), (qsrc, 1)])
+        return Stream(self.job, node, rekeyed=True)
 
     # output
     def foreach(

@@ -106,6 +106,11 @@ class Runner:
         self._positions: dict[tuple[str, int], int] = {}
         self._out: dict[tuple[str, int | None], list[ProducerRecord]] = {}
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
+        # global sources (a search's queries): every task reads every partition from the start
+        self._globals = sorted(
+            {n.params["topic"] for n in job.sources() if n.params.get("global_")}
+        )
+        self._global_pos: dict[tuple[str, int], int] = {}
         self._sinks = {n.params["topic"]: n.params for n in job.nodes if n.kind == "sink"}
         self._started = False
         self.group = group
@@ -136,6 +141,10 @@ class Runner:
             self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
         self.views = view_registry(self.log_store).attach(self, counts)
+        for topic in self._globals:
+            self._check_exists(topic)
+            for p in range(self.log_store.partition_count(topic)):
+                self._global_pos[(topic, p)] = self.log_store.offsets(topic, p)[0]
         if self.group:
             self.consumer = Consumer(
                 self.log_store,
@@ -165,11 +174,45 @@ class Runner:
             for t in topics:
                 self._positions[(t, p)] = committed.get((t, p), self.log_store.offsets(t, p)[0])
             self.tasks[p] = Task(self.job, p, self._emitter(p), self._opener(p))
+            self._replay_globals(self.tasks[p])
             if self.views is not None:
                 self.views.opened(p, self.tasks[p], self._task_positions(p))
 
     def _task_positions(self, p: int) -> dict[str, int]:
         return {t: self._positions[(t, p)] for t in self._inputs[p]}
+
+    def _replay_globals(self, task: Task) -> None:
+        """A new task reads the global topics up to where the runner's other tasks are."""
+        for (topic, p), upto in self._global_pos.items():
+            pos = self.log_store.offsets(topic, p)[0]
+            while pos < upto:
+                recs = self._read_at(topic, p, pos, upto)
+                if not recs:
+                    break
+                for offset, key, value, ts in recs:
+                    self._feed(task, topic, p, offset, key, value, ts)
+                pos = recs[-1][0] + 1
+
+    def _poll_globals(self) -> None:
+        """What is new on the global topics goes to every task (before their inputs: a
+        query saved before an event was read applies to it)."""
+        for (topic, p), pos in list(self._global_pos.items()):
+            end = self.log_store.offsets(topic, p)[1]
+            while pos < end:
+                recs = self._read_at(topic, p, pos, end)
+                if not recs:
+                    break
+                for offset, key, value, ts in recs:
+                    for task in self.tasks.values():
+                        self._feed(task, topic, p, offset, key, value, ts)
+                pos = recs[-1][0] + 1
+            self._global_pos[(topic, p)] = pos
+
+    def _feed(self, task: Task, topic: str, p: int, offset: int, key, value, ts) -> None:
+        try:
+            task.feed(topic, key, value, ts)
+        except Exception as exc:
+            raise RecordError(self.job.name, topic, p, offset, exc) from exc
 
     def _on_assign(self, tps: list[tuple[str, int]]) -> None:
         """The group gave this worker `tps`: one task per partition number, restored from its
@@ -207,28 +250,32 @@ class Runner:
         counts: dict[str, int] = {}
         for node in self.job.sources():
             topic = node.params["topic"]
-            if node.params.get("internal"):
+            if node.params.get("internal") or node.params.get("global_"):
                 continue
-            try:
-                counts[topic] = self.log_store.partition_count(topic)
-            except UnknownTopic as exc:
-                raise InvalidConfig(
-                    "topic",
-                    topic,
-                    f"job {self.job.name!r} reads a topic that does not exist; create it first",
-                ) from exc
+            counts[topic] = self._check_exists(topic)
         first = next(iter(counts.values()), 1)
         for node in self.job.sources():
             if node.params.get("internal"):
                 counts[node.params["topic"]] = node.params.get("partitions") or first
         return counts
 
+    def _check_exists(self, topic: str) -> int:
+        """`topic`'s partition count; a clear error if it does not exist."""
+        try:
+            return self.log_store.partition_count(topic)
+        except UnknownTopic as exc:
+            raise InvalidConfig(
+                "topic",
+                topic,
+                f"job {self.job.name!r} reads a topic that does not exist; create it first",
+            ) from exc
+
     def _check_co_partitioning(self, counts: dict[str, int]) -> None:
         by_id = {n.id: n for n in self.job.nodes}
 
         def upstream_topics(node) -> set[str]:
             if node.kind == "source":
-                return {node.params["topic"]}
+                return set() if node.params.get("global_") else {node.params["topic"]}
             return set().union(*(upstream_topics(p) for p, _ in node.parents))
 
         for node in self.job.nodes:
@@ -296,6 +343,7 @@ class Runner:
             # membership, heartbeats and rebalances run inside poll (as in Kafka's client);
             # the runner reads by itself from its own positions, so the record is not used
             self.consumer.poll(0, max_records=1)
+        self._poll_globals()
         n = 0
         try:
             for p, task in list(self.tasks.items()):
@@ -338,7 +386,13 @@ class Runner:
             pos = self._positions[(topic, p)] = start
         if pos >= end:
             return []
+        return self._read_at(topic, p, pos, end)
+
+    def _read_at(self, topic: str, p: int, pos: int, end: int) -> list:
+        """Deserialised ``(offset, key, value, ts)`` from `pos` (at most `max_records`, none
+        at or past `end`)."""
         recs = self.log_store.read(topic, p, pos, max_records=self.max_records)
+        recs = [r for r in recs if r.offset < end]
         params = self._serdes[topic]
         extract = params["timestamp"]
         out = []

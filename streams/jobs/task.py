@@ -17,6 +17,7 @@ from typing import Any
 from streams.jobs.cep import CepOperator
 from streams.jobs.job import Job, KeyState, Node
 from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
+from streams.jobs.search import QueryIndex
 from streams.jobs.state import Store
 from streams.jobs.views import VIEW_KINDS, view_store
 from streams.processing.aggregates import (
@@ -533,6 +534,23 @@ class _Cep(_Step):
         return self.op.watermark
 
 
+class _Search(_Step):
+    """``search.QueryIndex``: side 1 (the queries topic) changes the queries, side 0 events
+    are matched; each match goes on keyed by its query id."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.index = QueryIndex()
+
+    def push(self, side, key, value, ts):
+        if side == 1:
+            if key is not None:  # a query needs an id; a keyless record names none
+                self.index.put(str(key), value)
+            return
+        for qid in self.index.match(value):
+            self.forward(qid, {"query": qid, "key": key, "event": value}, ts)
+
+
 class _CepTimeouts(_Step):
     def push(self, side, key, value, ts):
         self.forward(key, value, ts)
@@ -549,6 +567,7 @@ _KINDS = {
     "cep": _Cep,
     "cep_timeouts": _CepTimeouts,
     "late_events": _LateEvents,
+    "search": _Search,
     "source": _Source,
     "filter": _Filter,
     "map": _Map,
