@@ -2,7 +2,8 @@
 
 - ``job``: ``Job``, ``Stream``, ``Table`` — the chained API (``stream().filter().map()
   .key_by().window().aggregate().to()``, tumbling/hopping/session windows, running
-  aggregates, joins, ``process`` with state, ``repartition``);
+  aggregates, joins, ``process`` with state, ``repartition``, ``foreach`` into an outside
+  store);
 - ``serde``: the ``Serde`` Protocol and ``BYTES``/``TEXT``/``JSON``, ``field()``;
 - ``aggregates``: ``Count``, ``Sum``, ``Min``, ``Max``, ``Mean`` over value fields, computed by
   ``streams.processing``'s window operator;
