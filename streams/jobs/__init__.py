@@ -9,8 +9,12 @@
 - ``cep``: ``Pattern`` (Flink CEP's shape) for ``Stream.match`` (semantics in its docstring);
 - ``joins``: ``IntervalJoin``, ``AsOfJoin``, ``TableJoin`` (semantics in their docstrings);
 - ``state``: changelogged stores (memory by default, RocksDB via rocksdict as an option);
-- ``runner``: ``Runner`` over the embedded ``LogStore`` (alone, every partition; or with
-  ``group=True`` one of several workers sharing the partitions through the job's group);
+- ``runner``: ``Runner``, one worker, over a ``logs.JobLog``: the embedded ``LogStore``
+  (``logs.EmbeddedLog``; alone, every partition, or with ``group=True`` one of several workers
+  sharing the partitions through the job's group) or a Kafka-protocol cluster
+  (``kafka.KafkaLog``, at-least-once or exactly-once), checkpointing every N ms;
+- ``python -m streams.jobs run MODULE:JOB --bootstrap HOST:PORT``: one worker process over the
+  Kafka protocol (``__main__``);
 - ``testing``: ``TestDriver`` (in memory, no broker).
 """
 

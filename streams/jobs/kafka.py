@@ -81,6 +81,7 @@ class KafkaLog:
         client_config: dict | None = None,
         transactional_id_prefix: str = "tidelog-job-",
         commit_timeout_s: float = 120.0,
+        offsets_timeout_s: float = 10.0,
         poll_timeout_s: float = 0.1,
     ):
         self.exactly_once = exactly_once
@@ -94,6 +95,7 @@ class KafkaLog:
         self._common = {k: v for k, v in self.base.items() if k not in self._consumer_only}
         self.prefix = transactional_id_prefix
         self.commit_timeout_s = commit_timeout_s
+        self.offsets_timeout_s = offsets_timeout_s
         self.poll_timeout_s = poll_timeout_s
         self.admin = AdminClient(self._common)
         self.consumer: Consumer | None = None
@@ -105,7 +107,7 @@ class KafkaLog:
         self._producer: Producer | None = None  # at-least-once: one per worker
         self._failed: list[KafkaError] = []  # at-least-once delivery errors since the flush
         self._restorer: Consumer | None = None
-        self._pending_revoke = False
+        self._done: dict[TP, int] = {}  # the offsets last committed
 
     # ------------------------------------------------------------------ topics
 
@@ -161,10 +163,12 @@ class KafkaLog:
     def _revoked(self, consumer, partitions: list[TopicPartition]) -> None:
         self._callbacks[1]([(tp.topic, tp.partition) for tp in partitions])
         self._buffers.clear()
+        self._done.clear()
 
     def _lost(self, consumer, partitions: list[TopicPartition]) -> None:
         self._callbacks[2]([(tp.topic, tp.partition) for tp in partitions])
         self._buffers.clear()
+        self._done.clear()
 
     def rejoin(self) -> None:
         """After being fenced: leave the group and join again (a fresh assignment)."""
@@ -302,9 +306,20 @@ class KafkaLog:
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint(self, group: str, tasks: dict[int, TaskCheckpoint]) -> set[int]:
+        # nothing new (no record, offsets as last committed): no transaction, no commit
+        tasks = {
+            p: cp
+            for p, cp in tasks.items()
+            if cp.records or any(self._done.get(tp) != off for tp, off in cp.offsets.items())
+        }
         if self.exactly_once:
-            return {p for p, cp in tasks.items() if not self._transaction(p, cp)}
-        return self._at_least_once(tasks)
+            aborted = {p for p, cp in tasks.items() if not self._transaction(p, cp)}
+        else:
+            aborted = self._at_least_once(tasks)
+        for p, cp in tasks.items():
+            if p not in aborted:
+                self._done.update(cp.offsets)
+        return aborted
 
     def _produce(self, producer: Producer, records) -> None:
         for (topic, partition), recs in records.items():
@@ -326,8 +341,10 @@ class KafkaLog:
             producer.begin_transaction()
             self._produce(producer, cp.records)
             offsets = [TopicPartition(t, q, off) for (t, q), off in cp.offsets.items()]
+            # a short wait: while the group rebalances, the offsets cannot be committed until
+            # this worker polls its consumer again (e.g. after a broker restart); abort instead
             producer.send_offsets_to_transaction(
-                offsets, self.consumer.consumer_group_metadata(), self.commit_timeout_s
+                offsets, self.consumer.consumer_group_metadata(), self.offsets_timeout_s
             )
             self._commit(producer)
             return True
