@@ -43,6 +43,8 @@ class Config:
     kafka_tls_cert: Path | None = None  # PEM certificate: the Kafka listener speaks TLS
     kafka_tls_key: Path | None = None  # its private key (PEM)
     export_enabled: bool = True  # TIDELOG_EXPORT=0: the message pages offer no export
+    # a PostgreSQL DSN (wal_level=logical, replication rights): the dual-write page's cdc mode
+    dualwrite_postgres: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -74,6 +76,7 @@ class Config:
             ),
             kafka_sasl=_flag(env, "TIDELOG_KAFKA_SASL", default=False),
             export_enabled=_flag(env, "TIDELOG_EXPORT", default=True),
+            dualwrite_postgres=env.get("TIDELOG_DUALWRITE_POSTGRES") or None,
             **_tls_files(env),
         )
 

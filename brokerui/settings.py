@@ -34,6 +34,8 @@ TIDELOG_KAFKA_TLS_KEY = CONFIG.kafka_tls_key
 TIDELOG_CLUSTER = CONFIG.cluster_url
 # TIDELOG_EXPORT=0 turns off exporting records from the message pages (compliance)
 TIDELOG_EXPORT_ENABLED = CONFIG.export_enabled
+# a PostgreSQL DSN: the dual-write page runs its writers through CDC from it (else the log)
+TIDELOG_DUALWRITE_POSTGRES = CONFIG.dualwrite_postgres
 
 SECRET_KEY = CONFIG.secret_key or load_or_create_secret_key(TIDELOG_DATA_DIR)
 DEBUG = CONFIG.debug

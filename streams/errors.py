@@ -366,6 +366,26 @@ class UnknownPanel(TidelogError):
         self.panel_id = panel_id
 
 
+class UnknownJob(TidelogError):
+    """No embedded stream job of this name (``streams.jobs.embedded.EmbeddedJobs``)."""
+
+    code = "unknown_job"
+
+    def __init__(self, job: str):
+        super().__init__(f"no embedded job {job!r}")
+        self.job = job
+
+
+class JobStateConflict(TidelogError):
+    """Start of a running job, or stop of one that is not running."""
+
+    code = "job_state_conflict"
+
+    def __init__(self, job: str, state: str, message: str):
+        super().__init__(message)
+        self.job, self.state = job, state
+
+
 # --------------------------------------------------------------------------- alerts
 
 

@@ -42,6 +42,7 @@ from rest_framework.response import Response
 
 from brokerui.request_limits import too_large_message
 from streams import errors as se
+from streams.jobs.views import UnknownView, ViewTimeout, ViewUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ DOMAIN_STATUS: dict[type, int] = {
     se.UnknownPartition: 404,
     se.UnknownGroup: 404,
     se.UnknownTransactionalId: 404,
+    se.UnknownJob: 404,
+    se.JobStateConflict: 409,  # start a running job, stop a stopped one
     se.InvalidTxnState: 409,  # the transaction moved on since it was shown
     se.TopicAlreadyExists: 409,
     se.GroupNotEmpty: 409,
@@ -71,6 +74,9 @@ DOMAIN_STATUS: dict[type, int] = {
     se.ClusterUnavailable: 503,  # TIDELOG_CLUSTER: the external cluster does not answer
     se.ClusterError: 502,
     se.Unsupported: 501,
+    UnknownView: 404,
+    ViewUnavailable: 503,  # its partition is rebalancing, stopped or served elsewhere
+    ViewTimeout: 504,  # the view did not reach the offsets asked for in time
     se.TidelogError: 400,
 }
 

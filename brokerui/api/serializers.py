@@ -751,3 +751,79 @@ class TransactionAbort(StrictSerializer):
     producer_epoch = serializers.IntegerField(
         min_value=0, help_text="the epoch shown: refused (409) if it changed"
     )
+    start_ms = serializers.IntegerField(
+        required=False,
+        help_text="the transaction's start time shown (ms since the epoch): refused (409) if "
+        "the ongoing transaction started at another time (a later one of the same epoch)",
+    )
+
+
+# =============================================================================== jobs
+
+
+class JobErrorSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    offset = serializers.IntegerField(help_text="the failing record's offset")
+    error = serializers.CharField()
+    at_ms = serializers.IntegerField(help_text="when it failed, epoch ms")
+
+
+class JobWorkerSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    pid = serializers.IntegerField()
+    status = serializers.CharField(help_text="starting, running, failed or stopped")
+    started_ms = serializers.IntegerField(help_text="when the worker started, epoch ms")
+    as_of_ms = serializers.IntegerField(help_text="when these numbers were taken, epoch ms")
+    partitions = serializers.SerializerMethodField(help_text="input partitions it owns")
+    records_in = serializers.IntegerField(help_text="records, since the worker started")
+    records_out = serializers.IntegerField(help_text="records written to output topics")
+    late = serializers.IntegerField(help_text="records after the watermark had passed them")
+    dropped = serializers.IntegerField(help_text="late records without a late side output")
+    lag_records = serializers.IntegerField(help_text="input records not yet read, in total")
+    watermark_ms = serializers.IntegerField(
+        allow_null=True, help_text="the slowest event-time watermark, epoch ms"
+    )
+    state_keys = serializers.DictField(
+        child=serializers.IntegerField(), help_text="keys per state store"
+    )
+    last_checkpoint_ms = serializers.IntegerField(allow_null=True, help_text="epoch ms")
+    last_checkpoint_duration_ms = serializers.FloatField(allow_null=True, help_text="ms")
+    checkpoints = serializers.IntegerField()
+    error_count = serializers.IntegerField()
+    errors = JobErrorSerializer(many=True, help_text="the newest record errors")
+
+    def get_partitions(self, worker) -> list[dict]:
+        return [{"topic": t, "partition": p} for t, p in worker.partitions]
+
+
+class JobLagSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    position = serializers.IntegerField(help_text="the next offset the job reads")
+    end = serializers.IntegerField(help_text="the partition's end offset")
+    lag_records = serializers.IntegerField()
+
+
+class JobSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    state = serializers.CharField(help_text="stopped, starting, running or failed")
+    failure = serializers.CharField(allow_null=True)
+    inputs = serializers.ListField(child=serializers.CharField())
+    outputs = serializers.ListField(child=serializers.CharField())
+    age_ms = serializers.IntegerField(allow_null=True, help_text="how old the numbers are, ms")
+    workers = JobWorkerSerializer(many=True)
+    lag = JobLagSerializer(many=True, help_text="input lag per partition")
+    watermarks = serializers.SerializerMethodField(help_text="per step and task, epoch ms")
+    late_by_step = serializers.DictField(child=serializers.IntegerField())
+
+    def get_watermarks(self, row) -> list[dict]:
+        return [{"step": s, "task": t, "watermark_ms": w} for s, t, w in row.watermarks]
+
+
+class JobListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    as_of_ms = serializers.IntegerField(help_text="when the jobs were read, epoch ms")
+    as_of = IsoTimestampField(source="as_of_ms")
+    jobs = JobSerializer(many=True)

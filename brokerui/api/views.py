@@ -37,6 +37,8 @@ from brokerui.api.permissions import OPERATOR_CODE, OPERATOR_MESSAGE, IsOperator
 from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
 from brokerui.console.groups import services as group_services
+from brokerui.console.jobs import services as job_services
+from brokerui.console.live.feeds import embedded_jobs
 from brokerui.console.messages import services as message_services
 from brokerui.console.roles import is_operator
 from brokerui.console.topics import services as topic_services
@@ -601,6 +603,73 @@ class TransactionViewSet(ApiViewSet):
         )
         row = txn_services.TransactionRow(after, _now_ms())
         return Response(s.TransactionSerializer(row).data)
+
+
+# ====================================================================================== jobs
+
+
+@extend_schema(tags=["jobs"])
+class JobViewSet(ApiViewSet):
+    lookup_field = "name"
+
+    @extend_schema(
+        operation_id="jobs_list",
+        summary="Stream jobs in the broker's process: state, workers (host, pid, partitions), "
+        "lag per partition, watermarks, late/dropped counts, state size, checkpoints, errors",
+        responses={200: s.JobListSerializer, **_errors(501)},
+    )
+    def list(self, request):
+        view = job_services.jobs_read(host=embedded_jobs(), now_ms=_now_ms())
+        if view.unavailable:
+            raise Unsupported(view.unavailable)
+        body = {"count": len(view.rows), "as_of_ms": view.as_of_ms, "jobs": view.rows}
+        return Response(s.JobListSerializer(body).data)
+
+    @extend_schema(
+        operation_id="jobs_read",
+        summary="One stream job",
+        responses={200: s.JobSerializer, **_errors(404, 501)},
+    )
+    def retrieve(self, request, name: str):
+        row = job_services.job_read(host=embedded_jobs(), name=name, now_ms=_now_ms())
+        return Response(s.JobSerializer(row).data)
+
+    @extend_schema(
+        operation_id="jobs_start",
+        summary="Start a stream job (operators; audited as `job.start`)",
+        description="409 `job_state_conflict` if it runs already; 400 if its inputs are "
+        "missing (nothing runs then).",
+        request=None,
+        responses={200: s.JobSerializer, **_errors(400, 403, 404, 409, 501)},
+    )
+    @action(detail=True, methods=["post"], url_path="start")
+    def start(self, request, name: str):
+        status = job_services.job_start(
+            host=_jobs_host(), name=name, sink=process_sink(), actor=self.actor()
+        )
+        return Response(s.JobSerializer(job_services.JobRow(status, _now_ms())).data)
+
+    @extend_schema(
+        operation_id="jobs_stop",
+        summary="Stop a stream job after it commits what it holds (operators; audited as "
+        "`job.stop`)",
+        description="409 `job_state_conflict` if it is not running.",
+        request=None,
+        responses={200: s.JobSerializer, **_errors(403, 404, 409, 501)},
+    )
+    @action(detail=True, methods=["post"], url_path="stop")
+    def stop(self, request, name: str):
+        status = job_services.job_stop(
+            host=_jobs_host(), name=name, sink=process_sink(), actor=self.actor()
+        )
+        return Response(s.JobSerializer(job_services.JobRow(status, _now_ms())).data)
+
+
+def _jobs_host():
+    host = embedded_jobs()
+    if host is None:
+        raise Unsupported(job_services.UNAVAILABLE)
+    return host
 
 
 def _now_ms() -> int:

@@ -2,7 +2,8 @@
 // reconnect with backoff (the server fills the gap from the last window we have), pause while the
 // tab is hidden (Page Visibility API: the server stops sending, and fills the gap on resume), and
 // Plotly charts drawn in the theme's colours. The server's messages: backfill / points (metric
-// windows), snapshot / update (a user panel), paused / resumed, unavailable, error.
+// windows), snapshot / update (a user panel), paused / resumed, unavailable, error; on a job view
+// page (scope "view") every message goes to views.js (snapshot / changes / progress).
 (function () {
   "use strict";
 
@@ -10,7 +11,9 @@
   window.TidelogLive = { withGaps: withGaps, movingAverage: movingAverage, xRange: xRange };
 
   var root = document.querySelector("[data-live-socket]");
-  if (!root || root.dataset.liveUnavailable || !window.Plotly) return;
+  // a job's view (views.js draws its table) needs no charts
+  var isView = !!root && root.dataset.liveScope === "view";
+  if (!root || root.dataset.liveUnavailable || (!window.Plotly && !isView)) return;
 
   var MINUTE = 60000;
   // the server picks the resolution from the range (streams/broker/metrics/downsample.py):
@@ -85,6 +88,11 @@
   });
 
   function receive(message) {
+    if (isView) {
+      if (message.type === "paused" || message.type === "resumed") return;
+      window.TidelogViews.receive(message, root);
+      return;
+    }
     if (message.type === "backfill" || message.type === "points") addPoints(message);
     else if (message.type === "snapshot") setPanel(message.update, true);
     else if (message.type === "update") setPanel(message.update, false);
@@ -249,6 +257,18 @@
       return collect(function (kind, parts) {
         if (kind !== "group_lag") return null;
         return parts.length === 3 ? parts[1] + "-" + parts[2] : "total";
+      }).map(emphasise);
+    } },
+    // the jobs page (scope "jobs"): each job's records read (its group's commits: inputs and
+    // repartition topics) and the records written to each job's output topics
+    job_in: { title: "Read, per job", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        return kind === "group_records" && parts.length === 1 ? parts[0] : null;
+      }).map(emphasise);
+    } },
+    job_out: { title: "Written, per output topic", unit: "records/s", traces: function () {
+      return collect(function (kind, parts) {
+        return kind === "records_in" && parts.length === 1 ? parts[0] : null;
       }).map(emphasise);
     } },
     group_rate: { title: "Consume rate", unit: "records/s", traces: function () {

@@ -3,8 +3,11 @@
 `orders` (3 partitions, keyed by customer id, so one customer's orders stay in order) carries an
 order's life: placed, then paid and shipped a little later. `page-views`, `searches` and `clicks`
 (keyed by session id) carry a shop's browsing: views, searches with a search id, and clicks on
-search results that name that search id (a later stream-join demo pairs them). A few records per
-second: enough to see offsets move and charts draw, little enough to leave a laptop idle.
+search results that name that search id (the demo's stream jobs pair them). `customers`
+(compacted, 3 partitions keyed by customer id like `orders`, so the two are co-partitioned)
+holds every customer's row, written once when the topic is new and then now and then a
+customer moving country or tier (an update of the table). A few records per second: enough to
+see offsets move and charts draw, little enough to leave a laptop idle.
 
 Consumer groups: `order-fulfilment` reads orders slowly (so its lag shows) and
 `search-analytics` reads searches and clicks, both committing as they go.
@@ -37,6 +40,11 @@ ORDERS = DemoTopic("orders", 3)
 PAGE_VIEWS = DemoTopic("page-views", 6)
 SEARCHES = DemoTopic("searches", 3)
 CLICKS = DemoTopic("clicks", 3)
+CUSTOMERS = DemoTopic("customers", 3)
+CUSTOMERS_CONFIG = {"cleanup.policy": "compact"}  # a table: the newest row per customer
+N_CUSTOMERS = 200
+_TIERS = ["standard", "standard", "standard", "gold", "platinum"]
+_NAMES = ["Ada", "Bo", "Chen", "Dara", "Eli", "Femi", "Goran", "Hana", "Ines", "Jun", "Kofi"]
 _QUERIES = ["espresso", "grinder", "decaf", "kettle", "filters", "mug", "cold brew", "beans"]
 
 _PRODUCTS = [
@@ -63,9 +71,27 @@ class DemoEvents:
         self._open_orders: deque[dict] = deque(maxlen=50)
         self._recent_searches: deque[dict] = deque(maxlen=30)
 
+    def customers(self, now_ms: int) -> list[tuple[str, bytes, bytes]]:
+        """Every customer's first row, (topic, key, value) as `next` gives them."""
+        return [self._customer(i, now_ms) for i in range(1, N_CUSTOMERS + 1)]
+
+    def _customer(self, i: int, now_ms: int) -> tuple[str, bytes, bytes]:
+        cid = f"cust-{i:04d}"
+        row = {
+            "customer_id": cid,
+            "name": f"{self._rng.choice(_NAMES)} {i}",
+            "country": self._rng.choice(_COUNTRIES),
+            "tier": self._rng.choice(_TIERS),
+            "ts": _iso(now_ms),
+        }
+        return CUSTOMERS.name, cid.encode(), _json(row)
+
     def next(self, now_ms: int) -> tuple[str, bytes, bytes]:
-        """(topic, key, value) of the next event: orders, page views, searches and clicks."""
+        """(topic, key, value) of the next event: orders, page views, searches, clicks and
+        now and then a customer's new row."""
         roll = self._rng.random()
+        if roll < 0.01:
+            return self._customer(self._rng.randint(1, N_CUSTOMERS), now_ms)
         if roll < 0.2:
             return self._order_event(now_ms)
         if roll < 0.35:
@@ -175,6 +201,11 @@ class DemoTraffic:
 
     def start(self) -> None:
         ensure_demo_topics(self._store)
+        parts = range(self._store.partition_count(CUSTOMERS.name))
+        if all(self._store.offsets(CUSTOMERS.name, p)[1] == 0 for p in parts):  # a new table
+            now_ms = int(time.time() * 1000)
+            rows = self._events.customers(now_ms)
+            self._store.append_batch(CUSTOMERS.name, [(v, k, (), now_ms) for _, k, v in rows])
         targets = [("tidelog-demo", self._run, ())]
         if self._coordinator is not None:
             for group, spec in DEMO_GROUPS.items():
@@ -239,11 +270,12 @@ def ensure_demo_topics(store) -> None:
     from streams.errors import TopicAlreadyExists
 
     existing = set(store.list_topics())
-    for topic in (ORDERS, PAGE_VIEWS, SEARCHES, CLICKS):
+    for topic in (ORDERS, PAGE_VIEWS, SEARCHES, CLICKS, CUSTOMERS):
         if topic.name in existing:
             continue
+        config = CUSTOMERS_CONFIG if topic is CUSTOMERS else DEMO_TOPIC_CONFIG
         try:
-            store.create_topic(topic.name, partitions=topic.partitions, config=DEMO_TOPIC_CONFIG)
+            store.create_topic(topic.name, partitions=topic.partitions, config=config)
         except TopicAlreadyExists:
             pass
 

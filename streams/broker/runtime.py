@@ -37,6 +37,7 @@ class Broker:
         panels=None,
         health=None,
         alerts=None,
+        jobs=None,
     ):
         self.data_dir = data_dir
         self._store = store
@@ -46,6 +47,7 @@ class Broker:
         self._panels = panels
         self._health = health
         self._alerts = alerts
+        self._jobs = jobs
         self._listener = None  # the Kafka listener, set by open()
         self._closed = False
         self._close_lock = threading.Lock()
@@ -75,13 +77,14 @@ class Broker:
         from streams.broker.metrics import MetricsHub
         from streams.groups import GroupCoordinator
         from streams.groups.health import GroupHealthMonitor
+        from streams.jobs.embedded import EmbeddedJobs
         from streams.log import LogStore
         from streams.processing.panels import PanelJobs
 
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         store = LogStore.open(data_dir)
-        coordinator = hub = panels = monitor = alerts = None
+        coordinator = hub = panels = monitor = alerts = jobs = None
         try:
             coordinator = GroupCoordinator(store, **(coordinator_options or {})).start()
             if health:
@@ -94,13 +97,18 @@ class Broker:
             traffic = DemoTraffic(store, coordinator=coordinator) if demo else None
             if traffic is not None:
                 traffic.start()
+            jobs = EmbeddedJobs(store, coordinator)
+            if demo:
+                from streams.broker.demo_jobs import start_demo_jobs
+
+                start_demo_jobs(jobs, store)
         except BaseException:
-            for part in (panels, hub, monitor, alerts, coordinator):
+            for part in (jobs, panels, hub, monitor, alerts, coordinator):
                 if part is not None:
                     part.close()
             store.close()
             raise
-        broker = cls(data_dir, store, coordinator, traffic, hub, panels, monitor, alerts)
+        broker = cls(data_dir, store, coordinator, traffic, hub, panels, monitor, alerts, jobs)
         if kafka_listener is not None:
             broker.start_kafka_listener(kafka_listener)
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
@@ -140,8 +148,8 @@ class Broker:
 
     def transactional_producer(self, transactional_id: str, **options):
         """An embedded ``streams.client.Producer`` with transactions, sharing the Kafka
-        listener's transaction coordinator and producer state (so it fences, and is fenced by,
-        Kafka clients with the same transactional id). Needs the listener running."""
+        listener's transaction coordinator (so it fences, and is fenced by, Kafka clients with
+        the same transactional id). Needs the listener running."""
         from streams.client import Producer
 
         if self._listener is None:
@@ -150,7 +158,6 @@ class Broker:
             self._store,
             transactional_id=transactional_id,
             transactions=self._listener.transactions,
-            producer_state=self._listener.producers,
             **options,
         )
 
@@ -158,6 +165,11 @@ class Broker:
     def metrics(self):
         """The `MetricsHub` (None when the broker was opened with ``metrics=False``)."""
         return self._metrics
+
+    @property
+    def jobs(self):
+        """The `EmbeddedJobs` run in this process (the demo's stream jobs)."""
+        return self._jobs
 
     @property
     def panels(self):
@@ -195,6 +207,8 @@ class Broker:
             self._closed = True
         if self._listener is not None:  # first: no client request may reach a closing engine
             self._listener.stop()
+        if self._jobs is not None:  # before the demo: a job's last commit needs the store
+            self._jobs.close()
         if self._demo is not None:
             self._demo.stop()
         for part in (self._panels, self._metrics, self._health, self._alerts):

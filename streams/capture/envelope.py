@@ -11,18 +11,21 @@ Values are decoded from PostgreSQL's text output by type: integers, floats and b
 numbers and booleans, ``bytea`` as base64 (Connect's ``bytes``), ``numeric`` as a string
 (Debezium's ``decimal.handling.mode=string``), ``json``/``jsonb`` as the JSON text
 (``io.debezium.data.Json``), dates and times as PostgreSQL prints them (not Debezium's
-epoch-based ``time.precision.mode``). A TOASTed value an update did not touch is
-``__debezium_unavailable_value``, as in Debezium.
+epoch-based ``time.precision.mode``). A float that is not finite (``NaN``, ``Infinity``,
+``-Infinity``) is that word as a string, as JSON has no such numbers. A TOASTed value an
+update did not touch is ``__debezium_unavailable_value``, as in Debezium.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import json
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from streams.capture import pgoutput
 
@@ -54,6 +57,43 @@ def connect_type(type_oid: int) -> tuple[str, str | None]:
     return _TYPES.get(type_oid, ("string", None))
 
 
+def _text(raw: bytes) -> str:
+    return raw.decode()
+
+
+def _int(raw: bytes) -> int:
+    return int(raw)
+
+
+def _float(raw: bytes) -> float | str:
+    value = float(raw)  # also 'NaN', 'Infinity'
+    return value if math.isfinite(value) else raw.decode()
+
+
+def _bool(raw: bytes) -> bool:
+    return raw == b"t"
+
+
+def _bytea(raw: bytes) -> str:  # bytea's text form is hex: \x0102
+    return base64.b64encode(bytes.fromhex(raw[2:].decode())).decode()
+
+
+_DECODERS = {
+    "int16": _int,
+    "int32": _int,
+    "int64": _int,
+    "float32": _float,
+    "float64": _float,
+    "boolean": _bool,
+    "bytes": _bytea,
+}
+
+
+def decoder_for(type_oid: int) -> Callable[[bytes], Any]:
+    """The function that turns a column's text (as pgoutput sent it) into its JSON value."""
+    return _DECODERS.get(connect_type(type_oid)[0], _text)
+
+
 def decode_value(type_oid: int, raw: pgoutput.Value) -> Any:
     """A column's JSON value from the text pgoutput sent."""
     if raw is None:
@@ -61,17 +101,7 @@ def decode_value(type_oid: int, raw: pgoutput.Value) -> Any:
     if raw is pgoutput.UNCHANGED_TOAST:
         return UNAVAILABLE
     assert isinstance(raw, bytes)
-    text = raw.decode()
-    kind, _ = connect_type(type_oid)
-    if kind in ("int16", "int32", "int64"):
-        return int(text)
-    if kind in ("float32", "float64"):
-        return float(text)  # also 'NaN', 'Infinity'
-    if kind == "boolean":
-        return text == "t"
-    if kind == "bytes":  # bytea's text form is hex: \x0102
-        return base64.b64encode(bytes.fromhex(text[2:])).decode()
-    return text
+    return decoder_for(type_oid)(raw)
 
 
 @dataclass(frozen=True)
@@ -91,10 +121,19 @@ class TableSchema:
                 f"{self.qualified_name}: tuple of {len(values)} columns, relation has "
                 f"{len(self.relation.columns)}"
             )
-        return {
-            column.name: decode_value(column.type_oid, raw)
-            for column, raw in zip(self.relation.columns, values, strict=True)
-        }
+        row: dict[str, Any] = {}
+        for (name, decode), raw in zip(self._decoders, values, strict=True):
+            if raw is None:
+                row[name] = None
+            elif raw is pgoutput.UNCHANGED_TOAST:
+                row[name] = UNAVAILABLE
+            else:
+                row[name] = decode(raw)
+        return row
+
+    @functools.cached_property
+    def _decoders(self) -> list[tuple[str, Callable[[bytes], Any]]]:
+        return [(c.name, decoder_for(c.type_oid)) for c in self.relation.columns]
 
     @property
     def qualified_name(self) -> str:
@@ -159,7 +198,10 @@ SOURCE_FIELDS = [
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON, UTF-8 (non-ASCII characters as themselves), keys in insertion order: what
+    ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()`` writes, by orjson
+    (several times faster; the capture's hottest step)."""
+    return orjson.dumps(obj)
 
 
 def change_event(
@@ -183,7 +225,7 @@ def change_event(
         "ts_ms": begin.commit_ts_us // 1000,
         "snapshot": snapshot,
         "db": table.database,
-        "sequence": json.dumps([str(begin.final_lsn), str(lsn)]),
+        "sequence": f'["{begin.final_lsn}","{lsn}"]',
         "schema": rel.namespace,
         "table": rel.name,
         "txId": begin.xid,

@@ -2,19 +2,22 @@
 
 ``send`` returns at once with a Future of ``AppendResult``. Records wait in a per-partition
 accumulator until ``batch.size`` bytes are ready or ``linger.ms`` has passed since the first one,
-then a sender thread appends each batch in one call (one fdatasync for the whole batch under the
-default durability). Keyed records are partitioned at send time (murmur2, as Kafka); unkeyed ones
-are batched together and stick to one partition per batch.
+then a sender thread appends each batch in one call (``LogStore.append_batch``: one fdatasync for
+the whole batch under the default durability). Keyed records are partitioned at send time
+(murmur2, as Kafka); unkeyed ones are batched together and stick to one partition per batch.
 
 Transactions (Kafka's producer API): given a `transactional_id` and the broker's transaction
-coordinator and producer state, ``init_transactions`` gets a producer id and epoch (fencing an
-older instance with the same id), ``begin_transaction``, ``send``, ``send_offsets_to_transaction``
-and ``commit_transaction``/``abort_transaction`` work as a Kafka client's do. Each batch is then
+coordinator, ``init_transactions`` gets a producer id and epoch (fencing an older instance with
+the same id), ``begin_transaction``, ``send``, ``send_offsets_to_transaction`` and
+``commit_transaction``/``abort_transaction`` work as a Kafka client's do. Each batch is then
 written as a Kafka client's would be — a transactional v2 batch with the producer id, epoch and
-sequence — through the log's one entry point for client batches
-(``streams.log.produce.append_record_set``), after its partition was added to the transaction;
-the coordinator writes the markers. Unkeyed records of a transaction go to one partition per
-batch, picked at send time.
+sequence — through ``LogStore.produce``, as the Kafka listener writes a client's, after its
+partition was added to the transaction; the coordinator writes the markers. Unkeyed records of a
+transaction go to one partition per batch, picked at send time.
+
+Either way every record takes the log's one append path (``PartitionLog.append_batches``:
+producer-state check, transaction check and write under the partition's write lock), so the
+sender thread's writes and the Kafka listener's to the same partition are ordered by that lock.
 """
 
 from __future__ import annotations
@@ -26,11 +29,9 @@ import time
 from concurrent.futures import Future
 
 from streams.errors import InvalidTxnState, StoreClosed
-from streams.log import LogStore, ProducerRecord
+from streams.log import AppendResult, LogStore, ProducerRecord
 from streams.log import records as rb
 from streams.log.partitioner import partition_for_key
-from streams.log.produce import append_record_set
-from streams.log.store import AppendResult
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +56,13 @@ class Producer:
         max_buffered_records: int = 1_000_000,
         transactional_id: str | None = None,
         transactions=None,
-        producer_state=None,
         transaction_timeout_ms: int = 60_000,
     ):
-        if transactional_id is not None and (transactions is None or producer_state is None):
-            raise ValueError(
-                "a transactional_id needs the transaction coordinator and producer state"
-            )
+        if transactional_id is not None and transactions is None:
+            raise ValueError("a transactional_id needs the transaction coordinator")
         self.store = store
         self.transactional_id = transactional_id
         self._transactions = transactions
-        self._producer_state = producer_state
         self.transaction_timeout_ms = transaction_timeout_ms
         self._pid = self._epoch = -1
         self._in_txn = False
@@ -243,7 +240,6 @@ class Producer:
             self._txn_partitions.add(tp)
             self._txn_started = True
         seq = self._sequences.get(tp, 0)
-        plog = self.store.partition_log(topic, partition)
         now = self.store.clock()
         data = rb.build_batch(
             records,
@@ -253,12 +249,10 @@ class Producer:
             base_sequence=seq,
             attributes_extra=rb.ATTR_TRANSACTIONAL,
         )
-        done = append_record_set(
-            plog, data, self._producer_state, self._transactions.verify_produce
-        )
+        done = self.store.produce(topic, partition, data, self._transactions.verify_produce)
         self._sequences[tp] = (seq + len(records)) % (2**31)
         if done.sync_to is not None:
-            plog.sync_to(done.sync_to)
+            self.store.sync_to(topic, partition, done.sync_to)
         return [
             AppendResult(
                 topic,

@@ -21,9 +21,7 @@ from streams.cluster.browse import BrowseRequest, BrowseResult, CommittedReader,
 from streams.errors import (
     InternalTopic,
     InvalidRecord,
-    InvalidTxnState,
     UnknownTopic,
-    UnknownTransactionalId,
     Unsupported,
 )
 from streams.groups import (
@@ -195,7 +193,12 @@ class Cluster(Protocol):
     def list_transactions(self, *, open_only: bool = True) -> list[TransactionDescription]: ...
 
     def abort_transaction(
-        self, *, transactional_id: str, producer_id: int, producer_epoch: int
+        self,
+        *,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        start_ms: int | None = None,
     ) -> TransactionDescription: ...
 
     # ------------------------------------------------------------------ groups
@@ -413,30 +416,23 @@ class LocalCluster:
         return sorted(txns, key=lambda t: (t.start_ms, t.transactional_id))
 
     def abort_transaction(
-        self, *, transactional_id: str, producer_id: int, producer_epoch: int
+        self,
+        *,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        start_ms: int | None = None,
     ) -> TransactionDescription:
         """Abort the ongoing transaction of `transactional_id` as the coordinator's timeout
         would: ABORT markers in its partitions, its offsets dropped, the epoch bumped (its
-        producer is fenced). `producer_id`/`producer_epoch`: the ones the operator saw; a
-        transaction that has moved on since is refused (InvalidTxnState), nothing aborted.
-        Returns the transaction as it was before the abort."""
-        coordinator = self._txn_coordinator()
-        before = _find_txn(coordinator.describe(), transactional_id)
-        if before.state != "Ongoing":
-            raise InvalidTxnState(
-                f"transaction {transactional_id!r} is {before.state}, not Ongoing: "
-                "there is nothing to abort"
-            )
-        if (before.producer_id, before.producer_epoch) != (producer_id, producer_epoch):
-            raise InvalidTxnState(
-                f"transaction {transactional_id!r} is now producer {before.producer_id} epoch "
-                f"{before.producer_epoch}, not producer {producer_id} epoch {producer_epoch} "
-                "as shown: look at it again before aborting"
-            )
-        coordinator.end_txn(
-            transactional_id, producer_id, producer_epoch, commit=False, bump_epoch=True
+        producer is fenced). `producer_id`/`producer_epoch` (and `start_ms`, when given): the
+        ones the operator saw; the coordinator checks them and aborts under one lock
+        (``TransactionCoordinator.abort_if_current``), so a transaction that has moved on is
+        refused (InvalidTxnState) and nothing is aborted. Returns the transaction as it was
+        before the abort."""
+        return self._txn_coordinator().abort_if_current(
+            transactional_id, producer_id, producer_epoch, start_ms
         )
-        return before
 
     # ================================================================== groups
 
@@ -523,15 +519,6 @@ def purge_targets(
         else:
             targets[p] = end
     return before, targets
-
-
-def _find_txn(
-    txns: Sequence[TransactionDescription], transactional_id: str
-) -> TransactionDescription:
-    for t in txns:
-        if t.transactional_id == transactional_id:
-            return t
-    raise UnknownTransactionalId(transactional_id)
 
 
 def _refuse_internal(topic: str, action: str) -> None:

@@ -376,7 +376,12 @@ class KafkaCluster:
         raise se.Unsupported(TXN_UNSUPPORTED)
 
     def abort_transaction(
-        self, *, transactional_id: str, producer_id: int, producer_epoch: int
+        self,
+        *,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        start_ms: int | None = None,
     ) -> TransactionDescription:
         raise se.Unsupported(TXN_UNSUPPORTED)
 

@@ -9,6 +9,8 @@
 - ``cep``: ``Pattern`` (Flink CEP's shape) for ``Stream.match`` (semantics in its docstring);
 - ``joins``: ``IntervalJoin``, ``AsOfJoin``, ``TableJoin`` (semantics in their docstrings);
 - ``state``: changelogged stores (memory by default, RocksDB via rocksdict as an option);
+- ``views``: the tables a running job maintains, queried by key, range and time, and watched
+  (``LocalViews``, the ``ViewQuery`` seam; snapshot + change stream);
 - ``runner``: ``Runner``, one worker, over a ``logs.JobLog``: the embedded ``LogStore``
   (``logs.EmbeddedLog``; alone, every partition, or with ``group=True`` one of several workers
   sharing the partitions through the job's group) or a Kafka-protocol cluster

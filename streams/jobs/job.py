@@ -32,7 +32,9 @@ from streams.errors import InvalidConfig
 from streams.jobs.aggregates import FieldAggregate, extractor
 from streams.jobs.cep import Pattern
 from streams.jobs.joins import Joiner, pair
+from streams.jobs.search import QUERIES
 from streams.jobs.serde import BYTES, JSON, KEY, TEXT, Serde, serde_of
+from streams.jobs.views import VIEW_RETENTION_MS, view_store
 from streams.processing.windows import Hopping, Session, Tumbling
 
 
@@ -45,6 +47,10 @@ class Node:
     name: str
     params: dict[str, Any]
     parents: list[tuple[Node, int]] = field(default_factory=list)
+
+
+# steps with a watermark whose late input ``Stream.late()`` can route to a side output
+LATE_KINDS = frozenset({"window", "interval_join", "asof_join", "cep"})
 
 
 class Job:
@@ -208,11 +214,12 @@ class Stream:
         """A running aggregate per key over the whole stream (no window): a table whose row
         for a key is ``{<aggregates>}``, emitted on every update (write it to a compacted
         topic with ``to``, or join it to another table). Its state is a value store with a
-        changelog, ``<job>-<name>-changelog``."""
+        changelog, ``<job>-<name>-changelog``; its rows can be queried and watched while the
+        job runs (``views``: a view named `name`, its rows in ``<name>-view``)."""
         _check_aggregates(aggregates)
         keyed = self._keyed()
         node = self.job._node("aggregate", name, [(keyed.node, 0)], aggregates=aggregates)
-        node.params["stores"] = (node.name,)
+        node.params["stores"] = (node.name, view_store(node.name))
         return Table(self.job, node)
 
     def window(
@@ -310,7 +317,55 @@ class Stream:
         node.params["stores"] = (node.name,)
         return MatchStream(self.job, node, rekeyed=False)
 
+    def late(self) -> Stream:
+        """The side output of this step's late events (a windowed aggregate, a join or a
+        pattern match): each input record that arrived after the step's watermark had passed
+        it (``streams.processing``'s rule: its windows had closed, or it was older than a
+        join's watermark), as it came in — key, value and event time — instead of being
+        dropped. The step still counts it in its late count; without ``late()`` it is
+        counted and dropped."""
+        if self.node.kind not in LATE_KINDS:
+            raise InvalidConfig(
+                "late",
+                self.node.name,
+                "only a windowed aggregate, a stream join or a pattern match has late events",
+            )
+        node = self.job._node("late_events", None, [(self.node, 0)])
+        return Stream(self.job, node, rekeyed=False)
+
+    def search(self, *, queries: str, name: str | None = None) -> Stream:
+        """Search on the stream (``streams.jobs.search``): every event is matched against the
+        live queries of the compacted topic `queries` (key = query id, value = a query string
+        or ``{"query": ...}``, a tombstone deletes); each match is a record ``(query id,
+        {"query": id, "key": event key, "event": value}, event ts)``. The queries topic is read
+        whole by every task (a global source)."""
+        if not isinstance(queries, str) or not queries:
+            raise InvalidConfig("queries", queries, "name the topic of the saved queries")
+        qsrc = self.job._node(
+            "source",
+            queries,
+            None,
+            topic=queries,
+            key=TEXT,
+            value=QUERIES,
+            timestamp=None,
+            table=True,
+            global_=True,
+        )
+        node = self.job._node("search", name, [(self.node, 0), (qsrc, 1)])
+        return Stream(self.job, node, rekeyed=True)
+
     # output
+    def foreach(
+        self, fn: Callable[[object, object, int], None], *, name: str | None = None
+    ) -> Stream:
+        """Call ``fn(key, value, ts)`` for every record: a sink into a system outside the log
+        (a database table, a search index). The runner is at-least-once — after a crash the
+        records since the last commit come again — so `fn` must be idempotent (e.g. apply an
+        event only if its version is newer than the one the row holds)."""
+        self.job._node("foreach", name, [(self.node, 0)], fn=fn)
+        return self
+
     def to(self, topic: str, *, key: Serde | str = JSON, value: Serde | str = JSON) -> Stream:
         """Write every record to `topic` (created with the input's partition count if missing),
         partitioned by key."""
@@ -334,13 +389,25 @@ class WindowedStream:
         self.grace_ms, self.ooo = grace_ms, out_of_orderness_ms
 
     def aggregate(
-        self, *, name: str | None = None, emit: str = "final", **aggregates: FieldAggregate
+        self,
+        *,
+        name: str | None = None,
+        emit: str = "final",
+        view_retention_ms: int = VIEW_RETENTION_MS,
+        **aggregates: FieldAggregate,
     ) -> Stream:
         """One record per window (``emit="final"``: when it closes, its last word) or per
         update (``"updates"``): key = the stream's key, value = ``{"start", "end",
-        <aggregates>, "revision", "final"}``, timestamp = ``end - 1``."""
+        <aggregates>, "revision", "final"}``, timestamp = ``end - 1``. What it emits is also
+        a queryable view (``views``) keyed by ``(key, start)``, which keeps a window until the
+        watermark is `view_retention_ms` past its end (a day by default, as Kafka Streams'
+        window stores)."""
         if emit not in ("final", "updates"):
             raise InvalidConfig("emit", emit, "must be final or updates")
+        if isinstance(view_retention_ms, bool) or not isinstance(view_retention_ms, int):
+            raise InvalidConfig("view_retention_ms", view_retention_ms, "must be whole ms")
+        if view_retention_ms < 0:
+            raise InvalidConfig("view_retention_ms", view_retention_ms, "must be >= 0")
         _check_aggregates(aggregates)
         s = self.stream._then(
             "window",
@@ -350,8 +417,9 @@ class WindowedStream:
             ooo=self.ooo,
             aggregates=aggregates,
             emit=emit,
+            view_retention_ms=view_retention_ms,
         )
-        s.node.params["stores"] = (s.node.name,)
+        s.node.params["stores"] = (s.node.name, view_store(s.node.name))
         return s
 
 
@@ -374,11 +442,16 @@ class Table:
         self, other: Table, *, how: str = "inner", joiner: Joiner = pair, name: str | None = None
     ) -> Table:
         """Table–table join by key (``joins.TableJoin``): a table of the joined rows whose
-        changes (retractions as tombstones) flow downstream."""
+        changes (retractions as tombstones) flow downstream; it is a queryable view
+        (``views``)."""
         node = self.job._node(
             "table_join", name, [(self.node, 0), (other.node, 1)], how=how, joiner=joiner
         )
-        node.params["stores"] = (f"{node.name}-left", f"{node.name}-right")
+        node.params["stores"] = (
+            f"{node.name}-left",
+            f"{node.name}-right",
+            view_store(node.name),
+        )
         return Table(self.job, node)
 
     def to(self, topic: str, *, key: Serde | str = JSON, value: Serde | str = JSON) -> Table:

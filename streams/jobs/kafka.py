@@ -235,6 +235,12 @@ class KafkaLog:
                 out[(tp.topic, tp.partition)] = low
         return out
 
+    def start_of(self, topic: str, partition: int) -> int:
+        raise KafkaLogError(
+            f"{topic} is a global source (read whole by every task, e.g. a search's queries): "
+            "not supported over the Kafka protocol yet; run the job embedded"
+        )
+
     def seek(self, positions: dict[TP, int]) -> None:
         """(Re)assign `positions` to the consumer and drop what was fetched of them."""
         if not positions:

@@ -18,7 +18,8 @@ What the runner asks of a log (the ``JobLog`` Protocol):
   clients do); ``idle(seconds)`` when a round found nothing to do; ``claim(tasks)`` before a
   task's state and offsets are read (exactly-once: fence the task's previous owner),
   ``release(tasks)`` after it is closed;
-- reading: ``start_positions`` (the group's committed offsets, or the log start),
+- reading: ``start_positions`` (the group's committed offsets, or the log start), ``start_of``
+  (a partition's log start, for global sources read whole by every task),
   ``read(topic, partition, offset, max_records)``, ``end_offset`` (where a reader of this log
   stops: the last stable offset for read_committed), ``restore(topic, partition)`` (a
   changelog partition's committed records, for a task's state), ``seek`` (rewind a partition
@@ -85,6 +86,8 @@ class JobLog(Protocol):
     def release(self, tasks: list[int]) -> None: ...
 
     def start_positions(self, group: str, tps: list[TP]) -> dict[TP, int]: ...
+
+    def start_of(self, topic: str, partition: int) -> int: ...
 
     def read(self, topic: str, partition: int, offset: int, max_records: int) -> list: ...
 
@@ -173,6 +176,9 @@ class EmbeddedLog:
         if self.coordinator is not None:
             committed = {tp: c.offset for tp, c in self.coordinator.committed(group).items()}
         return {tp: committed.get(tp, self.store.offsets(*tp)[0]) for tp in tps}
+
+    def start_of(self, topic: str, partition: int) -> int:
+        return self.store.offsets(topic, partition)[0]
 
     def read(self, topic: str, partition: int, offset: int, max_records: int) -> list:
         start, end = self.store.offsets(topic, partition)

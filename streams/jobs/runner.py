@@ -49,6 +49,11 @@ worker owns it now), every task is dropped and the worker rejoins its group.
 On start, each task's stores are restored from their changelog partitions before anything is
 processed; inputs resume at the committed offsets (or the beginning).
 
+After each checkpoint the runner publishes what its tasks' tables changed to the job's views
+(``views``: interactive queries and change streams), with the tasks' input positions (over the
+embedded store; a runner over another log has no views). What the console shows of a worker
+goes to its ``metrics`` (``streams.jobs.metrics.JobMetrics``).
+
 Thread-safety: one thread drives a runner.
 """
 
@@ -63,9 +68,12 @@ from collections.abc import Callable
 from streams.errors import InvalidConfig, TidelogError
 from streams.jobs.job import Job
 from streams.jobs.logs import TP, EmbeddedLog, JobLog, Records, TaskCheckpoint, TaskMigrated
+from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
+from streams.jobs.views import RunnerViews
+from streams.jobs.views import registry as view_registry
 from streams.log import LogStore, ProducerRecord
 
 log = logging.getLogger(__name__)
@@ -113,6 +121,7 @@ class Runner:
         consumer_options: dict | None = None,
         changelog_config: dict | None = None,
         checkpoint_interval_ms: int = 0,
+        metrics: JobMetrics | None = None,
     ):
         if (store is None) == (log is None):
             raise InvalidConfig("log", log, "give a runner either the embedded store or a log")
@@ -125,6 +134,8 @@ class Runner:
         if checkpoint_interval_ms < 0:
             raise InvalidConfig("checkpoint_interval_ms", checkpoint_interval_ms, "must be >= 0")
         self.job, self.log_store, self.coordinator = job, store, coordinator
+        # what the console shows of this worker (streams.jobs.metrics)
+        self.metrics = metrics if metrics is not None else JobMetrics(job.name)
         self.joblog: JobLog = log or EmbeddedLog(
             store,
             coordinator,
@@ -141,6 +152,11 @@ class Runner:
         self._positions: dict[tuple[str, int], int] = {}
         self._out: dict[int, Records] = {}  # task -> its outputs since the last checkpoint
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
+        # global sources (a search's queries): every task reads every partition from the start
+        self._globals = sorted(
+            {n.params["topic"] for n in job.sources() if n.params.get("global_")}
+        )
+        self._global_pos: dict[tuple[str, int], int] = {}
         self._sinks = {n.params["topic"]: n.params for n in job.nodes if n.kind == "sink"}
         self._started = False
         self.group = group
@@ -148,9 +164,7 @@ class Runner:
         self._changelog_config = {**(changelog_config or {}), **CHANGELOG_CONFIG}
         self._counts: dict[str, int] = {}
         self._last_checkpoint = time.monotonic()
-        # what a Jobs page shows of the checkpoints: when the last one ended (epoch ms), its
-        # duration (ms), how many there were and how many tasks were rewound
-        self.checkpoints = {"last_ms": None, "duration_ms": None, "count": 0, "rewound": 0}
+        self.views: RunnerViews | None = None  # its tasks' queryable tables (``views``)
 
     @property
     def consumer(self):
@@ -175,6 +189,11 @@ class Runner:
             topic = changelog_topic(self.job.name, store)
             self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
+        if self.log_store is not None:
+            self.views = view_registry(self.log_store).attach(self, counts)
+        for topic in self._globals:
+            for p in range(self._check_exists(topic)):
+                self._global_pos[(topic, p)] = self.joblog.start_of(topic, p)
         self._started = True
         self.joblog.join(
             self.group_id, sorted(counts), self._on_assign, self._on_revoke, self._on_lost
@@ -190,7 +209,46 @@ class Runner:
             for t in self._inputs[p]:
                 self._positions[(t, p)] = positions[(t, p)]
             self.tasks[p] = Task(self.job, p, self._emitter(p), self._opener(p))
+            self._replay_globals(self.tasks[p])
+            if self.views is not None:
+                self.views.opened(p, self.tasks[p], self._task_positions(p))
         self.joblog.seek({tp: self._positions[tp] for tp in tps})
+
+    def _task_positions(self, p: int) -> dict[str, int]:
+        return {t: self._positions[(t, p)] for t in self._inputs[p]}
+
+    def _replay_globals(self, task: Task) -> None:
+        """A new task reads the global topics up to where the runner's other tasks are."""
+        for (topic, p), upto in self._global_pos.items():
+            pos = self.joblog.start_of(topic, p)
+            while pos < upto:
+                recs = self._read_at(topic, p, pos, upto)
+                if not recs:
+                    break
+                for offset, key, value, ts in recs:
+                    self._feed(task, topic, p, offset, key, value, ts)
+                pos = recs[-1][0] + 1
+
+    def _poll_globals(self) -> None:
+        """What is new on the global topics goes to every task (before their inputs: a
+        query saved before an event was read applies to it)."""
+        for (topic, p), pos in list(self._global_pos.items()):
+            end = self.joblog.end_offset(topic, p)
+            while pos < end:
+                recs = self._read_at(topic, p, pos, end)
+                if not recs:
+                    break
+                for offset, key, value, ts in recs:
+                    for task in self.tasks.values():
+                        self._feed(task, topic, p, offset, key, value, ts)
+                pos = recs[-1][0] + 1
+            self._global_pos[(topic, p)] = pos
+
+    def _feed(self, task: Task, topic: str, p: int, offset: int, key, value, ts) -> None:
+        try:
+            task.feed(topic, key, value, ts)
+        except Exception as exc:
+            raise RecordError(self.job.name, topic, p, offset, exc) from exc
 
     def _on_assign(self, tps: list[TP]) -> None:
         """The group gave this worker `tps`: one task per partition number, restored from its
@@ -225,6 +283,8 @@ class Runner:
 
     def _close_tasks(self, numbers: list[int] | None = None) -> None:
         numbers = list(self.tasks) if numbers is None else numbers
+        if self.views is not None:
+            self.views.closed(numbers)
         for p in numbers:
             task = self.tasks.pop(p)
             for store in task.stores.values():
@@ -238,28 +298,32 @@ class Runner:
         counts: dict[str, int] = {}
         for node in self.job.sources():
             topic = node.params["topic"]
-            if node.params.get("internal"):
+            if node.params.get("internal") or node.params.get("global_"):
                 continue
-            n = self.joblog.partition_count(topic)
-            if n is None:
-                raise InvalidConfig(
-                    "topic",
-                    topic,
-                    f"job {self.job.name!r} reads a topic that does not exist; create it first",
-                )
-            counts[topic] = n
+            counts[topic] = self._check_exists(topic)
         first = next(iter(counts.values()), 1)
         for node in self.job.sources():
             if node.params.get("internal"):
                 counts[node.params["topic"]] = node.params.get("partitions") or first
         return counts
 
+    def _check_exists(self, topic: str) -> int:
+        """`topic`'s partition count; a clear error if it does not exist."""
+        n = self.joblog.partition_count(topic)
+        if n is None:
+            raise InvalidConfig(
+                "topic",
+                topic,
+                f"job {self.job.name!r} reads a topic that does not exist; create it first",
+            )
+        return n
+
     def _check_co_partitioning(self, counts: dict[str, int]) -> None:
         by_id = {n.id: n for n in self.job.nodes}
 
         def upstream_topics(node) -> set[str]:
             if node.kind == "source":
-                return {node.params["topic"]}
+                return set() if node.params.get("global_") else {node.params["topic"]}
             return set().union(*(upstream_topics(p) for p, _ in node.parents))
 
         for node in self.job.nodes:
@@ -316,10 +380,16 @@ class Runner:
             self.start()
         self.joblog.poll()  # membership: may revoke and assign tasks
         n = 0
-        for p, task in list(self.tasks.items()):
-            n += self._run_task(p, task)
+        try:
+            self._poll_globals()
+            for p, task in list(self.tasks.items()):
+                n += self._run_task(p, task)
+        except RecordError as exc:
+            self.metrics.record_error(exc.topic, exc.partition, exc.offset, exc.cause)
+            raise
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_s:
             self._checkpoint_or_rejoin()
+        self.metrics.observe(self)
         return n
 
     def _checkpoint_or_rejoin(self) -> None:
@@ -355,7 +425,14 @@ class Runner:
         return n
 
     def _read(self, topic: str, p: int) -> list[tuple[int, object, object, int]]:
-        recs = self.joblog.read(topic, p, self._positions[(topic, p)], self.max_records)
+        return self._read_at(topic, p, self._positions[(topic, p)], None)
+
+    def _read_at(self, topic: str, p: int, pos: int, end: int | None) -> list:
+        """Deserialised ``(offset, key, value, ts)`` from `pos` (at most `max_records`, none
+        at or past `end`)."""
+        recs = self.joblog.read(topic, p, pos, self.max_records)
+        if end is not None:
+            recs = [r for r in recs if r.offset < end]
         if not recs:
             return []
         params = self._serdes[topic]
@@ -378,11 +455,13 @@ class Runner:
         rewound to their last committed checkpoint. Raises ``TaskMigrated`` if fenced."""
         began = time.monotonic()
         cps: dict[int, TaskCheckpoint] = {}
+        taken: dict[int, dict[str, list]] = {}
         for p, task in self.tasks.items():
             task.before_commit()
             out = self._out[p]
+            taken[p] = {}
             for name, store in task.stores.items():
-                changes = store.take_changes()
+                changes = taken[p][name] = store.take_changes()
                 if changes:
                     recs = [ProducerRecord(v, k, (), None) for k, v in changes]
                     out.setdefault((changelog_topic(self.job.name, name), p), []).extend(recs)
@@ -393,9 +472,11 @@ class Runner:
         aborted = self.joblog.checkpoint(self.group_id, cps) if cps else set()
         if aborted:
             self._rewind(sorted(aborted))
-        self.checkpoints["last_ms"] = int(time.time() * 1000)
-        self.checkpoints["duration_ms"] = round((time.monotonic() - began) * 1000, 3)
-        self.checkpoints["count"] += 1
+        if self.views is not None:  # what the commit wrote is what views now answer
+            for p, by_store in taken.items():
+                if p not in aborted:
+                    self.views.committed(p, self.tasks[p], by_store, self._task_positions(p))
+        self.metrics.checkpointed(began)
 
     def _rewind(self, numbers: list[int]) -> None:
         """Reopen `numbers` as of their last committed checkpoint (state from the committed
@@ -403,7 +484,6 @@ class Runner:
         log.warning(
             "job %s: checkpoint of tasks %s aborted; rewinding them", self.job.name, numbers
         )
-        self.checkpoints["rewound"] += len(numbers)
         self._close_tasks(numbers)
         self._open_tasks(numbers)
 
@@ -450,12 +530,18 @@ class Runner:
             "job": self.job.name,
             "state_backend": self.state_backend,
             "processing_guarantee": "exactly-once" if self.joblog.exactly_once else "at-least-once",
-            "checkpoints": dict(self.checkpoints),
             "tasks": tasks,
         }
 
     def late_count(self) -> int:
         return sum(t.late_count() for t in self.tasks.values())
+
+    def input_positions(self, partition: int) -> dict[str, tuple[int, int]]:
+        """Task `partition`'s inputs: topic -> (next offset to read, end offset)."""
+        return {
+            t: (self._positions[(t, partition)], self.joblog.end_offset(t, partition))
+            for t in self._inputs[partition]
+        }
 
     def close(self) -> None:
         """Checkpoint, close the tasks and, in a group, leave it (the others rebalance at
@@ -467,3 +553,6 @@ class Runner:
                 pass
         self._close_tasks()
         self.joblog.close()
+        if self.views is not None:
+            self.views.detach()
+            self.views = None

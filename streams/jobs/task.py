@@ -8,6 +8,8 @@ Thread-safety: none; one task is driven by one thread.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +17,9 @@ from typing import Any
 from streams.jobs.cep import CepOperator
 from streams.jobs.job import Job, KeyState, Node
 from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
+from streams.jobs.search import QueryIndex
 from streams.jobs.state import Store
+from streams.jobs.views import VIEW_KINDS, view_store
 from streams.processing.aggregates import (
     CNT,
     MAX,
@@ -47,14 +51,24 @@ class Task:
             for store in node.params.get("stores", ()):
                 self.stores[store] = open_store(store)
             self._runtime[node.id] = _make(node, self)
+        self._views: dict[str, _ViewTap] = {}
         for node in job.nodes:
             step = self._runtime[node.id]
-            step.children = [(self._runtime[c.id], side) for c, side in children[node.id]]
+            kids = children[node.id]
+            step.children = [(self._runtime[c.id], s) for c, s in kids if c.kind != "late_events"]
+            step.late_children = [
+                (self._runtime[c.id], s) for c, s in kids if c.kind == "late_events"
+            ]
+            if node.kind in VIEW_KINDS:  # the rows of a table also go to its view store
+                tap = self._views[node.name] = _ViewTap(node, self, step)
+                step.children.append((tap, 0))
         self._sources: dict[str, list[_Step]] = {}
         for node in job.sources():
             self._sources.setdefault(node.params["topic"], []).append(self._runtime[node.id])
         for step in self._runtime.values():
             step.restored()
+        for tap in self._views.values():
+            tap.restored()
 
     def feed(self, topic: str, key: object, value: object, ts: int) -> None:
         self.metrics["in"] += 1
@@ -70,9 +84,25 @@ class Task:
         """Let steps write what they keep outside their stores (window snapshots)."""
         for step in self._runtime.values():
             step.before_commit()
+        for tap in self._views.values():
+            tap.before_commit()
 
     def late_count(self) -> int:
         return sum(s.late() for s in self._runtime.values())
+
+    def late_counts(self) -> dict[str, tuple[int, bool]]:
+        """Per step with a watermark: (late events so far, whether they go to a side output
+        (``Stream.late()``) rather than being dropped)."""
+        out = {}
+        for node in self.job.nodes:
+            step = self._runtime[node.id]
+            if step.watermark() is not False:
+                out[node.name] = (step.late(), bool(step.late_children))
+        return out
+
+    def view_event_time(self, name: str) -> int | None:
+        """The largest event time (ms) view `name` has applied (None: none yet)."""
+        return self._views[name].max_ts
 
     def watermarks(self) -> dict[str, int | None]:
         """Event-time watermark (ms) of each windowed or joining step, by step name."""
@@ -88,9 +118,15 @@ class _Step:
     def __init__(self, node: Node, task: Task):
         self.node, self.task, self.p = node, task, node.params
         self.children: list[tuple[_Step, int]] = []
+        self.late_children: list[tuple[_Step, int]] = []  # Stream.late() side outputs
 
     def forward(self, key: object, value: object, ts: int) -> None:
         for child, side in self.children:
+            child.push(side, key, value, ts)
+
+    def forward_late(self, key: object, value: object, ts: int) -> None:
+        """A late input record, as it came in, to the step's ``late()`` side outputs."""
+        for child, side in self.late_children:
             child.push(side, key, value, ts)
 
     def push(self, side: int, key: object, value: object, ts: int) -> None:
@@ -143,6 +179,12 @@ class _Sink(_Step):
     def push(self, side, key, value, ts):
         self.task.metrics["out"] += 1
         self.task.emit("sink", self.p["topic"], key, value, ts)
+
+
+class _Foreach(_Step):
+    def push(self, side, key, value, ts):
+        self.task.metrics["out"] += 1
+        self.p["fn"](key, value, ts)
 
 
 class _Process(_Step):
@@ -217,9 +259,12 @@ class _Window(_Step):
                 del self.store[skey]
 
     def push(self, side, key, value, ts):
+        late = self.ops[0][1].late_count
         outs = [op.process(key, ext(value), ts, 0) for ext, op in self.ops]
         if outs[0]:
             self._emit(outs)
+        if self.late_children and self.ops[0][1].late_count != late:
+            self.forward_late(key, value, ts)
         if self.sessions:
             self._dirty.add((key, _SESSION))
         else:
@@ -342,8 +387,11 @@ class _IntervalJoin(_Step):
         )
 
     def push(self, side, key, value, ts):
+        late = self.op.late_count
         for k, v, t in self.op.process(side, key, value, ts):
             self.forward(k, v, t)
+        if self.late_children and self.op.late_count != late:
+            self.forward_late(key, value, ts)
 
     def flush(self) -> None:
         for k, v, t in self.op.flush():
@@ -373,8 +421,11 @@ class _AsOfJoin(_Step):
         if side == 1:
             self.op.update(key, value, ts)
             return
+        late = self.op.late_count
         for k, v, t in self.op.process(key, value, ts):
             self.forward(k, v, t)
+        if self.late_children and self.op.late_count != late:
+            self.forward_late(key, value, ts)
 
     def late(self) -> int:
         return self.op.late_count
@@ -387,12 +438,65 @@ class _AsOfJoin(_Step):
 class _TableJoin(_Step):
     def __init__(self, node, task):
         super().__init__(node, task)
-        left, right = (task.stores[s] for s in node.params["stores"])
+        left, right = (task.stores[s] for s in node.params["stores"][:2])
         self.op = TableJoin(how=self.p["how"], joiner=self.p["joiner"], left=left, right=right)
 
     def push(self, side, key, value, ts):
         for k, v, t in self.op.update(side, key, value, ts):
             self.forward(k, v, t)
+
+
+class _ViewTap(_Step):
+    """Keeps a table step's rows in its view store (``views``): key -> latest row, a
+    ``None`` row (a join's retraction) deletes; a windowed step's rows are keyed
+    ``(key, start)``, and a session that merged earlier ones deletes their rows."""
+
+    def __init__(self, node, task, table: _Step):
+        super().__init__(node, task)
+        self.store = task.stores[view_store(node.name)]
+        self.table = table
+        self.windowed = node.kind == "window"
+        self.max_ts: int | None = None
+        # a windowed view's rows by end: heap of (end, n, (key, start)), n a tie-breaker
+        self.ends: list[tuple[int, int, tuple]] = []
+        self._n = itertools.count()
+
+    def restored(self) -> None:
+        if self.windowed:
+            self.ends = [(row["end"], next(self._n), k) for k, row in self.store.scan()]
+            heapq.heapify(self.ends)
+
+    def before_commit(self) -> None:
+        """Drop the windows the watermark has passed by more than the view's retention."""
+        wm = self.table.watermark() if self.windowed else None
+        if wm is None or wm is False:
+            return
+        horizon = wm - self.p["view_retention_ms"]
+        while self.ends and self.ends[0][0] < horizon:
+            end, _, k = heapq.heappop(self.ends)
+            row = self.store.get(k)
+            if row is None:
+                continue
+            if row["end"] == end:
+                del self.store[k]
+            else:  # a session that grew since: its row expires later
+                heapq.heappush(self.ends, (row["end"], next(self._n), k))
+
+    def push(self, side, key, value, ts):
+        if self.max_ts is None or ts > self.max_ts:
+            self.max_ts = ts
+        if not self.windowed:
+            if value is None:
+                self.store.pop(key, None)
+            else:
+                self.store[key] = value
+            return
+        for start, _end in value.get("replaces", ()):
+            self.store.pop((key, start), None)
+        k = (key, value["start"])
+        if k not in self.store:
+            heapq.heappush(self.ends, (value["end"], next(self._n), k))
+        self.store[k] = value
 
 
 class _Cep(_Step):
@@ -415,7 +519,10 @@ class _Cep(_Step):
                 child.push(side, k, v, t)
 
     def push(self, side, key, value, ts):
+        late = self.op.late_count
         self._out(*self.op.process(key, value, ts))
+        if self.late_children and self.op.late_count != late:
+            self.forward_late(key, value, ts)
 
     def flush(self) -> None:
         self._out(*self.op.flush())
@@ -427,7 +534,31 @@ class _Cep(_Step):
         return self.op.watermark
 
 
+class _Search(_Step):
+    """``search.QueryIndex``: side 1 (the queries topic) changes the queries, side 0 events
+    are matched; each match goes on keyed by its query id."""
+
+    def __init__(self, node, task):
+        super().__init__(node, task)
+        self.index = QueryIndex()
+
+    def push(self, side, key, value, ts):
+        if side == 1:
+            if key is not None:  # a query needs an id; a keyless record names none
+                self.index.put(str(key), value)
+            return
+        for qid in self.index.match(value):
+            self.forward(qid, {"query": qid, "key": key, "event": value}, ts)
+
+
 class _CepTimeouts(_Step):
+    def push(self, side, key, value, ts):
+        self.forward(key, value, ts)
+
+
+class _LateEvents(_Step):
+    """``Stream.late()``: its parent's late input records, passed on unchanged."""
+
     def push(self, side, key, value, ts):
         self.forward(key, value, ts)
 
@@ -435,12 +566,15 @@ class _CepTimeouts(_Step):
 _KINDS = {
     "cep": _Cep,
     "cep_timeouts": _CepTimeouts,
+    "late_events": _LateEvents,
+    "search": _Search,
     "source": _Source,
     "filter": _Filter,
     "map": _Map,
     "key_by": _KeyBy,
     "repartition": _Repartition,
     "sink": _Sink,
+    "foreach": _Foreach,
     "process": _Process,
     "window": _Window,
     "aggregate": _Aggregate,

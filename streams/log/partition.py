@@ -35,20 +35,21 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from streams import telemetry
 from streams.errors import (
     CorruptRecord,
-    InvalidRecord,
     LogDamaged,
     OffsetOutOfRange,
-    RecordTooLarge,
     StorageError,
     StoreClosed,
 )
-from streams.log import checkpoint, compression, damage, txn
+from streams.log import checkpoint, damage, produce, txn
 from streams.log import records as rb
 from streams.log.config import TopicConfig
+from streams.log.produce import Appended, Batch
+from streams.log.producer_state import ProducerStateManager
 from streams.log.records import ProducerRecord, Record
 from streams.log.refusals import RefusalLog
 from streams.log.segment import NO_TIMESTAMP, LogSegment, SegmentDamage, segment_name
@@ -56,6 +57,16 @@ from streams.log.segment import NO_TIMESTAMP, LogSegment, SegmentDamage, segment
 log = logging.getLogger(__name__)
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class Written(NamedTuple):
+    """Where ``append_batches`` put one batch (or, for a retry, where its original is)."""
+
+    base_offset: int
+    last_offset: int
+    timestamp: int  # the append time under LogAppendTime, else -1 (a retry: the original's)
+    retry: bool  # not written: a retry of one of the producer's last five batches
+    sync: bool = True  # acknowledge only after sync_to(last_offset + 1)
 
 
 def fsync_dir(path: str) -> None:
@@ -92,7 +103,7 @@ class PartitionLog:
         self.last_append_ms: int | None = None
         # bytes appended since this process opened the partition (for rate metrics)
         self.bytes_appended = 0
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()  # re-entered by append_batches
         self._flush_lock = threading.Lock()
         self._closed = False
         self._refusals = RefusalLog(f"{topic}-{partition}")
@@ -107,6 +118,7 @@ class PartitionLog:
         self.cleaner_next_horizon: int | None = None  # earliest tombstone delete horizon
         self.contiguous = not config.compact  # set by open(): false once ever compacted
         self.txns = txn.PartitionTxns(directory)  # open transactions, aborted index (``txn``)
+        self.producers = ProducerStateManager(directory, clock)  # idempotent producers
 
     # ------------------------------------------------------------------ opening
 
@@ -124,6 +136,7 @@ class PartitionLog:
         clean: bool | None = None,
         verified: tuple[int, int, int] | None = None,
         contiguous: bool = True,
+        legacy_producer_state: tuple[int, list] | None = None,
     ) -> PartitionLog:
         """Open (creating if needed) a partition directory.
 
@@ -136,7 +149,9 @@ class PartitionLog:
         point on is re-validated too. Damage is kept in place and recorded, never cut, except a
         torn tail past the recovery point; an active segment holding damage is closed and a
         new one started after it, so nothing is ever appended behind damage. `contiguous`
-        False (a topic that was ever compacted) allows gaps between batches.
+        False (a topic that was ever compacted) allows gaps between batches. The partition's
+        transactions and producer state are recovered with it (``txn``, ``producer_state``;
+        `legacy_producer_state`: this partition's part of an older store-wide snapshot).
         """
         if clean is None:
             clean = recovery_point is None
@@ -155,6 +170,7 @@ class PartitionLog:
             plog = cls(directory, topic, partition, config, clock, [seg], log_start_offset)
             plog.contiguous = contiguous
             plog.txns.load(plog)
+            plog.producers.load(plog, legacy_producer_state)
             return plog
         segments = [LogSegment(directory, b, interval, contiguous) for b in bases]
         recorded = damage.load(directory)
@@ -193,6 +209,7 @@ class PartitionLog:
         elif plog._segments[-1].damage:
             plog._roll()  # never append behind damage: it stays in a closed segment
         plog.txns.load(plog)
+        plog.producers.load(plog, legacy_producer_state)
         return plog
 
     # ------------------------------------------------------------------ state
@@ -226,133 +243,126 @@ class PartitionLog:
     # ------------------------------------------------------------------ appending
 
     def append(self, batch_records: Sequence[ProducerRecord]) -> tuple[int, int]:
-        """Append records as one batch; return (base offset, batch max timestamp)."""
-        cfg = self.config
-        if cfg.compact:
-            for r in batch_records:
-                if r.key is None:
-                    raise InvalidRecord(
-                        f"topic {self.topic!r} is compacted (cleanup.policy=compact): "
-                        "every record needs a key"
-                    )
+        """Append records as one batch the store encodes (``produce.store_batch``) and wait
+        for the disk per the flush policy; return (base offset, batch max timestamp)."""
         now = self.clock()
-        codec = cfg.codec or compression.NONE
-        batch = rb.build_batch(
-            batch_records, now_ms=now, codec=codec, log_append_time=cfg.log_append_time
+        h, batch = produce.store_batch(self.config, self.topic, batch_records, now)
+        (written,) = self.append_batches([(h, batch)], now)
+        if written.sync:
+            self._sync_to(written.last_offset + 1)
+        return written.base_offset, (h.max_timestamp if self.config.log_append_time else now)
+
+    def append_record_set(
+        self, data: bytes, verify_txn: Callable[[rb.BatchHeader], None] | None = None
+    ) -> Appended:
+        """A Kafka client's record set (``produce.client_batches`` validates it), through
+        ``append_batches``, without waiting for the disk: the result says up to which offset
+        to ``sync_to`` (from any thread) before acknowledging, so many requests share one
+        fdatasync (group commit). A retried batch is answered with the original's offsets.
+
+        Raises CorruptRecord, InvalidRecord, RecordTooLarge, OutOfOrderSequence or
+        ProducerFenced with nothing written, or what `verify_txn(header)` raises for a
+        transactional batch (that batch and the ones after it are not written)."""
+        now = self.clock()
+        batches = produce.client_batches(self.config, self.topic, data, now)
+        results = self.append_batches(batches, now, verify_txn)
+        ts = now if self.config.log_append_time else -1
+        first = results[0]
+        syncs = [r.last_offset + 1 for r in results if r.sync]
+        return Appended(
+            first.base_offset,
+            first.timestamp if first.retry else ts,
+            max(syncs) if syncs else None,
+            self.log_start_offset,
         )
-        h = rb.parse_header(batch)
-        self._check_size(len(batch))
-        base, _ = self._append_batch(batch, h.count, h.max_timestamp, now)
-        return base, (h.max_timestamp if cfg.log_append_time else now)
 
     def append_raw(self, batch: bytes) -> tuple[int, int, int]:
-        """Store one client-built v2 batch as received, assigning only its base offset.
-
-        Validates size, magic, CRC-32C and record count. Returns (base offset, last offset,
-        timestamp) — the timestamp is the append time under LogAppendTime, else -1 as in Kafka.
-        """
-        base, last, ts, needs_sync = self.write_raw(batch)
-        if needs_sync:
-            self.sync_to(last + 1)
-        return base, last, ts
-
-    def check_client_batch(self, batch: bytes, h: rb.BatchHeader | None = None) -> rb.BatchHeader:
-        """The checks a client batch passes before it is written: framing, magic and CRC-32C
-        (skipped when `h`, the header of a batch the caller already validated, is given), not a
-        control batch, at least one record, ``max.message.bytes``, and the record count against
-        the body. Returns the header; raises CorruptRecord, InvalidRecord or RecordTooLarge."""
-        if h is None:
-            h = rb.validate_batch(batch, 0, len(batch))
-        if h.is_control:
-            raise InvalidRecord("clients may not write control batches")
-        if h.count == 0:
-            raise InvalidRecord("a record batch needs at least one record")
-        self._check_size(len(batch))
-        rb.check_record_count(batch, h)
-        return h
-
-    def write_raw(
-        self,
-        batch: bytes,
-        checked: rb.BatchHeader | None = None,
-        verify_txn: Callable[[rb.BatchHeader], None] | None = None,
-    ) -> tuple[int, int, int, bool]:
-        """``append_raw`` without waiting for the disk: returns its result plus whether the
-        flush policy wants a sync; the caller then calls ``sync_to(last + 1)`` (from any
-        thread) before acknowledging. Writes from many callers then share one fdatasync, and
-        a caller can write batches in order on one thread and wait for the disk elsewhere.
-
-        `checked`: the header `check_client_batch` returned for this batch, so a caller that
-        checks every batch of a request before writing any does not check twice.
-
-        A transactional batch opens its producer's transaction here (see ``txn``);
-        `verify_txn(header)`, called under the write lock just before the write, may refuse it
-        (the transaction coordinator's check that the partition is part of an ongoing
-        transaction of that producer epoch: KIP-890's verification)."""
-        h = checked if checked is not None else self.check_client_batch(batch)
-        cfg = self.config
-        now = self.clock()
-        if cfg.compact or (cfg.codec is not None and cfg.codec != h.codec) or cfg.log_append_time:
-            batch, h = self._rewrite_client_batch(batch, h, now)
-        before = after = None
-        if txn.is_transactional(h):
-            if verify_txn is not None:
-                checked_h = h
-
-                def before():
-                    verify_txn(checked_h)
-
-            def after(base: int, h=h) -> None:
-                self.txns.begin_if_new(h, base)
-
-        base, needs_sync = self._append_batch(
-            batch, h.count, h.max_timestamp, now, wait=False, before=before, after=after
-        )
-        return base, base + h.last_offset_delta, now if cfg.log_append_time else -1, needs_sync
+        """Store one client-built v2 batch (``append_record_set``) and wait for the disk.
+        Returns (base offset, last offset, timestamp) — the timestamp is the append time
+        under LogAppendTime, else -1 as in Kafka."""
+        done = self.append_record_set(batch)
+        last = done.base_offset + rb.parse_header(batch).last_offset_delta
+        if done.sync_to is not None:
+            self.sync_to(done.sync_to)
+        return done.base_offset, last, done.timestamp
 
     def write_marker(
         self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0
     ) -> int:
-        """Write a COMMIT or ABORT control batch for `producer_id` and wait for the disk; its
-        transaction here ends (an abort joins the aborted index, saved after the marker is on
-        disk). Returns the marker's offset."""
+        """Write a COMMIT or ABORT control batch for `producer_id` (``append_batches``) and
+        wait for the disk; its transaction here ends (an abort joins the aborted index, saved
+        after the marker is on disk). Returns the marker's offset."""
         now = self.clock()
         batch = txn.marker_batch(producer_id, epoch, commit, coordinator_epoch, now)
-
-        def after(base: int) -> None:
-            self.txns.end(producer_id, commit, base, self.high_watermark)
-
-        base, _ = self._append_batch(batch, 1, now, now, wait=False, after=after)
-        self.sync_to(base + 1)
+        (written,) = self.append_batches([(rb.parse_header(batch), batch)], now)
+        self.sync_to(written.base_offset + 1)
         if not commit:
             self.txns.save()
-        return base
+        return written.base_offset
 
-    def _rewrite_client_batch(self, batch: bytes, h: rb.BatchHeader, now: int):
-        """Re-encode a client batch when the topic's config demands it (codec, append time)."""
-        recs = rb.decode_records(batch, h)
-        if self.config.compact and any(r.key is None for r in recs):
-            raise InvalidRecord(f"topic {self.topic!r} is compacted: every record needs a key")
-        codec = self.config.codec
-        new = rb.build_batch(
-            [ProducerRecord(r.value, r.key, r.headers, r.timestamp_ms) for r in recs],
-            now_ms=now,
-            codec=h.codec if codec is None else codec,
-            log_append_time=self.config.log_append_time,
-            producer_id=h.producer_id,
-            producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence,
-            attributes_extra=h.attributes & rb.ATTR_TRANSACTIONAL,
-        )
-        return new, rb.parse_header(new)
+    def append_batches(
+        self,
+        batches: list[Batch],
+        now: int,
+        verify_txn: Callable[[rb.BatchHeader], None] | None = None,
+    ) -> list[Written]:
+        """The one append step every record takes (Kafka's ``UnifiedLog.append``), for batches
+        the validator (``produce``) made, under the write lock as one step:
 
-    def _check_size(self, size: int) -> None:
-        limit = self.config.get("max.message.bytes")
-        if size > limit:
-            raise RecordTooLarge(
-                f"record batch of {size} bytes exceeds max.message.bytes={limit} "
-                f"of topic {self.topic!r}"
-            )
+        1. every idempotent batch's sequence is checked against the producer state
+           (``ProducerStateManager.check_batches``): a retry of one of the producer's last five
+           batches is not written again, its original is returned (``retry``);
+        2. a transactional batch is written only if `verify_txn(header)` lets it (the
+           coordinator's check that its producer's ongoing transaction holds this partition:
+           KIP-890 part 1); it opens its producer's transaction here (``txn``);
+        3. a control batch (a marker) ends its producer's transaction here and may move the
+           producer to a newer epoch;
+        4. each written batch is recorded in the producer state.
+
+        Does not wait for the disk; returns each batch's place and whether the flush policy
+        wants a sync (``sync_to(last + 1)``, from any thread) before it is acknowledged."""
+        out: list[Written] = []
+        with self._write_lock:
+            self._check_writable()
+            dups = self.producers.check_batches([h for h, _ in batches])
+            for (h, batch), dup in zip(batches, dups, strict=True):
+                if dup is not None:
+                    out.append(Written(dup.base_offset, dup.last_offset, dup.timestamp, True))
+                    continue
+                before = after = None
+                if h.is_control:
+
+                    def after(base: int, h=h, batch=batch) -> None:
+                        kind = txn.marker_type(batch, h)
+                        if kind is not None:
+                            hw = self.high_watermark
+                            self.txns.end(h.producer_id, kind == txn.COMMIT, base, hw)
+                        self.producers.record_marker(h.producer_id, h.producer_epoch)
+
+                else:
+                    if txn.is_transactional(h) and verify_txn is not None:
+
+                        def before(h=h) -> None:
+                            verify_txn(h)
+
+                    def after(base: int, h=h) -> None:
+                        if txn.is_transactional(h):
+                            self.txns.begin_if_new(h, base)
+                        ts = now if self.config.log_append_time else -1
+                        self.producers.record(h, base, ts)
+
+                base, sync = self._append_batch(
+                    batch, h.count, h.max_timestamp, now, wait=False, before=before, after=after
+                )
+                ts = now if self.config.log_append_time else -1
+                out.append(Written(base, base + h.last_offset_delta, ts, False, sync))
+        return out
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"{self.topic}-{self.partition} is closed")
+        if self._offline is not None:
+            raise self._offline
 
     def _append_batch(
         self,
@@ -369,10 +379,7 @@ class PartitionLog:
         refuse the write by raising), `after(base)` once written, before the high watermark
         moves (the transaction bookkeeping)."""
         with self._write_lock:
-            if self._closed:
-                raise StoreClosed(f"{self.topic}-{self.partition} is closed")
-            if self._offline is not None:
-                raise self._offline
+            self._check_writable()
             if before is not None:
                 before()
             base = self._next_offset
@@ -534,6 +541,14 @@ class PartitionLog:
                 self._unflushed_records = 0
             self.flush()
 
+    def snapshot_producers(self) -> None:
+        """Write the producer state snapshot if it changed (``producer_state``): its entries
+        are taken under the write lock, complete up to the log end then."""
+        with self._write_lock:
+            data = self.producers.snapshot_data(self._next_offset)
+        if data is not None:
+            self.producers.write_snapshot(data)
+
     def verified_point(self) -> tuple[int, int, int] | None:
         """(active segment base, position, CRC-32C of its bytes before it): the last verified
         point the next open starts from (see ``LogSegment.load_active``). Reads what was
@@ -549,6 +564,8 @@ class PartitionLog:
         seg = self._segments[-1]
         if self.txns.active:  # where the next open scans from for open transactions
             self.txns.save_checkpoint(min(self.last_stable_offset, rp))
+        if not self._closed:
+            self.snapshot_producers()
         if not self._closed:
             seg.index.flush()
             seg.time_index.flush()
@@ -983,8 +1000,11 @@ class PartitionLog:
                     if self._offline is None:
                         self._flush_or_go_offline(self._segments[-1].flush)
                         self._note_flushed(self._next_offset)
+                self.snapshot_producers()
             except StorageError:
                 pass  # logged; the recovery point says what is known to be on disk
+            except OSError as exc:  # the snapshot: the next open scans the log instead
+                log.warning("%s: no producer state snapshot written: %s", self.directory, exc)
             finally:
                 try:
                     self._verified_at_close = self.verified_point()

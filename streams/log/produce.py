@@ -1,86 +1,125 @@
-"""The one entry point for client-built record sets (Kafka's ``LogValidator`` +
-``ProducerStateManager`` step of ``UnifiedLog.append``), used by the Kafka listener.
+"""The validator of the one produce path (Kafka's ``LogValidator``): what a record set must pass
+before ``PartitionLog`` appends it, by where it comes from (Kafka's ``AppendOrigin``).
 
-``append_record_set`` takes one partition's record set as the client sent it (uncompressed sets
-may hold several batches) and:
+Every append of records goes through ``PartitionLog.append_batches`` (dedupe against the
+partition's producer state, the transaction check, the write, the producer-state and
+transaction bookkeeping, all under the partition's write lock). This module makes the batches
+it takes:
 
-1. validates every batch before writing any: framing, magic, CRC-32C, record count, not a
-   control batch, ``max.message.bytes``, keys on a compacted topic;
-2. checks every idempotent batch's sequence (``ProducerStateManager.check_batches``): a retry of
-   one of the last five batches is answered with the original's offsets, not written again;
-3. writes the rest as received (``PartitionLog.write_raw``: only the base offset is assigned),
-   a transactional batch only if `verify_txn` lets it (see ``PartitionLog.write_raw``), and
-   records each in the producer state.
-
-It does not wait for the disk: each result says up to which offset to ``sync_to`` before
-acknowledging, so many requests share one fdatasync (group commit).
-
-Thread-safety: call it for a given partition from one thread at a time (the listener's event
-loop), as the producer-state check and the writes must not interleave with another client's.
+- ``client_batches``: a record set as a Kafka client sent it (the listener's Produce, the
+  embedded transactional producer). Uncompressed sets may hold several batches; every one is
+  validated before any is written: framing, magic, CRC-32C, at least one record and the record
+  count against the body, not a control batch, ``max.message.bytes``, a key on every record of
+  a compacted topic. A batch is stored as received (only its base offset is assigned) unless
+  the topic's config demands a re-encoding (another ``compression.type``,
+  ``message.timestamp.type=LogAppendTime``, or a compacted topic, whose keys are checked by
+  decoding).
+- ``store_batch``: records the store encodes itself (``LogStore.append*``, the embedded
+  producer without transactions), already with the topic's codec and timestamp type.
+- ``marker_batch`` (``streams.log.txn``): a COMMIT or ABORT control batch, written only by
+  the transaction coordinator through ``PartitionLog.write_marker``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import NamedTuple
 
-from streams import telemetry
-from streams.errors import InvalidRecord
+from streams.errors import InvalidRecord, RecordTooLarge
+from streams.log import compression
 from streams.log import records as rb
-from streams.log.partition import PartitionLog
-from streams.log.producer_state import ProducerStateManager
+from streams.log.config import TopicConfig
+from streams.log.records import ProducerRecord
+
+Batch = tuple[rb.BatchHeader, bytes]
 
 
 class Appended(NamedTuple):
+    """Where a record set landed: the first batch's base offset and timestamp (the append
+    time under LogAppendTime, else -1 as in Kafka), the offset to ``sync_to`` before
+    acknowledging (None: nothing to wait for) and the partition's log start offset."""
+
     base_offset: int
-    timestamp: int  # the append time under LogAppendTime, else -1
-    sync_to: int | None  # offset to sync up to before acknowledging (None: nothing to wait)
+    timestamp: int
+    sync_to: int | None
+    log_start_offset: int = 0
 
 
-def append_record_set(
-    plog: PartitionLog,
-    data: bytes,
-    producers: ProducerStateManager,
-    verify_txn: Callable[[str, int, rb.BatchHeader], None] | None = None,
-) -> Appended:
-    """Validate, deduplicate and write one partition's record set; the first batch's result.
-    Raises CorruptRecord, InvalidRecord, RecordTooLarge, OutOfOrderSequence, ProducerFenced
-    (nothing written) or what `verify_txn(topic, partition, header)` raises for a
-    transactional batch (that batch and the ones after it are not written)."""
-    verify = None
-    if verify_txn is not None:
-
-        def verify(h: rb.BatchHeader) -> None:
-            verify_txn(plog.topic, plog.partition, h)
-
+def client_batches(config: TopicConfig, topic: str, data: bytes, now: int) -> list[Batch]:
+    """A client's record set, validated (see the module docstring) and re-encoded where the
+    topic's config demands it. Raises CorruptRecord, InvalidRecord or RecordTooLarge; nothing
+    is written then."""
     batches = split_batches(data)
-    for h, batch in batches:
-        plog.check_client_batch(batch, h)  # CRC already checked by split_batches
-        if plog.config.compact and len(batches) > 1:  # one batch: write_raw checks keys
-            _check_keys(plog, h, batch)
-    # every batch's sequence, continuity across the set's batches included, before any write
-    dups = producers.check_batches(plog.topic, plog.partition, [h for h, _ in batches])
-    results = []
-    for (h, batch), dup in zip(batches, dups, strict=True):
-        if dup is not None:  # a retry: acknowledged with the original once that is durable
-            results.append(Appended(dup.base_offset, dup.timestamp, dup.last_offset + 1))
-            continue
-        base, last, ts, needs_sync = plog.write_raw(batch, checked=h, verify_txn=verify)
-        producers.record(plog.topic, plog.partition, h, base, ts)
-        telemetry.current().records_in(plog.topic, h.count, len(batch))
-        results.append(Appended(base, ts, last + 1 if needs_sync else None))
-    first = results[0]
-    syncs = [r.sync_to for r in results if r.sync_to is not None]
-    return first._replace(sync_to=max(syncs) if syncs else None)
+    for h, batch in batches:  # every one checked before any is re-encoded or written
+        check_client_batch(config, topic, batch, h)
+    return [_as_configured(config, topic, h, batch, now) for h, batch in batches]
 
 
-def _check_keys(plog: PartitionLog, h: rb.BatchHeader, batch: bytes) -> None:
-    """``write_raw``'s key check of a compacted topic, for a batch that is not the first."""
-    if any(r.key is None for r in rb.decode_records(batch, h)):
-        raise InvalidRecord(f"topic {plog.topic!r} is compacted: every record needs a key")
+def check_client_batch(config: TopicConfig, topic: str, batch: bytes, h: rb.BatchHeader) -> None:
+    """The checks of a client batch whose framing, magic and CRC-32C ``split_batches``
+    checked: not a control batch, at least one record, ``max.message.bytes``, and the record
+    count against the body."""
+    if h.is_control:
+        raise InvalidRecord("clients may not write control batches")
+    if h.count == 0:
+        raise InvalidRecord("a record batch needs at least one record")
+    check_size(config, topic, len(batch))
+    rb.check_record_count(batch, h)
 
 
-def split_batches(data: bytes) -> list[tuple[rb.BatchHeader, bytes]]:
+def _as_configured(config: TopicConfig, topic: str, h: rb.BatchHeader, batch: bytes, now: int):
+    """The batch as the topic stores it: re-encoded when the config demands it (codec, append
+    time) or to check a compacted topic's keys."""
+    codec = config.codec
+    if not (config.compact or (codec is not None and codec != h.codec) or config.log_append_time):
+        return h, batch
+    recs = rb.decode_records(batch, h)
+    if config.compact and any(r.key is None for r in recs):
+        raise InvalidRecord(f"topic {topic!r} is compacted: every record needs a key")
+    new = rb.build_batch(
+        [ProducerRecord(r.value, r.key, r.headers, r.timestamp_ms) for r in recs],
+        now_ms=now,
+        codec=h.codec if codec is None else codec,
+        log_append_time=config.log_append_time,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        attributes_extra=h.attributes & rb.ATTR_TRANSACTIONAL,
+    )
+    return rb.parse_header(new), new
+
+
+def store_batch(
+    config: TopicConfig, topic: str, records: Sequence[ProducerRecord], now: int
+) -> Batch:
+    """One batch of records the store encodes (the topic's codec and timestamp type); raises
+    InvalidRecord (a compacted topic's record without a key) or RecordTooLarge."""
+    if config.compact:
+        for r in records:
+            if r.key is None:
+                raise InvalidRecord(
+                    f"topic {topic!r} is compacted (cleanup.policy=compact): "
+                    "every record needs a key"
+                )
+    batch = rb.build_batch(
+        records,
+        now_ms=now,
+        codec=config.codec or compression.NONE,
+        log_append_time=config.log_append_time,
+    )
+    check_size(config, topic, len(batch))
+    return rb.parse_header(batch), batch
+
+
+def check_size(config: TopicConfig, topic: str, size: int) -> None:
+    limit = config.get("max.message.bytes")
+    if size > limit:
+        raise RecordTooLarge(
+            f"record batch of {size} bytes exceeds max.message.bytes={limit} of topic {topic!r}"
+        )
+
+
+def split_batches(data: bytes) -> list[Batch]:
     """The batches of a record set, each validated (framing, magic, CRC-32C)."""
     if not data:
         raise InvalidRecord("empty record set")

@@ -1,22 +1,31 @@
-"""Idempotent producers: producer ids and, per producer and partition, the last batches.
+"""Idempotent producers: producer ids for the store, and each partition's producer state.
 
-- Producer ids are handed out from blocks whose upper end is persisted (``.meta/producer-ids``,
-  written atomically and fsynced) *before* any id of the block is handed out, so a restart
-  continues above everything ever handed out and an id is never reused.
-- Per (topic, partition, producer id) the last ``RETAINED_BATCHES`` (5, Kafka's
-  ``NUM_BATCHES_TO_RETAIN``) batches are remembered: a retried batch is acknowledged with its
-  original offsets, a gap in sequence numbers is refused (OUT_OF_ORDER_SEQUENCE_NUMBER), an old
-  epoch is fenced, a new epoch must start at sequence 0 (Kafka's ``checkSequence``).
-- That state survives a restart the Kafka way: a snapshot (``.meta/producer-state.json``) is
-  written on close and periodically, each partition's entry saying up to which offset it is
-  complete; on open the log is scanned from there to its end (batch headers only) to catch up.
-  Without a snapshot for a partition only its active segment is scanned (the tail). Producers
-  idle for a day (Kafka's ``producer.id.expiration.ms``) are forgotten at the next snapshot.
+- ``ProducerIds`` (one per store): ids are handed out from blocks whose upper end is persisted
+  (``.meta/producer-ids``, written atomically and fsynced) *before* any id of the block is
+  handed out, so a restart continues above everything ever handed out and an id is never
+  reused.
+- ``ProducerStateManager`` (one per partition, owned by its ``PartitionLog``, as Kafka's is
+  by its ``UnifiedLog``): per producer id the epoch and the last ``RETAINED_BATCHES`` (5,
+  Kafka's ``NUM_BATCHES_TO_RETAIN``) batches. A retried batch is acknowledged with its original
+  offsets, a gap in sequence numbers is refused (OUT_OF_ORDER_SEQUENCE_NUMBER), an old epoch
+  is fenced, a new epoch must start at sequence 0 (Kafka's ``checkSequence``). A transaction
+  marker written with a newer epoch (the coordinator fenced the producer) moves the producer
+  to that epoch, as Kafka's ``appendEndTxnMarker`` does.
 
-Thread-safety: one lock guards all state. ``streams.log.produce`` calls `check_batches` for a
-record set and `record` for each batch it then writes, on the listener's event loop without
-yielding in between, so no other client append to that partition interleaves between the
-checks and the writes.
+Recovery (Kafka's producer snapshots, in one file): ``producer-state.json`` in the partition
+directory holds the entries and the offset up to which they are complete; it is written when
+the partition closes and, when something changed, with each store checkpoint. At open, batches
+of the snapshot that recovery cut from the log are forgotten and the log is scanned from that
+offset to its end (batch headers only) to catch up. Without a snapshot only the active segment
+is scanned (the tail). Producers idle for a day (Kafka's ``producer.id.expiration.ms``) are
+forgotten at the next snapshot. A data directory written before producer state moved into the
+partitions has one store-wide ``.meta/producer-state.json``: the store hands each partition
+its part at open (``legacy_snapshot``) and removes the file once every partition wrote its own.
+
+Thread-safety: the owning partition calls `check_batches`, `record` and `record_marker` under
+its write lock, so the check of a record set and its writes are one step for every appender
+(the Kafka listener's loop and embedded producers' threads alike). A lock of its own guards the
+state against readers (`describe`, the snapshot).
 """
 
 from __future__ import annotations
@@ -27,12 +36,15 @@ import json
 import logging
 import os
 import threading
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 from streams.errors import OutOfOrderSequence, ProducerFenced
 from streams.log.checkpoint import write_atomic
 from streams.log.records import BatchHeader
-from streams.log.store import LogStore
+
+if TYPE_CHECKING:
+    from streams.log.partition import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +52,8 @@ RETAINED_BATCHES = 5
 PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
 ID_BLOCK = 1000
 IDS_FILE = "producer-ids"
-STATE_FILE = "producer-state.json"
+STATE_FILE = "producer-state.json"  # in the partition directory
+LEGACY_STATE_FILE = "producer-state.json"  # in <data>/.meta, before partitions owned theirs
 _INT32_MAX = 2**31 - 1
 
 
@@ -71,41 +84,35 @@ def _next_seq(seq: int) -> int:
     return 0 if seq == _INT32_MAX else seq + 1
 
 
-Key = tuple[str, int, int]  # topic, partition, producer id
-
-
 class ProducerDescription(NamedTuple):
     producer_id: int
     epoch: int
     last_sequence: int
     last_timestamp: int
+    current_txn_start_offset: int = -1  # first offset of its open transaction here, else -1
 
 
-class ProducerStateManager:
-    def __init__(self, store: LogStore):
-        self.store = store
-        self._dir = os.path.join(store.path, ".meta")
+class ProducerIds:
+    """The store's producer id allocator (``<data>/.meta/producer-ids``)."""
+
+    def __init__(self, meta_dir: str):
+        self._dir = meta_dir
         self._lock = threading.Lock()
-        self._entries: dict[Key, ProducerEntry] = {}
         self._next_id = 0
         self._block_end = 0
 
-    # ------------------------------------------------------------------ ids
-
-    def load(self) -> ProducerStateManager:
+    def load(self) -> ProducerIds:
         os.makedirs(self._dir, exist_ok=True)
         try:
             with open(os.path.join(self._dir, IDS_FILE), encoding="utf-8") as f:
                 self._next_id = self._block_end = int(json.load(f)["block_end"])
         except FileNotFoundError:
             pass
-        covered = self._load_snapshot()
-        self._drop_beyond_log_end()
-        self._scan_tail(covered)
         return self
 
-    def allocate_id(self) -> int:
-        """A producer id never handed out before, even across restarts."""
+    def allocate(self) -> int:
+        """A producer id never handed out before, even across restarts (blocking: the first
+        id of each block of ``ID_BLOCK`` waits for an fsync)."""
         with self._lock:
             if self._next_id >= self._block_end:
                 end = self._next_id + ID_BLOCK
@@ -116,53 +123,78 @@ class ProducerStateManager:
             self._next_id += 1
             return pid
 
+
+def read_legacy_snapshot(meta_dir: str) -> dict[tuple[str, int], tuple[int, list]] | None:
+    """The store-wide snapshot of an older data directory, per (topic, partition): (covered
+    offset, entries as [producer id, epoch, batches, last seen]); None when there is none."""
+    path = os.path.join(meta_dir, LEGACY_STATE_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        out: dict[tuple[str, int], tuple[int, list]] = {}
+        for key, offset in data["covered"].items():
+            topic, _, partition = key.rpartition("\x00")
+            out[(topic, int(partition))] = (offset, [])
+        for t, p, pid, epoch, batches, last_seen in data["entries"]:
+            out.setdefault((t, p), (0, []))[1].append([pid, epoch, batches, last_seen])
+        return out
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("ignoring unreadable producer state snapshot %s: %s", path, exc)
+        return {}
+
+
+class ProducerStateManager:
+    """One partition's idempotent producers (see the module docstring)."""
+
+    def __init__(self, directory: str, clock: Callable[[], int]):
+        self.directory = directory
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[int, ProducerEntry] = {}
+        self._dirty = False  # changed since the last snapshot
+
     # ------------------------------------------------------------------ sequences
 
-    def check(self, topic: str, partition: int, h: BatchHeader) -> BatchMetadata | None:
-        """Before appending: the original batch if `h` is a retry of one of the last five,
-        None if it may be appended; raises OutOfOrderSequence or ProducerFenced."""
-        return self.check_batches(topic, partition, [h])[0]
-
-    def check_batches(
-        self, topic: str, partition: int, headers: list[BatchHeader]
-    ) -> list[BatchMetadata | None]:
-        """`check` for every batch of one partition's record set, before any is written: each
-        batch is checked as if the earlier new batches of the set were already appended, so a
-        sequence gap between two batches of one request is refused too. Raises on the first
-        batch that fails, so the caller writes all of them or none."""
+    def check_batches(self, headers: list[BatchHeader]) -> list[BatchMetadata | None]:
+        """Before appending a record set: per batch, the original batch if it is a retry of one
+        of the last five, else None (always for markers). Each batch is checked as if the
+        earlier new batches of the set were already appended, so a sequence gap between two
+        batches of one request is refused too. Raises OutOfOrderSequence or ProducerFenced on
+        the first batch that fails, so the caller writes all of them or none."""
         out: list[BatchMetadata | None] = []
         pending: dict[int, tuple[int, int]] = {}  # producer id -> epoch, last seq of the set
         with self._lock:
             for h in headers:
-                if h.producer_id < 0:
+                if h.producer_id < 0 or h.is_control:  # markers carry no sequence
                     out.append(None)
                     continue
                 if h.producer_id in pending:
                     epoch, last_seq = pending[h.producer_id]
-                    dup = self._check_sequence(topic, partition, h, epoch, last_seq, ())
+                    dup = self._check_sequence(h, epoch, last_seq, ())
                 else:
-                    dup = self._check_stored(topic, partition, h)
+                    entry = self._entries.get(h.producer_id)
+                    dup = (
+                        None  # first batch seen from this producer here
+                        if entry is None
+                        else self._check_sequence(h, entry.epoch, entry.last_seq, entry.batches)
+                    )
                 if dup is None:
                     pending[h.producer_id] = (h.producer_epoch, _last_seq(h))
                 out.append(dup)
         return out
 
-    def _check_stored(self, topic: str, partition: int, h: BatchHeader) -> BatchMetadata | None:
-        entry = self._entries.get((topic, partition, h.producer_id))
-        if entry is None:
-            return None  # first batch seen from this producer here
-        return self._check_sequence(topic, partition, h, entry.epoch, entry.last_seq, entry.batches)
-
-    @staticmethod
     def _check_sequence(
-        topic: str, partition: int, h: BatchHeader, epoch: int, last_seq: int, retained
+        self, h: BatchHeader, epoch: int, last_seq: int, retained
     ) -> BatchMetadata | None:
         """Kafka's ``checkSequence`` against a producer's epoch, last sequence and retained
         batches (the original of a retry is returned)."""
+        where = os.path.basename(self.directory)
         if h.producer_epoch < epoch:
             raise ProducerFenced(
                 f"producer {h.producer_id} epoch {h.producer_epoch} is older than "
-                f"{epoch} on {topic}-{partition}"
+                f"{epoch} on {where}"
             )
         if h.producer_epoch > epoch:
             if h.base_sequence != 0:
@@ -178,32 +210,51 @@ class ProducerStateManager:
         expected = _next_seq(last_seq)
         if h.base_sequence != expected:
             raise OutOfOrderSequence(
-                f"producer {h.producer_id} sent sequence {h.base_sequence} to "
-                f"{topic}-{partition}; expected {expected}"
+                f"producer {h.producer_id} sent sequence {h.base_sequence} to {where}; "
+                f"expected {expected}"
             )
         return None
 
-    def record(self, topic: str, partition: int, h: BatchHeader, base: int, ts: int) -> None:
+    def record(self, h: BatchHeader, base: int, ts: int) -> None:
         """After appending `h` at `base`: remember it (a no-op for non-idempotent batches)."""
         if h.producer_id < 0:
             return
         with self._lock:
-            self._remember(topic, partition, h, base, ts)
+            self._remember(h, base, ts, self.clock())
 
-    def _remember(self, topic: str, partition: int, h: BatchHeader, base: int, ts: int) -> None:
-        key = (topic, partition, h.producer_id)
-        entry = self._entries.get(key)
+    def _remember(self, h: BatchHeader, base: int, ts: int, now: int) -> None:
+        entry = self._entries.get(h.producer_id)
         if entry is None or h.producer_epoch != entry.epoch:
-            entry = self._entries[key] = ProducerEntry(
+            entry = self._entries[h.producer_id] = ProducerEntry(
                 h.producer_epoch, collections.deque(maxlen=RETAINED_BATCHES)
             )
-        entry.last_seen_ms = self.store.clock()
+        entry.last_seen_ms = now
         entry.batches.append(
             BatchMetadata(h.base_sequence, _last_seq(h), base, base + h.last_offset_delta, ts)
         )
+        self._dirty = True
 
-    def describe(self, topic: str, partition: int) -> list[ProducerDescription]:
-        """The producers remembered for one partition (DescribeProducers)."""
+    def record_marker(self, producer_id: int, epoch: int) -> None:
+        """After a transaction marker of `producer_id` at `epoch`: a newer epoch (the
+        coordinator bumped it to fence the producer) replaces the entry, so the old epoch is
+        fenced here too and the new one starts at sequence 0."""
+        with self._lock:
+            self._remember_marker(producer_id, epoch, self.clock())
+
+    def _remember_marker(self, producer_id: int, epoch: int, now: int) -> None:
+        entry = self._entries.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            self._entries[producer_id] = ProducerEntry(
+                epoch, collections.deque(maxlen=RETAINED_BATCHES), now
+            )
+            self._dirty = True
+        else:
+            entry.last_seen_ms = now
+
+    def describe(self, open_txns: dict[int, int] | None = None) -> list[ProducerDescription]:
+        """The producers remembered here (DescribeProducers); `open_txns`: producer id -> first
+        offset of its open transaction here."""
+        open_txns = open_txns or {}
         with self._lock:
             return [
                 ProducerDescription(
@@ -211,15 +262,10 @@ class ProducerStateManager:
                     e.epoch,
                     e.last_seq,
                     e.batches[-1].timestamp if e.batches else -1,
+                    open_txns.get(pid, -1),
                 )
-                for (t, p, pid), e in self._entries.items()
-                if t == topic and p == partition
+                for pid, e in self._entries.items()
             ]
-
-    def forget_topic(self, topic: str) -> None:
-        with self._lock:
-            for key in [k for k in self._entries if k[0] == topic]:
-                del self._entries[key]
 
     # ------------------------------------------------------------------ persistence
 
@@ -227,79 +273,103 @@ class ProducerStateManager:
         """Forget producers idle for longer than producer.id.expiration.ms; returns how many."""
         with self._lock:
             idle = [
-                key
-                for key, e in self._entries.items()
+                pid
+                for pid, e in self._entries.items()
                 if now_ms - e.last_seen_ms > PRODUCER_ID_EXPIRATION_MS
             ]
-            for key in idle:
-                del self._entries[key]
+            for pid in idle:
+                del self._entries[pid]
+            if idle:
+                self._dirty = True
         return len(idle)
 
-    def snapshot(self) -> None:
-        """Write every entry, with the offset up to which each partition is covered (after
-        forgetting idle producers, so the state stays bounded)."""
-        self.expire(self.store.clock())
+    def snapshot_data(self, covered: int) -> bytes | None:
+        """The snapshot to write, the entries complete up to `covered` (the caller holds the
+        partition's write lock, so no batch below it is still unrecorded); None if nothing
+        changed since the last one."""
+        self.expire(self.clock())
         with self._lock:
-            covered = {}
-            for plog in self.store.all_partitions():
-                covered[f"{plog.topic}\x00{plog.partition}"] = plog.high_watermark
+            if not self._dirty:
+                return None
             entries = [
-                [t, p, pid, e.epoch, [list(b) for b in e.batches], e.last_seen_ms]
-                for (t, p, pid), e in self._entries.items()
+                [pid, e.epoch, [list(b) for b in e.batches], e.last_seen_ms]
+                for pid, e in self._entries.items()
             ]
-        data = json.dumps({"version": 0, "covered": covered, "entries": entries}).encode()
-        write_atomic(os.path.join(self._dir, STATE_FILE), data)
+            self._dirty = False
+        return json.dumps({"version": 1, "covered": covered, "entries": entries}).encode()
 
-    def _load_snapshot(self) -> dict[tuple[str, int], int]:
+    def write_snapshot(self, data: bytes) -> None:
+        """Write what `snapshot_data` returned (atomically, fsynced); on failure the next
+        checkpoint tries again."""
         try:
-            with open(os.path.join(self._dir, STATE_FILE), encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable producer state snapshot: %s", exc)
-            return {}
-        for t, p, pid, epoch, batches, last_seen in data["entries"]:
+            write_atomic(os.path.join(self.directory, STATE_FILE), data)
+        except OSError:
+            self._dirty = True
+            raise
+
+    def load(self, plog: PartitionLog, legacy: tuple[int, list] | None = None) -> None:
+        """Recover with the partition (see the module docstring): the snapshot, then the
+        batches it does not cover, read from the log."""
+        covered, entries = self._read_snapshot(legacy)
+        for pid, epoch, batches, last_seen in entries:
             entry = ProducerEntry(epoch, collections.deque(maxlen=RETAINED_BATCHES), last_seen)
             entry.batches.extend(BatchMetadata(*b) for b in batches)
-            self._entries[(t, p, pid)] = entry
-        out = {}
-        for key, offset in data["covered"].items():
-            topic, _, partition = key.rpartition("\x00")
-            out[(topic, int(partition))] = offset
-        return out
+            self._entries[pid] = entry
+        self._drop_beyond(plog.log_end_offset)
+        self._scan_tail(plog, covered)
+        self._dirty = legacy is not None or self._dirty
 
-    def _drop_beyond_log_end(self) -> None:
+    def _read_snapshot(self, legacy: tuple[int, list] | None) -> tuple[int | None, list]:
+        path = os.path.join(self.directory, STATE_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            return int(data["covered"]), list(data["entries"])
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable producer state snapshot %s: %s", path, exc)
+            return None, []
+        if legacy is not None:
+            return legacy
+        return None, []
+
+    def _drop_beyond(self, log_end: int) -> None:
         """Forget snapshot batches that recovery cut from the log (written but never synced
         under a relaxed flush policy): a retry of one of them must be written again."""
-        ends = {(p.topic, p.partition): p.log_end_offset for p in self.store.all_partitions()}
-        for key, entry in list(self._entries.items()):
-            end = ends.get(key[:2], -1)
-            kept = [b for b in entry.batches if b.last_offset < end]
+        for pid, entry in list(self._entries.items()):
+            kept = [b for b in entry.batches if b.last_offset < log_end]
             if len(kept) != len(entry.batches):
                 entry.batches = collections.deque(kept, maxlen=RETAINED_BATCHES)
-            if not kept:
-                del self._entries[key]
+                self._dirty = True
+                if not kept:
+                    del self._entries[pid]
 
-    def _scan_tail(self, covered: dict[tuple[str, int], int]) -> None:
-        """Replay idempotent batch headers the snapshot does not cover."""
+    def _scan_tail(self, plog: PartitionLog, covered: int | None) -> None:
+        """Replay the idempotent batches and markers the snapshot does not cover."""
+        if plog.topic.startswith("__"):
+            return  # internal topics: written by the broker itself, never by producers
+        segments = plog.segments
+        start = covered
+        if start is None or start > plog.log_end_offset:  # none, or the log was cut shorter
+            start = segments[-1].base_offset
+        start = max(start, plog.log_start_offset)
         batches = 0
-        for plog in self.store.all_partitions():
-            if plog.topic.startswith("__"):
+        now = self.clock()
+        for seg in segments:
+            if seg.next_offset <= start:
                 continue
-            start = covered.get((plog.topic, plog.partition))
-            if start is None:
-                start = plog.segments[-1].base_offset
-            if start > plog.high_watermark:  # the log was cut shorter than the snapshot
-                start = plog.segments[-1].base_offset
-            start = max(start, plog.log_start_offset)
-            for seg in plog.segments:
-                if seg.next_offset <= start:
+            for h, _ in seg.batches_from(max(start, seg.base_offset), seg.size):
+                if h.producer_id < 0 or h.next_offset <= start:
                     continue
-                for h, _ in seg.batches_from(max(start, seg.base_offset), seg.size):
-                    # markers (control batches) carry a producer id but no sequence
-                    if h.producer_id >= 0 and not h.is_control and h.next_offset > start:
-                        self._remember(plog.topic, plog.partition, h, h.base_offset, -1)
-                        batches += 1
+                if h.is_control:  # a marker: no sequence, but maybe a newer epoch
+                    self._remember_marker(h.producer_id, h.producer_epoch, now)
+                else:
+                    self._remember(h, h.base_offset, -1, now)
+                    batches += 1
         if batches:
-            log.info("producer state: replayed %d idempotent batches from the log tail", batches)
+            log.info(
+                "%s: producer state: replayed %d idempotent batches from the log",
+                plog.directory,
+                batches,
+            )

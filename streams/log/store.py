@@ -5,8 +5,11 @@ Layout of a data directory::
     .lock                               exclusive flock, holds the owner's pid
     .clean-shutdown                     present only between a clean close and the next open
     .meta/topics/<topic>.json           topic id, partition count and config overrides
+    .meta/producer-ids                  end of the block of producer ids handed out
     <topic>-<partition>/                segment files (see ``segment`` and ``partition``),
-                                        damaged-ranges.json when damage was found (``damage``)
+                                        damaged-ranges.json when damage was found (``damage``),
+                                        producer-state.json (``producer_state``), the aborted
+                                        index and txn.checkpoint (``txn``)
     recovery-point-offset-checkpoint    per partition: everything below is on disk, indexes too
     log-start-offset-checkpoint         per partition: first readable offset
     cleaner-offset-checkpoint           per partition: end of the range the cleaner last compacted
@@ -48,6 +51,7 @@ from typing import NamedTuple
 from streams.errors import (
     DataDirLocked,
     InvalidPartitions,
+    OffsetOutOfRange,
     RecordTooLarge,
     StorageError,
     StoreClosed,
@@ -57,10 +61,18 @@ from streams.errors import (
     UnknownTopicId,
 )
 from streams.log import checkpoint
+from streams.log import records as rb
 from streams.log.config import TopicConfig, validate_topic_name
 from streams.log.damage import DamagedRange
 from streams.log.partition import PartitionLog, fsync_dir
 from streams.log.partitioner import StickyPartitioner, partition_for_key
+from streams.log.produce import Appended
+from streams.log.producer_state import (
+    LEGACY_STATE_FILE,
+    ProducerDescription,
+    ProducerIds,
+    read_legacy_snapshot,
+)
 from streams.log.records import ProducerRecord, Record
 from streams.log.refusals import RefusalLog
 
@@ -86,6 +98,20 @@ class AppendResult(NamedTuple):
     partition: int
     offset: int
     timestamp_ms: int
+
+
+class FetchedData(NamedTuple):
+    """One partition's part of a Kafka Fetch answer (``LogStore.fetch``)."""
+
+    records: bytes  # whole raw batches, as stored
+    next_offset: int  # after the last batch in `records` (the fetch offset when empty)
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[tuple[int, int]]  # read_committed: (producer id, first offset) in range
+
+
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3  # ListOffsets' special ones
 
 
 class AppendResults(Sequence[AppendResult]):
@@ -216,6 +242,7 @@ class LogStore:
         self.was_clean_shutdown = True
         self._refusals = RefusalLog(f"{self.path}")
         self._append_listeners: tuple[Callable[[PartitionLog], None], ...] = ()
+        self._producer_ids = ProducerIds(os.path.join(self.path, ".meta"))
 
     # ================================================================== lifecycle
 
@@ -288,6 +315,8 @@ class LogStore:
         if not clean and metas:
             log.warning("%s was not shut down cleanly; recovering from recovery points", self.path)
         self._remove_orphans(metas)
+        self._producer_ids.load()
+        legacy = read_legacy_snapshot(os.path.dirname(self._meta_dir()))
         for meta in metas:
             config = TopicConfig.from_mapping(meta["config"])
             topic_id = _valid_topic_id(meta.get("id"))
@@ -307,6 +336,7 @@ class LogStore:
                     clean=clean,
                     verified=verified.get(key),
                     contiguous=topic.contiguous,
+                    legacy_producer_state=None if legacy is None else legacy.get(key),
                 )
                 plog.on_log_start_change = self._on_log_start_change
                 plog.on_append = self._on_append
@@ -319,11 +349,23 @@ class LogStore:
                     self._write_meta(topic)
                 except OSError as exc:  # kept in memory; written with the next metadata change
                     log.warning("topic %s: cannot write its new id: %s", topic.name, exc)
+        if legacy is not None:
+            self._adopt_legacy_producer_state()
         if clean:
             os.unlink(marker)
             fsync_dir(self.path)
         else:
             self.write_checkpoints()
+
+    def _adopt_legacy_producer_state(self) -> None:
+        """An older data directory kept one store-wide producer state snapshot: once every
+        partition has written its own part, it goes."""
+        try:
+            for plog in self.all_partitions():
+                plog.snapshot_producers()
+            os.unlink(os.path.join(self.path, ".meta", LEGACY_STATE_FILE))
+        except OSError as exc:  # kept: the next open hands it out again
+            log.warning("%s: the old producer state snapshot stays: %s", self.path, exc)
 
     def _read_metas(self) -> list[dict]:
         metas = []
@@ -693,6 +735,95 @@ class LogStore:
         """Store a client's v2 record batch as received (see ``PartitionLog.append_raw``)."""
         return self.partition_log(topic, partition).append_raw(batch)
 
+    # ================================================================== Kafka clients' path
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        data: bytes,
+        verify_txn: Callable[[str, int, rb.BatchHeader], None] | None = None,
+    ) -> Appended:
+        """A Kafka client's record set for one partition, validated, deduplicated against the
+        partition's producer state and written (``PartitionLog.append_record_set``), without
+        waiting for the disk: call `sync_to(topic, partition, result.sync_to)` (any thread)
+        before acknowledging it. `verify_txn(topic, partition, header)` may refuse a
+        transactional batch (the transaction coordinator's check)."""
+        plog = self.partition_log(topic, partition)
+        if verify_txn is None:
+            return plog.append_record_set(data)
+        return plog.append_record_set(data, lambda h: verify_txn(topic, partition, h))
+
+    def sync_to(self, topic: str, partition: int, end: int) -> None:
+        """Return once every offset below `end` of the partition is on disk (group commit);
+        StorageError if the disk failed (the partition is offline then)."""
+        self.partition_log(topic, partition).sync_to(end)
+
+    def write_marker(
+        self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool
+    ) -> int:
+        """A COMMIT or ABORT marker of the producer's transaction, on disk when this returns
+        (``PartitionLog.write_marker``); its offset."""
+        return self.partition_log(topic, partition).write_marker(producer_id, epoch, commit)
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before by this data directory (blocking: may wait
+        for an fsync)."""
+        return self._producer_ids.allocate()
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
+        """The idempotent and transactional producers the partition remembers, each with the
+        first offset of its open transaction there (-1: none)."""
+        plog = self.partition_log(topic, partition)
+        return plog.producers.describe(dict(plog.txns.open))
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        """UnknownTopic or UnknownPartition unless the partition exists."""
+        self.partition_log(topic, partition)
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int, committed: bool = False
+    ) -> FetchedData:
+        """Whole raw batches from `offset` for a Kafka Fetch: at most `max_bytes` (at least
+        one batch), up to the high watermark, or with `committed` (read_committed) up to the
+        last stable offset with the aborted transactions in range. OffsetOutOfRange outside
+        [log start, high watermark]; LogDamaged at a damaged offset."""
+        plog = self.partition_log(topic, partition)
+        lso = plog.last_stable_offset  # before the high watermark: it never passes it
+        hw = plog.high_watermark
+        start = plog.log_start_offset
+        if not start <= offset <= hw:
+            raise OffsetOutOfRange(topic, partition, offset, start, hw)
+        end = lso if committed else hw
+        data = b""
+        if offset < end and max_bytes > 0:
+            data = plog.read_batches(offset, max_bytes, until=end)
+        read_to = _next_offset(data, offset)
+        aborted = plog.txns.aborted_in(offset, read_to) if committed and data else []
+        return FetchedData(data, read_to, hw, lso, start, aborted)
+
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, committed: bool = False
+    ) -> tuple[int, int]:
+        """Kafka's ListOffsets for one partition: (offset, its record's timestamp or -1).
+        `timestamp` -1 is the latest offset (the high watermark, or with `committed` the last
+        stable offset), -2 the earliest (the log start), -3 the record with the largest
+        timestamp; else the first record at or after it. (-1, -1) when there is none."""
+        plog = self.partition_log(topic, partition)
+        if timestamp == LATEST_TIMESTAMP:
+            return plog.last_stable_offset if committed else plog.high_watermark, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return plog.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            timestamp = max((s.max_timestamp for s in plog.segments), default=-1)
+            if timestamp < 0:
+                return -1, -1
+        found = plog.offset_for_timestamp(timestamp)
+        if found is None:
+            return -1, -1
+        records = plog.read(found, max_records=1)
+        return found, records[0].timestamp_ms if records else timestamp
+
     def read(
         self,
         topic: str,
@@ -765,6 +896,17 @@ def _describe_partition(p: PartitionLog) -> PartitionDescription:
         last_append_ms=p.last_append_ms if p.last_append_ms is not None else _last_ts(segs),
         damaged=p.damaged,
     )
+
+
+def _next_offset(data: bytes, offset: int) -> int:
+    """The offset after the last whole batch of `data` (`offset` when there is none)."""
+    pos, end = 0, offset
+    while pos + rb.HEADER_SIZE <= len(data):
+        h = rb.parse_header(data, pos)
+        if pos + h.size > len(data):
+            break
+        end, pos = h.next_offset, pos + h.size
+    return end
 
 
 def _last_ts(segs) -> int | None:

@@ -46,12 +46,10 @@ import time
 
 from streams import telemetry
 from streams.errors import ProtocolError
-from streams.log.producer_state import ProducerStateManager
-from streams.log.refusals import RefusalLog
 from streams.protocol import audit, authz, codec
 from streams.protocol.audit import AuditEvent, AuditSink
 from streams.protocol.handlers import APIS, SUPPORTED_VERSIONS
-from streams.protocol.handlers.common import BrokerContext, CloseConnection, ErrorCode
+from streams.protocol.handlers.common import BrokerContext, CloseConnection, Deferred, ErrorCode
 from streams.protocol.handlers.metadata import handle_api_versions
 from streams.protocol.notify import AppendNotifier
 from streams.protocol.security import (
@@ -70,7 +68,6 @@ log = logging.getLogger("streams.protocol")
 _API_NAMES = {key: telemetry.api_name(api.handler.__name__) for key, api in APIS.items()}
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
-SNAPSHOT_INTERVAL_S = 30.0
 _MIN_FRAME = 8  # api key, api version, correlation id
 SASL_MAX_RECEIVE_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.size, before authentication
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -117,7 +114,6 @@ class KafkaListener:
         self.store = store
         self.coordinator = coordinator
         self.config = config or ListenerConfig()
-        self.producers = ProducerStateManager(store)
         self.transactions: TransactionCoordinator | None = None  # made by _open
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -129,7 +125,6 @@ class KafkaListener:
         self._auth_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.address: tuple[str, int] | None = None
         self._tls: ssl.SSLContext | None = None
-        self._snapshot_refusals = RefusalLog("producer state snapshot")
 
     # ================================================================== lifecycle
 
@@ -159,15 +154,14 @@ class KafkaListener:
         await self._open()
         if ready is not None:
             ready.set_result(self.address)
-        snapshots = asyncio.create_task(self._snapshot_periodically())
         try:
             await self._stopped.wait()
         finally:
-            snapshots.cancel()
             await self._close()
 
     def stop(self) -> None:
-        """Stop accepting, close every connection, snapshot producer state; waits for it."""
+        """Stop accepting and close every connection; waits for it (the store keeps the
+        producer state: it is snapshotted with the partitions)."""
         loop, stopped = self._loop, self._stopped
         if loop is not None and stopped is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop finished meanwhile
@@ -178,9 +172,8 @@ class KafkaListener:
 
     async def _open(self) -> None:
         cfg = self.config
-        self.producers.load()
         self.transactions = TransactionCoordinator(
-            self.store, self.coordinator, self.producers.allocate_id
+            self.store, self.coordinator, self.store.allocate_producer_id
         ).load()
         self.transactions.start()
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -197,7 +190,6 @@ class KafkaListener:
             store=self.store,
             coordinator=self.coordinator,
             config=cfg,
-            producers=self.producers,
             transactions=self.transactions,
             notifier=notifier,
             executor=self._executor,
@@ -230,23 +222,7 @@ class KafkaListener:
         self._executor.shutdown(wait=True)
         self._auth_executor.shutdown(wait=True)
         self.transactions.close()
-        try:
-            self.producers.snapshot()
-        except Exception:  # noqa: BLE001 - the store may already be closing
-            log.exception("could not write the producer state snapshot")
         log.info("Kafka listener on %s:%d closed", *self.address)
-
-    async def _snapshot_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(SNAPSHOT_INTERVAL_S)
-            try:
-                await self._ctx.blocking(self.producers.snapshot)
-            except OSError as exc:  # a full disk: one line per streak, the next turn retries
-                self._snapshot_refusals.refused("write it", exc, "the previous one stays")
-            except Exception:  # noqa: BLE001 - try again next time
-                log.exception("producer state snapshot failed")
-            else:
-                self._snapshot_refusals.succeeded()
 
     # ================================================================== connections
 
@@ -372,7 +348,10 @@ class _Connection:
         elif self.ctx.config.audit is not None and audit.is_audited(req):
             task = asyncio.ensure_future(self._audited(api.handler, req))
         else:
-            task = asyncio.ensure_future(api.handler(self.ctx, req))
+            answer = api.handler(self.ctx, req)
+            task = asyncio.ensure_future(answer)
+            if isinstance(answer, Deferred):  # its ordered part first (see ``handlers``)
+                await asyncio.wait((answer.ordered,))
         if not api.pipelined:
             await asyncio.wait((task,))
         await self.pending.put((req, task, started))

@@ -60,9 +60,10 @@ from streams.errors import (
     TransactionalProducerFenced,
     UnknownPartition,
     UnknownTopic,
+    UnknownTransactionalId,
 )
 from streams.log import LogStore, ProducerRecord
-from streams.log.records import BatchHeader
+from streams.log.records import BatchHeader  # the type of what ``verify_produce`` is given
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +342,46 @@ class TransactionCoordinator:
             self._end(meta, commit, self.clock())
             return meta.producer_id, meta.producer_epoch
 
+    def abort_if_current(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        start_ms: int | None = None,
+    ) -> TransactionDescription:
+        """An operator's abort (``kafka-transactions.sh --abort``), checked and done under the
+        coordinator's lock: the ongoing transaction of `transactional_id` is aborted only if it
+        is still producer `producer_id` at `producer_epoch` (and, given `start_ms`, still the
+        transaction that started then, not a later one of the same epoch). Its ABORT markers
+        are written, its offsets dropped and the epoch bumped, so its producer is fenced, as
+        the transaction timeout does. Otherwise InvalidTxnState (UnknownTransactionalId for an
+        id the coordinator does not know) and nothing changes. Returns the transaction as it
+        was before the abort."""
+        with self._lock:
+            meta = self._txns.get(transactional_id)
+            if meta is None:
+                raise UnknownTransactionalId(transactional_id)
+            before = _describe(meta)
+            if meta.state != TxnState.ONGOING:
+                raise InvalidTxnState(
+                    f"transaction {transactional_id!r} is {meta.state}, not Ongoing: "
+                    "there is nothing to abort"
+                )
+            if (meta.producer_id, meta.producer_epoch) != (producer_id, producer_epoch):
+                raise InvalidTxnState(
+                    f"transaction {transactional_id!r} is now producer {meta.producer_id} epoch "
+                    f"{meta.producer_epoch}, not producer {producer_id} epoch {producer_epoch} "
+                    "as shown: look at it again before aborting"
+                )
+            if start_ms is not None and meta.start_ms != start_ms:
+                raise InvalidTxnState(
+                    f"transaction {transactional_id!r} shown was started at {start_ms} ms; the "
+                    f"ongoing one started at {meta.start_ms} ms: look at it again before aborting"
+                )
+            self._bump_epoch(meta)
+            self._end(meta, commit=False, now=self.clock())
+            return before
+
     def verify_produce(self, topic: str, partition: int, h: BatchHeader) -> None:
         """Before a transactional batch is written (under the partition's write lock): its
         producer must have an ongoing transaction of this epoch holding this partition."""
@@ -400,19 +441,7 @@ class TransactionCoordinator:
 
     def describe(self) -> list[TransactionDescription]:
         with self._lock:
-            return [
-                TransactionDescription(
-                    m.transactional_id,
-                    m.producer_id,
-                    m.producer_epoch,
-                    str(m.state),
-                    m.timeout_ms,
-                    m.start_ms,
-                    tuple(sorted(m.partitions)),
-                    tuple(sorted(m.offsets)),
-                )
-                for m in self._txns.values()
-            ]
+            return [_describe(m) for m in self._txns.values()]
 
     # ================================================================== internals
 
@@ -477,12 +506,12 @@ class TransactionCoordinator:
         self._ongoing.pop(meta.producer_id, None)  # before the first marker: see the docstring
         for topic, partition in sorted(meta.partitions):
             try:
-                plog = self.store.partition_log(topic, partition)
+                self.store.write_marker(
+                    topic, partition, meta.producer_id, meta.producer_epoch, commit
+                )
             except (UnknownTopic, UnknownPartition):
                 txn_id = meta.transactional_id
                 log.warning("transaction %s: %s-%d is gone", txn_id, topic, partition)
-                continue
-            plog.write_marker(meta.producer_id, meta.producer_epoch, commit)
         if commit and self.groups is not None:
             for group, offsets in sorted(meta.offsets.items()):
                 if offsets:
@@ -493,8 +522,21 @@ class TransactionCoordinator:
 
     def _persist(self, meta: TxnMetadata) -> None:
         record = ProducerRecord(_encode(meta), _encode_key(meta.transactional_id))
-        self.store.append_batch(TXN_STATE_TOPIC, [record], partition=0)
-        self.store.partition_log(TXN_STATE_TOPIC, 0).flush()
+        done = self.store.append_batch(TXN_STATE_TOPIC, [record], partition=0)
+        self.store.sync_to(TXN_STATE_TOPIC, 0, done[0].offset + 1)
+
+
+def _describe(m: TxnMetadata) -> TransactionDescription:
+    return TransactionDescription(
+        m.transactional_id,
+        m.producer_id,
+        m.producer_epoch,
+        str(m.state),
+        m.timeout_ms,
+        m.start_ms,
+        tuple(sorted(m.partitions)),
+        tuple(sorted(m.offsets)),
+    )
 
 
 # ---------------------------------------------------------------------- records

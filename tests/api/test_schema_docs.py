@@ -25,6 +25,8 @@ OPERATIONS = {
     "/api/v1/groups/{group_id}/offsets/{topic}": {"delete"},
     "/api/v1/transactions": {"get"},
     "/api/v1/transactions/{transactional_id}/abort": {"post"},
+    "/api/v1/views": {"get"},
+    "/api/v1/views/{job}/{view}": {"get"},
 }
 HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
 

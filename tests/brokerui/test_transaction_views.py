@@ -7,6 +7,7 @@ Kafka listener. A read_committed confluent consumer proves the abort really abor
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -305,3 +306,36 @@ def test_console_abort_refuses_a_transaction_that_moved_on(client, operator, boo
     assert "not Ongoing" in page.content.decode() or "look at it again" in page.content.decode()
     assert AuditEntry.objects.filter(action="transaction.abort.refused").count() == 1
     assert not AuditEntry.objects.filter(action="transaction.abort").exists()
+
+
+def test_console_abort_refuses_the_next_transaction_of_the_same_epoch(
+    client, operator, bootstrap, open_txn
+):
+    """The check-then-abort race closed: the operator opens the confirmation page; meanwhile
+    the producer commits and begins its next transaction, which keeps the producer id and
+    epoch (librdkafka sends no EndTxn v5, so no epoch bump). The abort posted from that page
+    must not abort the new transaction: the coordinator checks what was seen, start time
+    included, and aborts under one lock. Refused, audited as refused, the new one still open."""
+    client.force_login(operator)
+    page = client.get("/transactions/pay-1/abort/").content.decode()
+    seen = {
+        name: re.search(rf'name="{name}" value="(-?\d+)"', page).group(1)
+        for name in ("producer_id", "producer_epoch", "start_ms")
+    }
+    open_txn.commit_transaction(DEADLINE_S)
+    time.sleep(0.005)  # the next transaction starts on a later millisecond (not a timing check)
+    open_txn.begin_transaction()
+    open_txn.produce("payments", b"next", partition=1)
+    assert open_txn.flush(DEADLINE_S) == 0
+    now = _client(operator).get(f"{API}/transactions").json()["transactions"]
+    assert [(t["producer_id"], t["producer_epoch"]) for t in now] == [
+        (int(seen["producer_id"]), int(seen["producer_epoch"]))
+    ]
+
+    refused = client.post("/transactions/pay-1/abort/", {**seen, "confirm": "1"})
+    assert refused.status_code == 200
+    assert "look at it again" in refused.content.decode()
+    assert AuditEntry.objects.filter(action="transaction.abort.refused").count() == 1
+    assert not AuditEntry.objects.filter(action="transaction.abort").exists()
+    open_txn.commit_transaction(DEADLINE_S)  # not aborted, not fenced
+    assert _read_committed(bootstrap, 1)[-1] == b"next"

@@ -206,7 +206,13 @@ def test_running_aggregate_is_a_table_joinable_to_another():
         ("fr", {"revenue": 12, "n": 3, "top": 7}),
     ]
     assert [(k, v) for k, v, _ in d.output("met")] == [("fr", False), ("fr", True)]
-    assert job.stores() == ["per-country", "table_join-7-left", "table_join-7-right"]
+    assert job.stores() == [
+        "per-country",
+        "per-country-view",  # the rows of each table, queryable (streams.jobs.views)
+        "table_join-7-left",
+        "table_join-7-right",
+        "table_join-7-view",
+    ]
 
 
 @settings(max_examples=100, deadline=None)

@@ -108,7 +108,7 @@ def test_producer_state_and_ids_survive_a_restart(tmp_path):
     broker.close()
     for snapshot_lost in (False, True):  # the second time, recover from the log tail alone
         if snapshot_lost:
-            (data / ".meta" / "producer-state.json").unlink()
+            (data / "kept-0" / "producer-state.json").unlink()
         broker = open_broker(data)
         host, port = broker.kafka_address
         try:

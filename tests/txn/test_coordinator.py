@@ -14,8 +14,6 @@ from streams.groups import GroupCoordinator
 from streams.log import LogStore
 from streams.log import records as rb
 from streams.log import txn as ptxn
-from streams.log.produce import append_record_set
-from streams.log.producer_state import ProducerStateManager
 from streams.log.records import ProducerRecord
 from streams.txn import TransactionCoordinator, TxnState
 
@@ -29,18 +27,17 @@ class Clock:
 
 
 class Broker:
-    """A store, producer state, group and transaction coordinators, opened and closed together
-    (closed without waiting for anything more, as a crashed process leaves them)."""
+    """A store, group and transaction coordinators, opened and closed together (closed without
+    waiting for anything more, as a crashed process leaves them)."""
 
     def __init__(self, path, clock: Clock):
         self.store = LogStore.open(str(path), clock=clock, background=False)
         if "t" not in self.store.list_topics():
             self.store.create_topic("t", 2)
-        self.producers = ProducerStateManager(self.store).load()
         self.groups = GroupCoordinator(self.store, clock=clock)
         self.groups.load()
         self.txns = TransactionCoordinator(
-            self.store, self.groups, self.producers.allocate_id, clock=clock
+            self.store, self.groups, self.store.allocate_producer_id, clock=clock
         ).load()
 
     def produce(self, partition: int, values, pid: int, epoch: int, seq: int) -> int:
@@ -52,9 +49,8 @@ class Broker:
             base_sequence=seq,
             attributes_extra=rb.ATTR_TRANSACTIONAL,
         )
-        plog = self.store.partition_log("t", partition)
-        done = append_record_set(plog, data, self.producers, self.txns.verify_produce)
-        plog.sync_to(done.sync_to)
+        done = self.store.produce("t", partition, data, self.txns.verify_produce)
+        self.store.sync_to("t", partition, done.sync_to)
         return done.base_offset
 
     def values(self, partition: int) -> list[bytes]:
@@ -221,9 +217,8 @@ def _txn_write(b: Broker, topic: str, key: bytes, value: bytes, pid: int, epoch:
         base_sequence=seq,
         attributes_extra=rb.ATTR_TRANSACTIONAL,
     )
-    plog = b.store.partition_log(topic, 0)
-    done = append_record_set(plog, data, b.producers, b.txns.verify_produce)
-    plog.sync_to(done.sync_to)
+    done = b.store.produce(topic, 0, data, b.txns.verify_produce)
+    b.store.sync_to(topic, 0, done.sync_to)
 
 
 def clock_now() -> int:
@@ -376,7 +371,6 @@ def test_the_embedded_producer_commits_aborts_and_is_fenced(tmp_path, clock):
                 b.store,
                 transactional_id="embedded",
                 transactions=b.txns,
-                producer_state=b.producers,
                 linger_ms=1,
             )
             p.init_transactions()

@@ -24,7 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from brokerui.console.live import feeds, relay
-from brokerui.console.live.scopes import KINDS, Scope, matcher
+from brokerui.console.live.scopes import KINDS, NO_JOBS, JobTopics, Scope, matcher
 from streams.broker.metrics.downsample import ChartFeed
 from streams.errors import TidelogError
 
@@ -111,6 +111,7 @@ class MetricsConsumer(LiveConsumer):
     chart: ChartFeed | None = None
     last_t: int | None = None
     hub = None
+    jobs: JobTopics = NO_JOBS
 
     async def on_subscribe(self, content: dict) -> None:
         scope = _scope(content)
@@ -123,9 +124,10 @@ class MetricsConsumer(LiveConsumer):
                 {"type": "unavailable", "message": "This broker runs without a metrics sampler."}
             )
             return
+        self.jobs = await asyncio.to_thread(feeds.job_topics)
         if self._relay is None:
             self._relay = relay.acquire(
-                self.relay_key, self.hub, self.hub.subscribe, feeds.MetricsFanOut()
+                self.relay_key, self.hub, self.hub.subscribe, feeds.MetricsFanOut(self.jobs)
             )
         self.subject, self.chart = scope, ChartFeed(_int(content.get("range_ms")))
         self.last_t, self.paused = None, False
@@ -146,7 +148,7 @@ class MetricsConsumer(LiveConsumer):
             services.metrics_backfill,
             hub=self.hub,
             chart=self.chart,
-            match=matcher(self.subject, self.topics),
+            match=matcher(self.subject, self.topics, self.jobs),
             now_ms=now_ms(),
             since_ms=since_ms,
         )
@@ -239,9 +241,10 @@ def _int(value) -> int | None:
 
 def _scope(content: dict) -> Scope | None:
     kind, name = content.get("scope"), content.get("name") or ""
-    if kind not in KINDS or not isinstance(name, str) or (kind != "overview" and not name):
+    unnamed = kind in ("overview", "jobs")
+    if kind not in KINDS or not isinstance(name, str) or (not unnamed and not name):
         return None
-    return Scope(kind, "" if kind == "overview" else name)
+    return Scope(kind, "" if unnamed else name)
 
 
 def _group_topics(scope: Scope) -> list[str]:
@@ -256,3 +259,58 @@ def _group_topics(scope: Scope) -> list[str]:
     except UnknownGroup:
         return []
     return sorted({p.topic for p in detail.lag.partitions})
+
+
+class ViewConsumer(LiveConsumer):
+    """``/ws/views/``: a job's table as Materialize's ``SUBSCRIBE`` gives it. Subscribe with
+    ``{"type": "subscribe", "name": "<job>/<view>"}``; then ``snapshot`` (every row at a
+    time T), ``changes`` (``[time, diff, key, row]``: an update is -1 old row, +1 new row) and
+    ``progress`` marks (complete below that time; the input offsets and watermark it
+    reflects). Pause leaves the stream; resume sends a fresh snapshot. The relay listens to
+    the view (``View.listen``) before the snapshot is taken, so no change falls between; those
+    older than the snapshot are dropped (``services.stream_messages``)."""
+
+    view = None
+    since = 0
+
+    async def on_subscribe(self, content: dict) -> None:
+        from brokerui.console.jobviews import services
+
+        name = content.get("name")
+        job, _, view_name = name.partition("/") if isinstance(name, str) else ("", "", "")
+        if not job or not view_name:
+            await self.send_json({"type": "error", "message": "name must be <job>/<view>"})
+            return
+        try:
+            source = await asyncio.to_thread(services.view_source)
+            view = await asyncio.to_thread(
+                services.view_stream, source=source, job=job, view=view_name
+            )
+        except TidelogError as exc:
+            await self.send_json({"type": "unavailable", "message": str(exc)})
+            return
+        if self._relay is not None:
+            relay.release(self.relay_key, self._relay)
+        self.relay_key = f"views:{job}/{view_name}"
+        group = services.view_group(job, view_name)
+        self._relay = relay.acquire(self.relay_key, view, view.listen, services.ViewFanOut(group))
+        self.view, self.paused = view, False
+        await self.join(group)
+        await self.fill_gap(content)
+
+    async def fill_gap(self, content: dict) -> None:
+        if self.view is None:
+            return
+        from brokerui.console.jobviews import services
+
+        snap = await asyncio.to_thread(self.view.snapshot)
+        self.since = snap.time
+        await self.send_json(services.snapshot_message(snap))
+
+    async def view_changes(self, event: dict) -> None:
+        if self.paused:
+            return
+        from brokerui.console.jobviews import services
+
+        for message in services.stream_messages(event, self.since):
+            await self.send_json(message)

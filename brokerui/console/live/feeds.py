@@ -2,6 +2,8 @@
 
 - `metrics_hub()`: the running broker's, or None when it has none (or on an external cluster);
 - `panel_jobs()`: the broker's, or on an external cluster the process-wide jobs reading it;
+- `embedded_jobs()` / `job_topics()`: the broker's stream jobs (None on an external cluster)
+  and what the ``jobs`` scope draws of them;
 - `encode_points()`: points as the browser gets them;
 - `MetricsFanOut` / `PanelFanOut`: the relay deliveries, from one batch to the Channels groups
   of the scopes that draw it (see `scopes.route`).
@@ -20,7 +22,7 @@ from channels.layers import get_channel_layer
 
 from brokerui.broker import get_broker
 from brokerui.cluster import external_panel_jobs, is_external
-from brokerui.console.live.scopes import Scope, learn_readers, route
+from brokerui.console.live.scopes import NO_JOBS, JobTopics, Scope, learn_readers, route
 from streams.broker.metrics import parse_series
 
 POINTS_EVENT = "metrics.points"  # handled by MetricsConsumer.metrics_points
@@ -43,6 +45,25 @@ def panel_jobs():
     return getattr(get_broker(), "panels", None)
 
 
+def embedded_jobs():
+    """The broker's `EmbeddedJobs` (stream jobs in its process), or None on an external
+    cluster (TIDELOG_CLUSTER: jobs run as their own workers there)."""
+    if is_external():
+        return None
+    return getattr(get_broker(), "jobs", None)
+
+
+def job_topics() -> JobTopics:
+    """The embedded jobs' names and output topics (what the ``jobs`` scope draws)."""
+    host = embedded_jobs()
+    if host is None:
+        return NO_JOBS
+    statuses = host.jobs()
+    return JobTopics(
+        frozenset(s.name for s in statuses), frozenset(t for s in statuses for t in s.outputs)
+    )
+
+
 def as_row(point) -> list:
     """A point as a plain list [series, t, w, v, rev] (what the channel layer carries)."""
     series, t, w, v, rev = point
@@ -63,15 +84,16 @@ def encode_points(rows: Iterable[list]) -> dict:
 class MetricsFanOut:
     """Sends each batch of the hub's points to the groups of the scopes that draw them."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: JobTopics = NO_JOBS) -> None:
         self.readers: dict[str, set[str]] = {}  # topic -> groups reading it, learned as we go
+        self.jobs = jobs  # the stream jobs and their outputs (the jobs scope)
 
     async def __call__(self, points) -> None:
         rows = [as_row(p) for p in points]
         learn_readers((r[0] for r in rows), self.readers)
         by_group: dict[str, list] = defaultdict(list)
         for row in rows:
-            for scope in route(row[0], self.readers):
+            for scope in route(row[0], self.readers, self.jobs):
                 by_group[scope.group_name].append(row)
         layer = get_channel_layer()
         for group, batch in by_group.items():

@@ -2,9 +2,10 @@
 
 from django.urls import path
 
-from brokerui.console.live.consumers import MetricsConsumer, PanelConsumer
+from brokerui.console.live.consumers import MetricsConsumer, PanelConsumer, ViewConsumer
 
 websocket_urlpatterns = [
     path("ws/metrics/", MetricsConsumer.as_asgi()),
     path("ws/panels/<int:pk>/", PanelConsumer.as_asgi()),
+    path("ws/views/", ViewConsumer.as_asgi()),  # a job's table, SUBSCRIBE-style
 ]

@@ -101,24 +101,30 @@ def transaction_abort(
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
+    start_ms: int | None = None,
 ) -> TransactionDescription:
-    """Abort the ongoing transaction of `transactional_id` (producer id and epoch as the
-    operator saw them): ABORT markers in its partitions, its producer fenced. Audited; a
-    transaction that moved on since is refused (audited as ``.refused``) and nothing changes.
-    Returns the transaction after the abort."""
+    """Abort the ongoing transaction of `transactional_id` (producer id, epoch and, when given,
+    start time as the operator saw them): ABORT markers in its partitions, its producer fenced.
+    The coordinator checks what was seen and aborts under one lock, so a transaction that
+    moved on since (ended, fenced, or a later one of the same epoch) is refused (audited as
+    ``.refused``) and nothing changes. Returns the transaction after the abort."""
     target = f"transactional id {transactional_id}"
     try:
         before = cluster.abort_transaction(
             transactional_id=transactional_id,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
+            start_ms=start_ms,
         )
     except InvalidTxnState as exc:
+        seen = {"producer_id": producer_id, "producer_epoch": producer_epoch}
+        if start_ms is not None:
+            seen["start_ms"] = start_ms
         actor.record(
             sink,
             "transaction.abort.refused",
             target,
-            before={"producer_id": producer_id, "producer_epoch": producer_epoch},
+            before=seen,
             after={"reason": str(exc)},
         )
         raise

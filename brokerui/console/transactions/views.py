@@ -41,10 +41,12 @@ def transaction_list(request):
 
 
 class AbortForm(forms.Form):
-    """The producer id and epoch the operator saw: the abort is refused if they changed."""
+    """The producer id, epoch and start time the operator saw: the abort is refused if the
+    ongoing transaction is no longer that one."""
 
     producer_id = forms.IntegerField(min_value=0)
     producer_epoch = forms.IntegerField(min_value=0)
+    start_ms = forms.IntegerField(required=False)
     confirm = forms.BooleanField(required=True, error_messages={"required": "tick to confirm"})
 
 
@@ -59,7 +61,11 @@ def transaction_abort(request, transactional_id: str):
     except (UnknownTransactionalId, Unsupported) as exc:
         messages.error(request, str(exc))
         return redirect("console:transactions")
-    initial = {"producer_id": row.producer_id, "producer_epoch": row.producer_epoch}
+    initial = {
+        "producer_id": row.producer_id,
+        "producer_epoch": row.producer_epoch,
+        "start_ms": row.start_ms,
+    }
     form = AbortForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
@@ -70,6 +76,7 @@ def transaction_abort(request, transactional_id: str):
                 transactional_id=transactional_id,
                 producer_id=form.cleaned_data["producer_id"],
                 producer_epoch=form.cleaned_data["producer_epoch"],
+                start_ms=form.cleaned_data["start_ms"],
             )
         except InvalidTxnState as exc:
             form.add_error(None, str(exc))

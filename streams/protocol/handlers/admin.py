@@ -18,8 +18,7 @@ from typing import Any
 
 from streams.cluster import LocalCluster
 from streams.errors import InvalidConfig, TidelogError, UnknownTopic
-from streams.log.config import TopicConfig, validate_topic_name
-from streams.log.store import is_internal
+from streams.log import TopicConfig, is_internal, validate_topic_name
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import (
@@ -126,7 +125,6 @@ async def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
             name = name or topic_for_id(ctx, topic_id)
             topic_id = topic_uuid(ctx, name)  # v6 answers with the id, asked by name or not
             await ctx.blocking(lambda n=name: _cluster(ctx).delete_topic(name=n))
-            ctx.producers.forget_topic(name)
         except TidelogError as exc:
             code, message = _error(exc)
         results.append(
@@ -234,7 +232,7 @@ def _config_entries(ctx: BrokerContext, resource_type: int, name: str):
     if resource_type != TOPIC_RESOURCE:
         raise InvalidConfig("resource_type", resource_type, "only topics and the broker")
     desc = ctx.store.describe_topic(name)
-    from streams.log.config import SCHEMA
+    from streams.log import TOPIC_CONFIG_SCHEMA as SCHEMA
 
     return [
         (

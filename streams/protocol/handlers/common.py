@@ -40,7 +40,6 @@ from streams.errors import (
 if TYPE_CHECKING:
     from streams.groups import GroupCoordinator
     from streams.log import LogStore
-    from streams.log.producer_state import ProducerStateManager
     from streams.protocol.notify import AppendNotifier
     from streams.protocol.server import ListenerConfig
     from streams.txn import TransactionCoordinator
@@ -152,6 +151,19 @@ def topic_for_id(ctx: BrokerContext, topic_id: uuid.UUID | None) -> str:
     return ctx.store.topic_name(topic_id.hex)
 
 
+class Deferred:
+    """What a pipelined handler returns when its ordered part could not run at once (a Produce
+    that auto-creates a topic off the loop first): the connection starts its next request only
+    once `ordered` is done; `answer` is the response, as a pipelined handler's awaitable."""
+
+    def __init__(self, ordered: asyncio.Future, answer: asyncio.Future):
+        self.ordered = ordered
+        self.answer = answer
+
+    def __await__(self):
+        return self.answer.__await__()
+
+
 class CloseConnection(Exception):
     """Raised by a handler when Kafka's answer is to close the connection (e.g. a failed
     acks=0 produce, which has no response to carry the error)."""
@@ -162,7 +174,6 @@ class BrokerContext:
     store: LogStore
     coordinator: GroupCoordinator
     config: ListenerConfig
-    producers: ProducerStateManager
     transactions: TransactionCoordinator
     notifier: AppendNotifier
     executor: Executor

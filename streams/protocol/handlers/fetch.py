@@ -28,7 +28,6 @@ from typing import Any
 
 from streams import telemetry
 from streams.errors import LogDamaged, OffsetOutOfRange, TidelogError
-from streams.log import records as rb
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import (
@@ -135,39 +134,19 @@ def _read_partition(
 ):
     """(records, response fields, aborted transactions in range) of one partition."""
     try:
-        plog = ctx.store.partition_log(topic, partition)
-        lso = plog.last_stable_offset  # before the high watermark: it never passes it
-        hw = plog.high_watermark
-        if not plog.log_start_offset <= offset <= hw:
-            raise OffsetOutOfRange(topic, partition, offset, plog.log_start_offset, hw)
-        end = lso if committed else hw
-        data = plog.read_batches(offset, limit, until=end) if offset < end and limit > 0 else b""
-        aborted = []
-        if data:
-            read_to = _next_offset(data, offset)
-            telemetry.current().records_out(topic, max(0, read_to - offset), len(data))
-            if committed:
-                aborted = plog.txns.aborted_in(offset, read_to)
-        return data, _fields(0, hw, plog.log_start_offset, lso), aborted
+        got = ctx.store.fetch(topic, partition, offset, limit, committed)
+        if got.records:
+            count = max(0, got.next_offset - offset)
+            telemetry.current().records_out(topic, count, len(got.records))
+        fields = _fields(0, got.high_watermark, got.log_start_offset, got.last_stable_offset)
+        return got.records, fields, got.aborted
     except OffsetOutOfRange as exc:
         return b"", _fields(1, exc.end_offset, exc.log_start_offset), []
     except LogDamaged as exc:  # CORRUPT_MESSAGE, with the partition's offsets as Kafka sends
-        fields = _fields(domain_error_code(exc), plog.high_watermark, plog.log_start_offset)
-        return b"", fields, []
+        start, hw = ctx.store.offsets(topic, partition)
+        return b"", _fields(domain_error_code(exc), hw, start), []
     except TidelogError as exc:
         return b"", _fields(domain_error_code(exc), -1, -1), []
-
-
-def _next_offset(data: bytes, offset: int) -> int:
-    """The offset after the last whole batch of a fetch answer (the last batch may be cut
-    short by the size limit: only whole ones count)."""
-    pos, end = 0, offset
-    while pos + rb.HEADER_SIZE <= len(data):
-        h = rb.parse_header(data, pos)
-        if pos + h.size > len(data):
-            break
-        end, pos = h.next_offset, pos + h.size
-    return end
 
 
 def _fields(error: int, hw: int, start: int, lso: int | None = None) -> dict:

@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from streams.errors import TidelogError, UnknownTopic
-from streams.log.store import is_internal
+from streams.log import is_internal
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import (

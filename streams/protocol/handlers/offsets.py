@@ -28,9 +28,6 @@ from streams.protocol.handlers.common import (
 
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 READ_COMMITTED = 1
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
 
 
 async def handle_list_offsets(ctx: BrokerContext, req: Request) -> Any:
@@ -60,20 +57,7 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, comm
     """(error code, offset, timestamp) for one partition; "latest" is the last stable offset
     for read_committed (isolation level 1), else the high watermark."""
     try:
-        plog = ctx.store.partition_log(topic, partition)
-        if timestamp == LATEST:
-            return 0, plog.last_stable_offset if committed else plog.high_watermark, -1
-        if timestamp == EARLIEST:
-            return 0, plog.log_start_offset, -1
-        if timestamp == MAX_TIMESTAMP:
-            timestamp = max((s.max_timestamp for s in plog.segments), default=-1)
-            if timestamp < 0:
-                return 0, -1, -1
-        found = plog.offset_for_timestamp(timestamp)
-        if found is None:
-            return 0, -1, -1
-        records = plog.read(found, max_records=1)
-        return 0, found, records[0].timestamp_ms if records else timestamp
+        return 0, *ctx.store.list_offset(topic, partition, timestamp, committed)
     except TidelogError as exc:
         return domain_error_code(exc), -1, -1
 
@@ -86,7 +70,7 @@ async def handle_offset_for_leader_epoch(ctx: BrokerContext, req: Request) -> An
         parts = []
         for p in t.partitions:
             try:
-                end = ctx.store.partition_log(t.topic, p.partition).high_watermark
+                end = ctx.store.offsets(t.topic, p.partition)[1]
                 code, epoch = 0, 0
             except TidelogError as exc:
                 code, epoch, end = domain_error_code(exc), -1, -1

@@ -3,18 +3,21 @@
 A Produce request is handled in two phases so that pipelined requests on one connection keep
 their order and still share fsyncs:
 
-1. synchronously, on the event loop, in request order: each partition's record set goes
-   through the log's entry point (``streams.log.produce.append_record_set``: validation,
-   the idempotent producer's sequence, the transaction coordinator's check of transactional
-   batches, then the write as received);
-2. then, off the loop, wait until the flush policy is satisfied (``sync_to``): the writes of
-   many requests and connections made meanwhile share one fdatasync (group commit).
+1. in request order, on the event loop: each partition's record set goes through the log's
+   one produce path (``LogStore.produce``: validation, the idempotent producer's sequence, the
+   transaction coordinator's check of transactional batches, then the write as received). The
+   write does not wait for the disk (a segment roll leaves its fsyncs to the next sync). A
+   topic to auto-create is created first on the listener's thread pool; the connection's next
+   request waits until this phase is done (``Deferred``), so the order holds;
+2. then, on the thread pool, wait until the flush policy is satisfied (``sync_to``): the
+   writes of many requests and connections made meanwhile share one fdatasync (group commit).
 
 acks=0 gets no response; if such a request fails, the connection is closed, as Kafka does.
 
 Thread-safety: handlers run on the listener's event loop, one request of a connection at a
 time (Produce and Fetch overlap later requests, see ``handlers``); blocking engine calls go
-through ``BrokerContext.blocking``.
+through ``BrokerContext.blocking``. Embedded producers append to the same partitions from their
+own threads: the partition's write lock orders them with the listener's writes.
 """
 
 from __future__ import annotations
@@ -24,16 +27,15 @@ from collections.abc import Awaitable
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from streams.errors import StorageError, TidelogError, UnknownTopic
-from streams.log.partition import PartitionLog
-from streams.log.produce import append_record_set
-from streams.log.store import is_internal
+from streams.errors import StorageError, TidelogError, TopicAlreadyExists
+from streams.log import is_internal
 from streams.protocol import codec
 from streams.protocol.codec import Request
 from streams.protocol.handlers import transactions
 from streams.protocol.handlers.common import (
     BrokerContext,
     CloseConnection,
+    Deferred,
     ErrorCode,
     domain_error_code,
     log,
@@ -43,6 +45,8 @@ from streams.protocol.handlers.common import (
 MIN_MAGIC2_VERSION = 3  # Produce v0-2 carry message format v0/v1, which Tidelog does not store
 MIN_TOPIC_ID_VERSION = 13  # topics named by id (KIP-516)
 MAX_EPOCH = 32767
+
+Sync = tuple[str, int, int]  # topic, partition, offset to sync up to
 
 
 class PartitionResult(NamedTuple):
@@ -55,13 +59,56 @@ class PartitionResult(NamedTuple):
 
 
 def handle_produce(ctx: BrokerContext, req: Request) -> Awaitable:
-    """Phase 1 now (see the module docstring); returns the awaitable of phase 2."""
+    """Phase 1 now (see the module docstring); returns the awaitable of phase 2. When a topic
+    must be auto-created first, phase 1 runs after that creation, off the loop, and the answer
+    is a ``Deferred`` whose ordered part ends once phase 1 has."""
+    missing = _to_create(ctx, req)
+    if not missing:
+        return _phase_two(ctx, req, _phase_one(ctx, req))
+    ordered = asyncio.get_running_loop().create_future()
+
+    async def create_then_produce() -> Any:
+        try:
+            await ctx.blocking(_create_topics, ctx, missing)
+            results = _phase_one(ctx, req)
+        finally:
+            ordered.set_result(None)
+        return await _phase_two(ctx, req, results)
+
+    return Deferred(ordered, asyncio.ensure_future(create_then_produce()))
+
+
+def _to_create(ctx: BrokerContext, req: Request) -> list[str]:
+    """The topics of `req` to auto-create (named, unknown, not internal, auto-create on)."""
+    if not ctx.config.auto_create_topics or req.api_version >= MIN_TOPIC_ID_VERSION:
+        return []  # by id (KIP-516): never auto-created
+    known = set(ctx.store.list_topics())
+    return sorted(
+        {t.name for t in req.body.topic_data if t.name not in known and not is_internal(t.name)}
+    )
+
+
+def _create_topics(ctx: BrokerContext, names: list[str]) -> None:
+    """Auto-create (blocking: the new partitions and the topic's metadata are fsynced); a
+    name another request created meanwhile is fine, and an invalid one is left for the
+    append to report."""
+    for name in names:
+        try:
+            ctx.store.create_topic(name, ctx.config.default_partitions)
+            log.info("auto-created topic %s on produce", name)
+        except TopicAlreadyExists:
+            pass
+        except TidelogError as exc:
+            log.info("topic %s not auto-created on produce: %s", name, exc)
+
+
+def _phase_one(ctx: BrokerContext, req: Request) -> tuple[list, list[Sync]]:
     body = req.body
-    syncs: list[tuple[PartitionLog, int]] = []
+    syncs: list[Sync] = []
     results = []
     for topic_data in body.topic_data:
         name, topic_error = topic_data.name, 0
-        if req.api_version >= MIN_TOPIC_ID_VERSION:  # by id (KIP-516): never auto-created
+        if req.api_version >= MIN_TOPIC_ID_VERSION:
             try:
                 name = topic_for_id(ctx, topic_data.topic_id)
             except TidelogError as exc:
@@ -73,10 +120,15 @@ def handle_produce(ctx: BrokerContext, req: Request) -> Awaitable:
             for pd in topic_data.partition_data
         ]
         results.append((name, topic_data.topic_id, parts))
+    return results, syncs
+
+
+def _phase_two(ctx: BrokerContext, req: Request, phase_one: tuple[list, list[Sync]]) -> Awaitable:
+    results, syncs = phase_one
     # requested now, not in `_complete`: written records must reach the disk (and the high
     # watermark) even if this request is cancelled, e.g. by its connection closing
-    synced = ctx.executor.submit(_sync_all, syncs) if syncs else None
-    return _complete(req, body.acks, results, synced)
+    synced = ctx.executor.submit(_sync_all, ctx, syncs) if syncs else None
+    return _complete(req, req.body.acks, results, synced)
 
 
 def _produce_partition(ctx, req, acks, topic, partition, records, syncs) -> PartitionResult:
@@ -87,43 +139,24 @@ def _produce_partition(ctx, req, acks, topic, partition, records, syncs) -> Part
     if is_internal(topic):
         return PartitionResult(partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     try:
-        plog = _partition_log(ctx, topic, partition)
-        return _append(ctx, plog, bytes(records or b""), syncs)
+        data = bytes(records or b"")
+        done = ctx.store.produce(topic, partition, data, ctx.transactions.verify_produce)
     except TidelogError as exc:
         return PartitionResult(partition, domain_error_code(exc), message=str(exc))
-
-
-def _partition_log(ctx: BrokerContext, topic: str, partition: int) -> PartitionLog:
-    try:
-        return ctx.store.partition_log(topic, partition)
-    except UnknownTopic:
-        if not ctx.config.auto_create_topics:
-            raise
-        # rare (clients ask Metadata first, which creates): created inline to keep the order
-        if topic not in ctx.store.list_topics():
-            ctx.store.create_topic(topic, ctx.config.default_partitions)
-            log.info("auto-created topic %s on produce", topic)
-        return ctx.store.partition_log(topic, partition)
-
-
-def _append(ctx, plog: PartitionLog, data: bytes, syncs) -> PartitionResult:
-    """One partition's record set through the log's entry point (``streams.log.produce``)."""
-    done = append_record_set(plog, data, ctx.producers, ctx.transactions.verify_produce)
     if done.sync_to is not None:
-        syncs.append((plog, done.sync_to))
-    start = plog.log_start_offset
-    return PartitionResult(plog.partition, 0, done.base_offset, done.timestamp, start)
+        syncs.append((topic, partition, done.sync_to))
+    return PartitionResult(partition, 0, done.base_offset, done.timestamp, done.log_start_offset)
 
 
-def _sync_all(syncs: list[tuple[PartitionLog, int]]) -> dict[tuple[str, int], StorageError]:
+def _sync_all(ctx: BrokerContext, syncs: list[Sync]) -> dict[tuple[str, int], StorageError]:
     """Wait for the disk; returns the partitions whose sync failed (they answer
     KAFKA_STORAGE_ERROR: their records may not be on disk, so they are not acknowledged)."""
     failed = {}
-    for plog, end in syncs:
+    for topic, partition, end in syncs:
         try:
-            plog.sync_to(end)
+            ctx.store.sync_to(topic, partition, end)
         except StorageError as exc:
-            failed[(plog.topic, plog.partition)] = exc
+            failed[(topic, partition)] = exc
     return failed
 
 
@@ -167,6 +200,7 @@ def _with_sync_failures(results, failed: dict[tuple[str, int], StorageError]):
     return [
         (
             name,
+            topic_id,
             [
                 PartitionResult(r.index, code, message=str(failed[(name, r.index)]))
                 if (name, r.index) in failed and not r.error
@@ -174,7 +208,7 @@ def _with_sync_failures(results, failed: dict[tuple[str, int], StorageError]):
                 for r in parts
             ],
         )
-        for name, parts in results
+        for name, topic_id, parts in results
     ]
 
 
@@ -186,7 +220,7 @@ async def handle_init_producer_id(ctx: BrokerContext, req: Request) -> Any:
     if req.api_version >= 3 and pid >= 0 and 0 <= epoch < MAX_EPOCH:
         epoch += 1  # KIP-360: the producer bumps its epoch to reset its sequences
     else:
-        pid, epoch = await ctx.blocking(ctx.producers.allocate_id), 0
+        pid, epoch = await ctx.blocking(ctx.store.allocate_producer_id), 0
     return codec.make_response(
         req, throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch
     )

@@ -63,7 +63,7 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, req: Request) -> Any:
     errors: dict[tuple[str, int], int] = {}
     for topic, partition in wanted:
         try:
-            ctx.store.partition_log(topic, partition)
+            ctx.store.check_partition(topic, partition)
         except TidelogError as exc:
             errors[(topic, partition)] = domain_error_code(exc)
     if errors:
@@ -263,8 +263,6 @@ async def handle_describe_producers(ctx: BrokerContext, req: Request) -> Any:
         parts = []
         for p in t.partition_indexes:
             try:
-                plog = ctx.store.partition_log(t.name, p)
-                open_txns = dict(plog.txns.open)
                 active = [
                     cls.PartitionResponse.ProducerState(
                         producer_id=s.producer_id,
@@ -272,9 +270,9 @@ async def handle_describe_producers(ctx: BrokerContext, req: Request) -> Any:
                         last_sequence=s.last_sequence,
                         last_timestamp=s.last_timestamp,
                         coordinator_epoch=0,
-                        current_txn_start_offset=open_txns.get(s.producer_id, -1),
+                        current_txn_start_offset=s.current_txn_start_offset,
                     )
-                    for s in ctx.producers.describe(t.name, p)
+                    for s in ctx.store.describe_producers(t.name, p)
                 ]
                 code, message = 0, None
             except TidelogError as exc:

@@ -346,3 +346,58 @@ def test_a_resumed_page_gets_its_open_10_second_window_whole(
         await ws.disconnect()
 
     run(body)
+
+
+def test_the_jobs_page_gets_each_jobs_read_and_written_records(
+    broker, hub, clock, connect, login, viewer
+):
+    """Scope ``jobs``: a job's records read (its group's commits) and written (its output
+    topic's produce rate), and nothing else (not the produce rate of its input)."""
+    import time
+
+    from streams.jobs import JSON, Job
+    from streams.jobs.embedded import JobSpec
+
+    def doubler() -> Job:
+        job = Job("doubler")
+        job.stream("orders", value=JSON).map(lambda v: {"n": v["n"] * 2}).to("doubled")
+        return job
+
+    produce(broker, "orders", 4)
+    broker.jobs.register(JobSpec("doubler", doubler))
+    broker.jobs.start("doubler")
+    headers = login(viewer)
+
+    def processed(n: int) -> None:
+        deadline = time.monotonic() + 20
+        while broker.jobs.status("doubler").worker.records_out < n:
+            assert time.monotonic() < deadline, "the job did not process its input"
+            time.sleep(0.05)
+        committed = broker.coordinator.committed("doubler")
+        while sum(c.offset for c in committed.values()) < n:
+            assert time.monotonic() < deadline, "the job did not commit"
+            time.sleep(0.05)
+            committed = broker.coordinator.committed("doubler")
+
+    async def body():
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "jobs", "range_ms": 300_000})
+        await receive(ws, "backfill")
+        await asyncio.to_thread(processed, 4)
+        await next_second(hub, clock)  # the group's first commits: the sampler's baseline
+        await receive(ws, "points")
+        await asyncio.to_thread(produce, broker, "orders", 3)
+        await asyncio.to_thread(processed, 7)
+        await next_second(hub, clock)
+        live = await receive(ws, "points")
+        names = {s for s, *_ in live["points"]}
+        assert list(values(live, series("group_records", "doubler")).values()) == [3]
+        assert list(values(live, series("records_in", "doubled")).values()) == [3]
+        assert series("records_in", "orders") not in names  # the job's input: not drawn
+        await ws.disconnect()
+
+    try:
+        run(body)
+    finally:
+        broker.jobs.stop("doubler")

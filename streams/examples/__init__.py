@@ -1,0 +1,1 @@
+"""Worked examples that ship with Tidelog (each tested under tests/)."""

@@ -1,0 +1,88 @@
+"""``EmbeddedJobs``: jobs run on threads inside the broker's process, started and stopped by
+name; a job whose record fails stops as "failed" with the record's place."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from streams.errors import InvalidConfig, JobStateConflict, UnknownJob
+from streams.jobs import JSON, Count, Job, Tumbling, field
+from streams.jobs.embedded import EmbeddedJobs, JobSpec
+from tests.jobs.test_runner import coordinator, read_all, store, write  # noqa: F401
+
+
+def counting() -> Job:
+    job = Job("counting")
+    (
+        job.stream("events", value=JSON, timestamp=field("ts"))
+        .window(Tumbling(10))
+        .aggregate(name="w", n=Count())
+        .to("counts")
+    )
+    return job
+
+
+def wait_for(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def jobs(store, coordinator):  # noqa: F811
+    jobs = EmbeddedJobs(store, coordinator, idle_wait_s=0.01, metrics_every_ms=0)
+    jobs.register(JobSpec("counting", counting, "counts events per 10 ms"))
+    yield jobs
+    jobs.close()
+
+
+def test_start_runs_the_job_and_stop_commits_it(jobs, store, coordinator):  # noqa: F811
+    store.create_topic("events", 1)
+    assert jobs.status("counting").state == "stopped"
+    assert jobs.status("counting").worker is None
+    write(store, "events", [("a", {"ts": t}, t) for t in (1, 2, 15)])
+    status = jobs.start("counting")
+    assert status.inputs == ["events"] and status.outputs == ["counts"]
+    with pytest.raises(JobStateConflict):
+        jobs.start("counting")
+    wait_for(lambda: jobs.status("counting").worker.records_in == 3)
+    wait_for(lambda: len(read_all(store, "counts")) == 1)
+    stopped = jobs.stop("counting")
+    assert stopped.state == "stopped"
+    assert stopped.worker.records_in == 3  # the last numbers stay visible
+    assert coordinator.committed("counting")[("events", 0)].offset == 3
+    assert not [t for t in threading.enumerate() if t.name == "tidelog-job-counting"]
+    with pytest.raises(JobStateConflict):
+        jobs.stop("counting")
+    jobs.start("counting")  # again: from the committed offsets, state from the changelog
+    write(store, "events", [("a", {"ts": 30}, 30)])
+    wait_for(lambda: len(read_all(store, "counts")) == 2)  # the window of 15 closed
+    assert [v["n"] for _, v, _ in read_all(store, "counts")] == [2, 1]
+
+
+def test_unknown_jobs_and_bad_inputs_are_refused(jobs):
+    with pytest.raises(UnknownJob):
+        jobs.start("nope")
+    with pytest.raises(UnknownJob):
+        jobs.stop("nope")
+    with pytest.raises(InvalidConfig, match="does not exist"):
+        jobs.start("counting")  # its input topic is missing: nothing runs
+    assert jobs.status("counting").state == "stopped"
+
+
+def test_a_failing_record_stops_the_job_as_failed(jobs, store):  # noqa: F811
+    store.create_topic("events", 1)
+    write(store, "events", [("a", {"ts": 1}, 1)])
+    store.append_batch("events", [(b"{broken", b"a", (), 2)])
+    jobs.start("counting")
+    wait_for(lambda: jobs.status("counting").state == "failed")
+    status = jobs.status("counting")
+    assert "events-0 offset 1" in status.failure
+    (fault,) = status.worker.errors
+    assert (fault.topic, fault.partition, fault.offset) == ("events", 0, 1)
