@@ -14,6 +14,9 @@ and any Kafka cluster.
   (default 5000, as Quix);
 - ``-X key=value``: any librdkafka setting, for every client (security, timeouts ...).
 
+For the crash tests, ``TIDELOG_JOBS_CRASH_IN_CHECKPOINT=N`` makes the worker SIGKILL itself in
+the middle of its Nth checkpoint that writes records (``KafkaLog(crash_in_checkpoint=N)``).
+
 SIGTERM or SIGINT stops the worker cleanly: it checkpoints, closes its tasks and leaves the
 group, so the others take its tasks over at once. Exit status 0 after a clean stop, 2 for bad
 arguments, 1 when the job failed (the error names the record's topic, partition and offset).
@@ -99,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = _settings(args.settings)
         if args.checkpoint_interval_ms < 0:
             raise ValueError("--checkpoint-interval-ms must be >= 0")
+        crash = os.environ.get("TIDELOG_JOBS_CRASH_IN_CHECKPOINT")
+        crash_at = int(crash) if crash else None
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -108,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     exactly_once = args.processing_guarantee == "exactly-once"
     runner = Runner(
         job,
-        log=KafkaLog(args.bootstrap, exactly_once=exactly_once, client_config=settings),
+        log=KafkaLog(
+            args.bootstrap,
+            exactly_once=exactly_once,
+            client_config=settings,
+            crash_in_checkpoint=crash_at,
+        ),
         state_backend=args.state_backend,
         state_dir=args.state_dir,
         max_records=args.max_records,

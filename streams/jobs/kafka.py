@@ -41,6 +41,8 @@ Thread-safety: one thread drives a ``KafkaLog`` (the runner's).
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -56,7 +58,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.errors import TidelogError
-from streams.jobs.logs import TP, LogRecord, TaskCheckpoint, TaskMigrated
+from streams.jobs.logs import TP, KeyValue, LogRecord, TaskCheckpoint, TaskMigrated
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class KafkaLog:
         commit_timeout_s: float = 120.0,
         offsets_timeout_s: float = 10.0,
         poll_timeout_s: float = 0.1,
+        crash_in_checkpoint: int | None = None,
     ):
         self.exactly_once = exactly_once
         self.base = {"bootstrap.servers": bootstrap, **(client_config or {})}
@@ -96,6 +99,10 @@ class KafkaLog:
         self.prefix = transactional_id_prefix
         self.commit_timeout_s = commit_timeout_s
         self.offsets_timeout_s = offsets_timeout_s
+        # fault injection for the crash tests: SIGKILL this process in the middle of the Nth
+        # checkpoint that writes records, once they are on the broker (exactly-once: before
+        # commit_transaction; at-least-once: before the offset commit)
+        self._crash_at = crash_in_checkpoint
         self.poll_timeout_s = poll_timeout_s
         self.admin = AdminClient(self._common)
         self.consumer: Consumer | None = None
@@ -108,6 +115,13 @@ class KafkaLog:
         self._failed: list[KafkaError] = []  # at-least-once delivery errors since the flush
         self._restorer: Consumer | None = None
         self._done: dict[TP, int] = {}  # the offsets last committed
+
+    @property
+    def _member(self) -> Consumer:
+        """The group consumer (``join`` made it)."""
+        if self.consumer is None:
+            raise KafkaLogError("the job's log has not joined its group (join() first)")
+        return self.consumer
 
     # ------------------------------------------------------------------ topics
 
@@ -152,7 +166,7 @@ class KafkaLog:
         self._subscribe()
 
     def _subscribe(self) -> None:
-        self.consumer.subscribe(
+        self._member.subscribe(
             self._topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
         )
 
@@ -173,7 +187,7 @@ class KafkaLog:
     def rejoin(self) -> None:
         """After being fenced: leave the group and join again (a fresh assignment)."""
         self._buffers.clear()
-        self.consumer.unsubscribe()
+        self._member.unsubscribe()
         self._subscribe()
 
     def poll(self) -> None:
@@ -183,16 +197,16 @@ class KafkaLog:
         self._fetch(min(seconds, self.poll_timeout_s))
 
     def _fetch(self, timeout: float) -> None:
-        msgs = self.consumer.consume(FETCH_BATCH, timeout)
+        msgs = self._member.consume(FETCH_BATCH, timeout)
         for m in msgs:
             err = m.error()
             if err is not None:
                 if err.code() != KafkaError._PARTITION_EOF:
                     log.warning("job %s: fetch: %s", self._group, err.str())
                 continue
-            buf = self._buffers.get((m.topic(), m.partition()))
+            buf = self._buffers.get((m.topic() or "", m.partition() or 0))
             if buf is not None:  # None: not (or no longer) ours
-                buf.append(LogRecord(m.offset(), m.key(), m.value(), m.timestamp()[1]))
+                buf.append(LogRecord(m.offset() or 0, m.key(), m.value(), m.timestamp()[1]))
 
     def claim(self, tasks: list[int]) -> None:
         """Exactly-once: a transactional producer per task, initialised (fencing the task's
@@ -223,7 +237,7 @@ class KafkaLog:
 
     def start_positions(self, group: str, tps: list[TP]) -> dict[TP, int]:
         asked = [TopicPartition(t, p) for t, p in tps]
-        done = self.consumer.committed(asked, timeout=self.commit_timeout_s)
+        done = self._member.committed(asked, timeout=self.commit_timeout_s)
         out = {}
         for tp in done:
             if tp.error is not None:
@@ -231,7 +245,7 @@ class KafkaLog:
             if tp.offset >= 0:
                 out[(tp.topic, tp.partition)] = tp.offset
             else:
-                low, _ = self.consumer.get_watermark_offsets(tp, timeout=self.commit_timeout_s)
+                low, _ = self._member.get_watermark_offsets(tp, timeout=self.commit_timeout_s)
                 out[(tp.topic, tp.partition)] = low
         return out
 
@@ -249,19 +263,19 @@ class KafkaLog:
         for tp in positions:
             self._buffers[tp] = deque()
         if self._pending_assign():
-            self.consumer.assign(self._assignment_with(parts))
+            self._member.assign(self._assignment_with(parts))
         else:
             for part in parts:
-                self.consumer.seek(part)
+                self._member.seek(part)
 
     def _pending_assign(self) -> bool:
         """Inside the assign callback the new partitions are not assigned yet."""
-        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        assigned = {(tp.topic, tp.partition) for tp in self._member.assignment()}
         return not set(self._buffers) <= assigned
 
     def _assignment_with(self, parts: list[TopicPartition]) -> list[TopicPartition]:
         given = {(tp.topic, tp.partition) for tp in parts}
-        kept = [tp for tp in self.consumer.assignment() if (tp.topic, tp.partition) not in given]
+        kept = [tp for tp in self._member.assignment() if (tp.topic, tp.partition) not in given]
         return kept + parts
 
     def read(self, topic: str, partition: int, offset: int, max_records: int) -> list:
@@ -273,10 +287,10 @@ class KafkaLog:
         return [buf[i] for i in range(min(max_records, len(buf)))]
 
     def end_offset(self, topic: str, partition: int) -> int:
-        _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        _, high = self._member.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
         return high if high is not None and high >= 0 else 0
 
-    def restore(self, topic: str, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+    def restore(self, topic: str, partition: int) -> Iterator[KeyValue]:
         if self._restorer is None:
             self._restorer = Consumer(
                 {
@@ -350,8 +364,11 @@ class KafkaLog:
             # a short wait: while the group rebalances, the offsets cannot be committed until
             # this worker polls its consumer again (e.g. after a broker restart); abort instead
             producer.send_offsets_to_transaction(
-                offsets, self.consumer.consumer_group_metadata(), self.offsets_timeout_s
+                offsets, self._member.consumer_group_metadata(), self.offsets_timeout_s
             )
+            if cp.records and self._crashing():
+                producer.flush(self.commit_timeout_s)
+                os.kill(os.getpid(), signal.SIGKILL)
             self._commit(producer)
             return True
         except KafkaException as exc:
@@ -405,6 +422,8 @@ class KafkaLog:
         for cp in tasks.values():
             self._produce(self._producer, cp.records)
         left = self._producer.flush(self.commit_timeout_s)
+        if any(cp.records for cp in tasks.values()) and self._crashing():
+            os.kill(os.getpid(), signal.SIGKILL)
         if left or self._failed:
             log.warning(
                 "job %s: %s undelivered, %s failed: rewinding", self._group, left, self._failed
@@ -416,12 +435,18 @@ class KafkaLog:
         ]
         if offsets:
             try:
-                self.consumer.commit(offsets=offsets, asynchronous=False)
+                self._member.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
                 log.warning(
                     "job %s: offset commit failed, records may repeat: %s", self._group, exc
                 )
         return set()
+
+    def _crashing(self) -> bool:
+        if self._crash_at is None:
+            return False
+        self._crash_at -= 1
+        return self._crash_at <= 0
 
     def _delivered(self, err, msg) -> None:
         if err is not None:
@@ -430,7 +455,7 @@ class KafkaLog:
     def close(self) -> None:
         """Leave the group (the other workers rebalance at once) and close every client."""
         if self.consumer is not None:
-            self.consumer.close()
+            self._member.close()
             self.consumer = None
         if self._producer is not None:
             self._producer.flush(10)

@@ -47,6 +47,7 @@ TP = tuple[str, int]
 # records a task writes at a checkpoint, by (topic, partition); partition None: by key
 Records = dict[tuple[str, int | None], list[ProducerRecord]]
 Callback = Callable[[list[TP]], None]
+KeyValue = tuple[bytes | None, bytes | None]  # a changelog record: key, value (None: deleted)
 
 
 class LogRecord(NamedTuple):
@@ -93,7 +94,7 @@ class JobLog(Protocol):
 
     def end_offset(self, topic: str, partition: int) -> int: ...
 
-    def restore(self, topic: str, partition: int) -> Iterator[tuple[bytes, bytes | None]]: ...
+    def restore(self, topic: str, partition: int) -> Iterator[KeyValue]: ...
 
     def seek(self, positions: dict[TP, int]) -> None: ...
 
@@ -125,7 +126,7 @@ class EmbeddedLog:
         self.store, self.coordinator, self.group = store, coordinator, group
         self._consumer_options = consumer_options or {}
         self._client_id = client_id
-        self.consumer = None
+        self.consumer: Consumer | None = None
 
     def partition_count(self, topic: str) -> int | None:
         try:
@@ -143,7 +144,7 @@ class EmbeddedLog:
         if not self.group:
             on_assign([(t, p) for t in topics for p in range(self.store.partition_count(t))])
             return
-        self.consumer = Consumer(
+        consumer = self.consumer = Consumer(
             self.store,
             self.coordinator,
             group,
@@ -152,9 +153,9 @@ class EmbeddedLog:
             enable_auto_commit=False,
             **self._consumer_options,
         )
-        self.consumer.on_assign = on_assign
-        self.consumer.on_revoke = on_revoke
-        self.consumer.subscribe(topics)
+        consumer.on_assign = on_assign
+        consumer.on_revoke = on_revoke
+        consumer.subscribe(topics)
 
     def poll(self) -> None:
         if self.consumer is not None:
@@ -190,7 +191,7 @@ class EmbeddedLog:
     def end_offset(self, topic: str, partition: int) -> int:
         return self.store.offsets(topic, partition)[1]
 
-    def restore(self, topic: str, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+    def restore(self, topic: str, partition: int) -> Iterator[KeyValue]:
         pos, end = self.store.offsets(topic, partition, committed=True)
         while pos < end:
             recs = self.store.read(topic, partition, pos, max_records=5000, committed=True)
