@@ -400,3 +400,17 @@ def test_a_sqlite_view_applies_a_replayed_event_once_and_refuses_a_gap(store, sh
         view.apply("product/new", later, 0)
     assert view.dump() == once
     view.close()
+
+
+def test_views_in_memory_are_rebuilt_whole_by_the_next_process(store, coordinator, shop):
+    """In-memory SQLite views start empty in a new process: their jobs read from offset 0
+    again instead of resuming at committed offsets (which would leave them empty)."""
+    workload(shop, 11, 150)
+    first = ShopViews(store, coordinator)
+    first.catch_up()
+    before = first.state()
+    first.close()
+    second = ShopViews(store, coordinator)  # as a restarted process would
+    second.catch_up()
+    assert second.state() == before and before["read_model"]["products"]
+    second.close()
