@@ -144,14 +144,14 @@ def test_kill_9_mid_snapshot_under_concurrent_writes_resumes_without_rereading_t
 
     records = read_topic(bootstrap, TOPIC)
     assert fold(records) == table_rows(pg_dsn), "the topic differs from the table"
-    [final] = _progress(bootstrap).values()  # one snapshot, resumed, not a second one
-    assert final["done"] and final["resumed_from"] is not None
-    resumed = final["resumed_from"]
-    assert resumed["chunks"] >= 5 and resumed["last_key"] is not None
     # what the second run read: the rest of the table from the last recorded key on (a chunk
     # acknowledged after the last progress record is read again), not the table from the start
     read_after = len(_reads(records[len(killed_at) :]))
     assert read_after < rows - read_before + 5 * chunk, (read_before, read_after)
+    [final] = _progress(bootstrap).values()  # one snapshot, resumed, not a second one
+    assert final["done"] and final["resumed_from"] is not None
+    resumed = final["resumed_from"]
+    assert resumed["chunks"] >= 5 and resumed["last_key"] is not None
     assert final["rows_selected"] - resumed["rows_selected"] <= rows - resumed["last_key"][0]
     # and no row skipped: every key up to the end was read by one run or the other, or changed
     every_read = {r.key["id"] for r in _reads(records)}
