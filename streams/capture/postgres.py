@@ -387,6 +387,7 @@ class PostgresCapture:
         self.chunk_rows = chunk_rows
         self.snapshots: list[SnapshotJob] = []  # every snapshot asked for, with its progress
         self._jobs: deque[SnapshotJob] = deque()  # those not done, in order
+        self._unrecorded: deque[SnapshotJob] = deque()  # asked for, no progress record yet
         self._window: ChunkWindow | None = None
         self._paused = threading.Event()
         self._lock = threading.Lock()
@@ -420,6 +421,7 @@ class PostgresCapture:
         with self._lock:
             self.snapshots.append(job)
             self._jobs.append(job)
+            self._unrecorded.append(job)
         return job
 
     def pause_snapshots(self) -> None:
@@ -534,6 +536,8 @@ class PostgresCapture:
             )
             while not self._stop.is_set():
                 msg = cursor.read_message()
+                if self._unrecorded:
+                    self._record_requested()
                 if self._window is None and self._jobs and not self._paused.is_set():
                     self._start_chunk()
                 if msg is not None:
@@ -700,12 +704,22 @@ class PostgresCapture:
             except BufferError:
                 producer.poll(0.1)
 
+    def _record_requested(self) -> None:
+        """The snapshots asked for since, recorded (so they survive a restart before or while
+        they wait for their first chunk: queued behind another snapshot, or paused)."""
+        with self._lock:
+            jobs = list(self._unrecorded)
+            self._unrecorded.clear()
+        for job in jobs:
+            if not job.recorded:
+                self._record_progress(job)
+                job.recorded = True
+
     def _start_chunk(self) -> None:
         with self._lock:
             job = self._jobs[0]
-        if not job.recorded:  # a snapshot asked for survives a restart before its first chunk
-            self._record_progress(job)
-            job.recorded = True
+        if not job.recorded:  # asked for since this loop's `_record_requested`
+            self._record_requested()
         info = self._tables[job.oid]
         schema = snapshot.table_schema(
             self._db,

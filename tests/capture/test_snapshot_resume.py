@@ -159,3 +159,26 @@ def test_kill_9_mid_snapshot_under_concurrent_writes_resumes_without_rereading_t
     assert set(range(1, rows + 1)) - every_read - changed == set()
     assert "resuming snapshot of public.accounts after key" in log_path.read_text()
     print(f"{read_before} rows read before the kill, {read_after} after; final {final}")
+
+
+def test_a_snapshot_asked_for_but_not_started_survives_a_restart(pg_dsn, bootstrap):
+    _accounts(pg_dsn, 30)
+    with CaptureThread(dsn=pg_dsn, tables=["accounts"], bootstrap=bootstrap) as first:
+        first.pause_snapshots()
+        waiting = first.request_snapshot("accounts", keys=[{"id": 3}, {"id": 4}])
+        wait_for(lambda: waiting.id in _progress(bootstrap), "its progress record")
+    assert waiting.chunks == 0 and not waiting.done
+
+    with CaptureThread(dsn=pg_dsn, tables=["accounts"], bootstrap=bootstrap) as second:
+        [resumed] = second.snapshots
+        assert (resumed.id, resumed.keys) == (waiting.id, [{"id": 3}, {"id": 4}])
+        assert resumed.resumed_from == {
+            "last_key": None,
+            "chunks": 0,
+            "rows_selected": 0,
+            "rows_written": 0,
+            "as_of_offset": None,
+        }
+        wait_for(lambda: resumed.done, "the snapshot of two keys")
+    records = read_topic(bootstrap, TOPIC)
+    assert [(r.key["id"], r.value["op"]) for r in records] == [(3, "r"), (4, "r")]
