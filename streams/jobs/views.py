@@ -157,8 +157,9 @@ class ViewInfo:
     windowed: bool
     partitions: int
     served: list[int]  # partitions a runner of this process serves
-    keys: int
+    keys: int  # rows in those partitions
     as_of_ms: int | None
+    served_elsewhere: list[int] = field(default_factory=list)  # by workers of other processes
 
 
 @dataclass
@@ -364,7 +365,7 @@ class View:
         with self._cond:
             served = sorted(p for p, part in self.parts.items() if part.owner is not None)
             as_of = max((part.as_of or 0 for part in self.parts.values()), default=0) or None
-            keys = sum(len(part.rows) for part in self.parts.values())
+            keys = sum(len(self.parts[p].rows) for p in served)
         return ViewInfo(
             self.job_name,
             self.name,
