@@ -58,6 +58,7 @@ from streams.log.partitioner import partition_for_key
 VIEW_KINDS = ("aggregate", "window", "table_join")
 MAX_ROWS = 1000  # largest answer of a range query (``limit``)
 MAX_WAIT_S = 60.0
+_LOOKBACK = 256  # records read back from a partition's end to find its last data record
 VIEW_RETENTION_MS = 24 * 3600 * 1000  # a windowed view keeps a window a day past its end
 
 
@@ -543,10 +544,28 @@ class ViewRegistry:
         self._runners: dict[str, set[int]] = {}
 
     def end_offset(self, topic: str, partition: int) -> int:
+        """Where a runner that has read all of the partition's committed records stands: one
+        past the last committed data record (a transaction's commit marker, or an aborted
+        record, at the end is never a runner's position: read_committed readers skip them)."""
         end_offset = getattr(self.log_store, "end_offset", None)
         if end_offset is not None:
             return end_offset(topic, partition)
-        return self.log_store.offsets(topic, partition)[1]
+        store = self.log_store
+        start, stable = store.offsets(topic, partition, committed=True)
+        upto = stable
+        while upto > start:
+            lo = pos = max(start, upto - _LOOKBACK)
+            last = None
+            while pos < upto:  # forward through the window (a read may stop early)
+                recs = store.read(topic, partition, pos, max_records=_LOOKBACK, committed=True)
+                if not recs:
+                    break
+                last = max([r.offset for r in recs if r.offset < upto], default=last)
+                pos = recs[-1].offset + 1
+            if last is not None:
+                return last + 1
+            upto = lo
+        return start
 
     def attach(self, runner, counts: dict[str, int]) -> RunnerViews:
         job = runner.job

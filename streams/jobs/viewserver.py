@@ -95,9 +95,11 @@ def owners_from_group(description) -> dict[int, str]:
 
 
 class ViewServer:
-    """Serves `registry`'s views on ``host:port`` (port 0: a free one; ``address`` says)."""
+    """Serves `registry`'s views on ``host:port`` (port 0: a free one; ``address`` says). The
+    socket is bound at once (so the address can be advertised before the worker joins); the
+    registry may be set until ``start``."""
 
-    def __init__(self, registry: ViewRegistry, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, registry: ViewRegistry | None, host: str = "127.0.0.1", port: int = 0):
         self.registry = registry
         server = self
 
@@ -146,7 +148,10 @@ class ViewServer:
         self._httpd.server_close()
 
     def answer(self, body: dict) -> dict:
-        """One query: ``{"op": "get"|"range"|"windows"|"wait", "job", "view", ...}``."""
+        """One query: ``{"op": "describe"|"partition"|"get"|"range"|"windows"|"wait", "job",
+        "view", ...}``."""
+        if self.registry is None:
+            raise ViewUnavailable("this worker's views are not ready yet")
         op = body.get("op")
         if op == "describe":
             return {
