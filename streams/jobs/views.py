@@ -20,8 +20,9 @@ key serde of the topic that partitioned the view's input (the repartition topic 
 ``key_by``, else the input topic) and hashed with murmur2, as Kafka's default partitioner
 (so a job reading an input keyed by its producer, not re-keyed, assumes the producer used the
 default partitioner). ``LocalViews`` answers for the tasks the runners of this process own; a
-partition owned by no runner here raises ``ViewUnavailable`` naming it (workers in other
-processes are not reached: see the module's closing note in DEVELOPERS.md).
+partition owned by no runner here raises ``ViewUnavailable`` naming it. Workers in other
+processes are reached by ``viewserver.RoutedViews`` (what the console uses) at the query
+endpoint each advertises.
 
 Read-your-writes. ``wait_for={topic: {partition: offset}}`` blocks (up to ``timeout_s``, then
 ``ViewTimeout``) until the view reflects every record of those input partitions below those
