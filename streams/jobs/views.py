@@ -143,6 +143,9 @@ class Changes:
     token: Token
 
 
+ENDED = Changes(0, [], 0, Token({}, None, None))  # a change stream's last item: the job stopped
+
+
 @dataclass(frozen=True)
 class Snapshot:
     time: int
@@ -358,6 +361,15 @@ class View:
             )
             t = self._tick()
             return Snapshot(t, rows, t + 1, self._token(self.parts))
+
+    def end(self) -> None:
+        """The job stopped here: listeners get ``ENDED`` and are dropped."""
+        with self._cond:
+            listeners, self._subscribers = self._subscribers, []
+            self.parts.clear()
+            self._cond.notify_all()
+        for callback in listeners:
+            callback(ENDED)
 
     def token(self) -> Token:
         with self._cond:
@@ -586,12 +598,16 @@ class ViewRegistry:
         return RunnerViews(self, runner, views)
 
     def detach(self, runner) -> None:
+        """A runner stopped; when it was the job's last here, its views end."""
+        ended: dict[str, View] = {}
         with self._lock:
             members = self._runners.get(runner.job.name, set())
             members.discard(id(runner))
             if not members:
                 self._runners.pop(runner.job.name, None)
-                self._views.pop(runner.job.name, None)
+                ended = self._views.pop(runner.job.name, {})
+        for view in ended.values():
+            view.end()
 
     def jobs(self) -> dict[str, dict[str, View]]:
         with self._lock:

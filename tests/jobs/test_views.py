@@ -16,7 +16,14 @@ from streams.errors import InvalidConfig
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Count, Job, Max, Sum, Tumbling, field
 from streams.jobs.runner import Runner
-from streams.jobs.views import LocalViews, UnknownView, ViewTimeout, ViewUnavailable, order
+from streams.jobs.views import (
+    ENDED,
+    LocalViews,
+    UnknownView,
+    ViewTimeout,
+    ViewUnavailable,
+    order,
+)
 from streams.log import LogStore
 
 COUNTRIES = ["at", "be", "ch", "de", "es", "fi", "fr", "gr", "ie", "it", "nl", "pt", "se"]
@@ -400,7 +407,10 @@ def test_change_stream_shows_an_update_as_retraction_then_insertion(store, coord
     produce(store, "orders", "o3", {"country": "fr", "amount": 12, "ts": 3})
     runner.run_until_idle()
     assert [c for b in seen for c in b.changes] == changes  # nothing after unsubscribing
-    runner.close()
+    again: list = []
+    view.subscribe(again.append)
+    runner.close()  # the job stops: its stream ends
+    assert again == [ENDED]
 
 
 def test_windowed_view_drops_windows_past_its_retention(store, coordinator):

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from brokerui.cluster import is_external
 from streams.errors import InvalidConfig, TidelogError, UnknownGroup
 from streams.jobs.views import (
+    ENDED,
     MAX_ROWS,
     MAX_WAIT_S,
     Answer,
@@ -271,7 +272,9 @@ def snapshot_message(snap: Snapshot) -> dict:
 
 
 def changes_event(batch: Changes) -> dict:
-    """A publish as a channel-layer event (plain data)."""
+    """A publish as a channel-layer event (plain data); ``ended`` when the job stopped."""
+    if batch is ENDED:
+        return {"type": VIEW_EVENT, "ended": True}
     return {
         "type": VIEW_EVENT,
         "time": batch.time,
@@ -285,6 +288,10 @@ def stream_messages(event: dict, since: int) -> list[dict]:
     """What a socket that took its snapshot at `since` sends for a publish: its changes
     (``[time, diff, key, row]``, an update as -1 old row then +1 new row) if any, then a
     progress mark; nothing for a publish the snapshot already holds."""
+    if event.get("ended"):
+        return [
+            {"type": "unavailable", "message": "The job stopped: this view is not kept any more."}
+        ]
     if event["time"] <= since:
         return []
     out = []
