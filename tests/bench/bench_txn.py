@@ -14,7 +14,7 @@ Measurements, 100-byte values, topics of one partition:
 
 1. transactional produce: N records (200,000 at scale 1), one transaction per 1,000 records
    (begin, ``produce_batch`` of 1,000, commit), timed from the first begin to the last commit's
-   return;
+   return, with the server process's CPU time meanwhile;
 2. copier, exactly once: M records (100,000 at scale 1) already in `in` are copied to `out`
    by tests/txn/copier.py in this process (read_committed, up to 1,000 records per
    transaction, ``send_offsets_to_transaction``, commit), timed from the first poll to the
@@ -49,8 +49,9 @@ from confluent_kafka import (  # noqa: E402
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import NewTopic  # noqa: E402
 
+from tests.bench.bench_kafka import Target as KafkaTarget  # noqa: E402
 from tests.bench.bench_kafka import _py_spy, _top_functions  # noqa: E402
 from tests.bench.common import (  # noqa: E402
     RESULTS_DIR,
@@ -84,13 +85,11 @@ class Failed(Exception):
     """A step a server could not do; the message is the reason shown in the table."""
 
 
-class Target:
-    def __init__(self, server):
-        self.server = server
-        self.name = server.name
-        self.admin = AdminClient({"bootstrap.servers": server.bootstrap})
+class Target(KafkaTarget):
+    """bench_kafka's server handle (name, admin client, ``cpu_seconds``), with topics named by
+    purpose and producers for transactions."""
 
-    def new_topic(self, prefix: str) -> str:
+    def new_topic(self, prefix: str = "bench") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
         futures = self.admin.create_topics([NewTopic(name, 1, 1)], request_timeout=30)
         futures[name].result(timeout=30)
@@ -229,7 +228,11 @@ def measure(targets: list[Target]) -> tuple[dict, dict]:
     n, m = produce_records(), copy_records()
     for run in range(1, RUNS + 1):
         for target in targets:
+            cpu = target.cpu_seconds()
             attempt(target, "produce", lambda t=target: n / transactional_produce(t, n))
+            if (target.name, "produce") not in failures:
+                cpu_per_million = (target.cpu_seconds() - cpu) * 1e6 / n
+                values.setdefault((target.name, "cpu"), []).append(cpu_per_million)
             attempt(target, "eos", lambda t=target: m / copy(t, m, exactly_once=True))
             attempt(target, "alos", lambda t=target: m / copy(t, m, exactly_once=False))
             got = {k: f"{values[(target.name, k)][-1]:,.0f}/s" for k in ("produce", "eos", "alos")
@@ -268,6 +271,14 @@ def rows(results: dict, failures: dict) -> list[Row]:
             value("tidelog", "produce") or 0.0, "tansu", value("tansu", "produce"),
             ">= 1x tansu", at_least_ratio(1.0),
             note=note("produce", f"{produce_records():,} records; {common}")),
+        Row("server CPU per 1M records, transactional produce", "s",
+            value("tidelog", "cpu") or 0.0, "tansu", value("tansu", "cpu"),
+            higher_is_better=False,
+            note="user+system time of the server process during the produce runs: against "
+                 "the run's duration it shows how much of it the server spent computing rather "
+                 "than waiting (for Tidelog: on fdatasync, at least 5 per transaction: "
+                 "AddPartitions, the records, PrepareCommit, the COMMIT marker, "
+                 "CompleteCommit)"),
         Row("copier exactly-once, end to end", "records/s", value("tidelog", "eos") or 0.0,
             "tansu", value("tansu", "eos"), ">= 1x tansu", at_least_ratio(1.0),
             note=note("eos", f"{copy_records():,} records, read_committed, up to {PER_TXN:,} per "
