@@ -48,12 +48,14 @@ keys before field presence), an OR on the union of its children's; a NOT gives n
 word and which child: the ones the fewest live queries use anywhere when the query is added
 (the index has no statistics of the events; a word many queries share — ``product`` in
 ``page:"product 17"``, ``status:error`` — is taken as common in events too), so that each
-event meets few candidates.
+event meets few candidates (a choice is not revisited as other queries come and go).
 A query with no key set (only negations, ``*``, or an OR with such a branch) is put on an
-*always check* list (``QueryIndex.describe`` and ``explain`` say so). An event is analysed
+*always check* list (``QueryIndex.describe`` counts them; ``streams.jobs.saved.validate``
+tells the user who writes one). An event is analysed
 once; its words and present fields are looked up in the posting lists; only the queries found
 there and those on the always-check list are evaluated. The cost per event is therefore
-(words in the event) + (candidates) + (always-check queries), not (live queries).
+(words in the event) + (candidates) + (always-check queries), not (live queries); adding a
+query costs about a millisecond, mostly luqum's (PLY) parser.
 
 State: the index lives in memory and is rebuilt at start by reading the queries topic from its
 beginning (it is a *global* source: every task reads all of its partitions, as Kafka Streams'
