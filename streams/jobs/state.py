@@ -38,7 +38,8 @@ from typing import Protocol
 
 from streams.errors import InvalidConfig
 
-_MISSING = object()
+_MISSING = object()  # in Store._dirty: the key was deleted
+_ABSENT = object()  # not in a dict
 
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per call
@@ -184,10 +185,20 @@ class Store(MutableMapping):
         return value
 
     def get(self, key: object, default: object = None) -> object:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        # __getitem__ inlined: operators call get for every record, often for a missing key
+        v = self._dirty.get(key, _ABSENT)
+        if v is not _ABSENT:
+            return default if v is _MISSING else v
+        objects = self._objects
+        if objects is not None and key in objects:
+            v = objects[key]
+        else:
+            raw = self.backend.get(encode(key))
+            if raw is None:
+                return default
+            v = json.loads(raw)
+        self._dirty[key] = v  # cached; written back (unchanged or not) at commit
+        return v
 
     def __setitem__(self, key: object, value: object) -> None:
         if value is None:

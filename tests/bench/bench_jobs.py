@@ -24,9 +24,16 @@ Systems:
 
 - **Tidelog, embedded runner** (the default way to run a job: ``streams.jobs.runner.Runner``
   over a ``LogStore`` in the same process, offsets committed to a ``GroupCoordinator``, state
-  in memory with changelog topics). The input is appended to a fresh in-process ``LogStore``
-  (same keys, values and timestamps; not timed). Timed: ``run_until_idle`` from the first
-  poll to the last commit.
+  in memory with changelog topics; a checkpoint every 5 s, as Quix, once the runner takes
+  ``checkpoint_interval_ms``, else a commit after every round). The input is appended to a
+  fresh in-process ``LogStore`` (same keys, values and timestamps; not timed). Timed: from
+  its first round to the end of its final checkpoint (``close``).
+- **Tidelog, worker over Kafka** (``tests/bench/tidelog_jobs.py``: a ``Runner`` over
+  ``KafkaLog`` in its own process, as ``python -m streams.jobs run`` runs it, checkpoint every
+  5 s) against the same listener and topics as Quix, ``at-least-once`` and ``exactly-once``.
+  Measured once ``streams.jobs.kafka`` exists (issue 13 items 4-5); until then its rows say
+  "not measured". Its join has a 10 s grace (see that script). The exactly-once target (cost
+  at most 30 % of at-least-once throughput) is checked on these rows.
 - **Quix Streams 3.28.1** (``tests/bench/quix_jobs.py`` in its own virtualenv ``.venv-quix``,
   because Quix pins confluent-kafka < 2.13 and Tidelog 2.16.1) against Tidelog's Kafka
   listener (``python -m streams.protocol``, a subprocess): its recommended defaults (RocksDB
@@ -74,6 +81,7 @@ from tests.bench.common import (  # noqa: E402
     REPO_ROOT,
     Row,
     at_least_ratio,
+    at_most,
     log,
     median,
     print_table,
@@ -95,6 +103,7 @@ QUIX_VERSION = "3.28.1"
 BYTEWAX_VERSION = "0.21.1"
 GUARANTEES = ("at-least-once", "exactly-once")
 BYTEWAX_WAIT_S = 30
+CHECKPOINT_MS = 5000
 QUIX_PYTHON = REPO_ROOT / ".venv-quix" / "bin" / "python"
 
 Rec = tuple[bytes, bytes, int]  # (key, value, timestamp ms)
@@ -258,10 +267,40 @@ def consume_all(bootstrap: str, topic: str) -> list[tuple[str, object]]:
 # ------------------------------------------------------------------------------ Tidelog
 
 
-def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[float, list]:
-    """(seconds, output rows) of the embedded runner on a fresh LogStore holding `inputs`."""
-    from streams.groups import GroupCoordinator
+def tidelog_job(workload: str, inputs: list[str], output: str):
+    """The benchmark's job in Tidelog's API (the same for the embedded and the Kafka runner)."""
     from streams.jobs import JSON, Count, Job, Sum, Tumbling
+
+    job = Job(f"bench-{workload}-{uuid.uuid4().hex[:8]}")
+    if workload == "window":
+        (
+            job.stream(inputs[0], value=JSON)
+            .window(Tumbling(SIZE_MS))
+            .aggregate(count=Count(), sum=Sum("v"))
+            .to(output)
+        )
+    else:
+        left = job.stream(inputs[0], value=JSON)
+        left.join(job.stream(inputs[1], value=JSON), within=WITHIN_MS).to(output)
+    return job
+
+
+def checkpoint_option() -> dict:
+    """``checkpoint_interval_ms=5000`` (Quix's commit interval and the issue's default) when
+    the runner takes one (issue 13 item 5); else nothing: it commits after every round."""
+    import inspect
+
+    from streams.jobs.runner import Runner
+
+    if "checkpoint_interval_ms" in inspect.signature(Runner).parameters:
+        return {"checkpoint_interval_ms": CHECKPOINT_MS}
+    return {}
+
+
+def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[float, list]:
+    """(seconds, output rows) of the embedded runner on a fresh LogStore holding `inputs`;
+    timed from its first round to the end of its final checkpoint (``close``)."""
+    from streams.groups import GroupCoordinator
     from streams.jobs.runner import Runner
     from streams.log import LogStore
 
@@ -273,28 +312,19 @@ def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[
             store.create_topic(topic, 1)
             for i in range(0, len(recs), 5000):
                 store.append_batch(topic, [(v, k, (), ts) for k, v, ts in recs[i : i + 5000]])
-        job = Job(f"bench-{workload}-{uuid.uuid4().hex[:6]}")
-        if workload == "window":
-            (
-                job.stream("win-in", value=JSON)
-                .window(Tumbling(SIZE_MS))
-                .aggregate(count=Count(), sum=Sum("v"))
-                .to("out")
-            )
-        else:
-            left = job.stream("join-left", value=JSON)
-            left.join(job.stream("join-right", value=JSON), within=WITHIN_MS).to("out")
-        runner = Runner(job, store, coordinator=coordinator)
+        job = tidelog_job(workload, list(inputs), "out")
+        runner = Runner(job, store, coordinator=coordinator, **checkpoint_option())
         runner.start()
         started = time.perf_counter()
         n = runner.run_until_idle()
+        late = runner.late_count()
+        runner.close()
         elapsed = time.perf_counter() - started
         expected = sum(len(r) for r in inputs.values())
         if n != expected:
             raise SystemExit(f"tidelog: processed {n} of {expected} records")
-        if runner.late_count():
-            raise SystemExit(f"tidelog: {runner.late_count()} late records where none can be")
-        runner.close()
+        if late:
+            raise SystemExit(f"tidelog: {late} late records where none can be")
         rows = []
         pos, end = store.offsets("out", 0)
         while pos < end:
@@ -305,6 +335,37 @@ def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[
     finally:
         coordinator.close()
         store.close()
+
+
+def kafka_runner_available() -> str | None:
+    """None if the runner can run over the Kafka protocol (``streams.jobs.kafka``), else why
+    not."""
+    try:
+        from streams.jobs.kafka import KafkaLog  # noqa: F401
+    except ImportError:
+        return "the Kafka-protocol runner (python -m streams.jobs run, issue 13 item 4) is absent"
+    return None
+
+
+def tidelog_kafka_run(
+    workload: str, bootstrap: str, inputs: list[str], expect: int, guarantee: str
+) -> tuple[float, list]:
+    """``tests/bench/tidelog_jobs.py``: a worker process like ``python -m streams.jobs run``
+    (a ``Runner`` over ``KafkaLog``) against the listener, as Quix runs."""
+    out = f"tidelog-out-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, [out])
+    args = [
+        sys.executable, str(REPO_ROOT / "tests" / "bench" / "tidelog_jobs.py"), workload,
+        "--bootstrap", bootstrap, "--inputs", *inputs, "--output", out,
+        "--expect", str(expect), "--guarantee", guarantee,
+    ]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=REPO_ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"tidelog worker {workload} {guarantee} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["processed"] != expect or result["late"]:
+        raise SystemExit(f"tidelog worker: {result}, expected {expect} records, none late")
+    return result["seconds"], consume_all(bootstrap, out)
 
 
 # ------------------------------------------------------------------------------ Quix Streams
@@ -470,7 +531,11 @@ def main() -> None:
     join_want = join_oracle(left, right)
     log(f"window: {len(win_recs):,} records, {len(win_want):,} windows; join: "
         f"{len(left):,} + {len(right):,} records, {sum(join_want.values()):,} pairs")  # fmt: skip
-    missing = {"quix": quix_available(), "bytewax": bytewax_available()}
+    missing = {
+        "quix": quix_available(),
+        "bytewax": bytewax_available(),
+        "tidelog kafka": kafka_runner_available(),
+    }
     for why in missing.values():
         if why:
             log(f"peer not measured: {why}")
@@ -515,6 +580,11 @@ def measure_once(workload, inputs, total, want, close_ts, bootstrap, tmp, missin
     seconds, rows = tidelog_run(workload, inputs, tmp)
     verify("tidelog", rows)
     yield "tidelog embedded", total / seconds
+    if missing["tidelog kafka"] is None:
+        for guarantee in GUARANTEES:
+            seconds, rows = tidelog_kafka_run(workload, bootstrap, topics, total, guarantee)
+            verify(f"tidelog worker {guarantee}", rows)
+            yield f"tidelog worker {guarantee}", total / seconds
     if missing["quix"] is None:
         for guarantee in GUARANTEES:
             seconds, rows = quix_run(workload, bootstrap, topics, total, guarantee, tmp)
@@ -526,6 +596,11 @@ def measure_once(workload, inputs, total, want, close_ts, bootstrap, tmp, missin
         yield "bytewax", total / seconds
 
 
+def measured(value: float | None, peer: float | None):
+    """The 10x check for a row whose two sides were measured; none (no verdict) if not."""
+    return at_least_ratio(10) if value and peer else None
+
+
 def rows_of(m: dict, missing: dict) -> list[Row]:
     out = []
     labels = {
@@ -533,24 +608,41 @@ def rows_of(m: dict, missing: dict) -> list[Row]:
         "join": "(b) stream-stream interval join (500 ms), changelogs",
     }
     quix, bytewax = f"quix {QUIX_VERSION}", f"bytewax {BYTEWAX_VERSION}"
+    checkpoints = (
+        f"checkpoint every {CHECKPOINT_MS} ms" if checkpoint_option() else "commit every round"
+    )
     for workload, label in labels.items():
         t = m[(workload, "tidelog embedded")]
+        w_alo = m.get((workload, "tidelog worker at-least-once"))
+        w_eos = m.get((workload, "tidelog worker exactly-once"))
         q_alo = m.get((workload, "quix at-least-once"))
         q_eos = m.get((workload, "quix exactly-once"))
         bw = m.get((workload, "bytewax"))
+        no_worker = f"Tidelog not measured: {missing['tidelog kafka']}"
         out += [
-            Row(f"{label}, at-least-once", "records/s", t, f"{quix} at-least-once", q_alo,
-                ">= 10x peer", at_least_ratio(10),
-                note=None if q_alo else f"peer not measured: {missing['quix']}"),
-            Row(f"{label}, at-least-once", "records/s", t, bytewax, bw, ">= 10x peer",
-                at_least_ratio(10),
+            Row(f"{label}, at-least-once, embedded runner", "records/s", t,
+                f"{quix} at-least-once", q_alo, ">= 10x peer", measured(t, q_alo),
+                note=f"Tidelog: embedded Runner over the LogStore, {checkpoints}"
+                if q_alo else f"peer not measured: {missing['quix']}"),
+            Row(f"{label}, at-least-once, embedded runner", "records/s", t, bytewax, bw,
+                ">= 10x peer", measured(t, bw),
                 note=None if bw else f"peer not measured: {missing['bytewax']}"),
-            # Tidelog's exactly-once runner (issue 13 item 5) is not there to measure: its
-            # value stays empty (null), never a stand-in
-            Row(f"{label}, exactly-once", "records/s", None, f"{quix} exactly-once", q_eos,
-                ">= 10x peer", None,
-                note="Tidelog not measured: its exactly-once runner has not landed"),
+            Row(f"{label}, at-least-once, worker over Kafka", "records/s", w_alo,
+                f"{quix} at-least-once", q_alo, ">= 10x peer", measured(w_alo, q_alo),
+                note="Tidelog: Runner over KafkaLog (python -m streams.jobs run), checkpoint "
+                     f"every {CHECKPOINT_MS} ms, same listener as Quix"
+                if w_alo else no_worker),
+            Row(f"{label}, exactly-once, worker over Kafka", "records/s", w_eos,
+                f"{quix} exactly-once", q_eos, ">= 10x peer", measured(w_eos, q_eos),
+                note=None if w_eos else no_worker),
         ]  # fmt: skip
+        if w_alo and w_eos:
+            out.append(
+                Row(f"{label}: Tidelog's exactly-once cost", "% of at-least-once",
+                    100 * (1 - w_eos / w_alo), target="<= 30 %", check=at_most(30.0),
+                    higher_is_better=False,
+                    note="1 - (worker exactly-once / worker at-least-once records/s)"),
+            )  # fmt: skip
         if q_alo and q_eos:
             out.append(
                 Row(f"{label}: Quix's exactly-once cost", "% of at-least-once",

@@ -4,12 +4,14 @@ refreshed by htmx while it runs, then its results). Each view calls one service.
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from brokerui.console.dualwrite import services
+from brokerui.console.roles import is_operator
 from streams.errors import InvalidConfig
 from streams.eventsourcing.dualwrite import MAX_KEYS, MAX_UPDATES
 
@@ -30,6 +32,9 @@ class RunForm(forms.Form):
 
 @require_http_methods(["GET", "POST"])
 def dualwrite_page(request):
+    if request.method == "POST" and not is_operator(request.user):
+        # a run loads the server and, in the cdc mode, writes to the configured PostgreSQL
+        raise PermissionDenied("Starting a run needs the operator role.")
     form = RunForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -39,7 +44,7 @@ def dualwrite_page(request):
         else:
             return redirect("console:dualwrite_run", run_id=run_id)
     run, through = services.dualwrite_overview()
-    context = {"nav": "dualwrite", "form": form, "run": run, "through": through, "poll_ms": POLL_MS}
+    context = {"nav": "jobs", "form": form, "run": run, "through": through, "poll_ms": POLL_MS}
     return render(
         request, "console/dualwrite/page.html", context, status=400 if form.errors else 200
     )
@@ -55,7 +60,7 @@ def dualwrite_run(request, run_id: str):
     template = "console/dualwrite/partials/run.html" if partial else "console/dualwrite/page.html"
     form = RunForm(initial={"keys": run.keys, "updates": run.updates})
     context = {
-        "nav": "dualwrite",
+        "nav": "jobs",
         "form": form,
         "run": run,
         "through": run.through,
