@@ -269,7 +269,7 @@ def consume_all(bootstrap: str, topic: str) -> list[tuple[str, object]]:
 
 def tidelog_job(workload: str, inputs: list[str], output: str):
     """The benchmark's job in Tidelog's API (the same for the embedded and the Kafka runner)."""
-    from streams.jobs import JSON, Count, Job, Sum, Tumbling
+    from streams.jobs import JSON, TEXT, Count, Job, Sum, Tumbling
 
     job = Job(f"bench-{workload}-{uuid.uuid4().hex[:8]}")
     if workload == "window":
@@ -277,11 +277,11 @@ def tidelog_job(workload: str, inputs: list[str], output: str):
             job.stream(inputs[0], value=JSON)
             .window(Tumbling(SIZE_MS))
             .aggregate(count=Count(), sum=Sum("v"))
-            .to(output)
+            .to(output, key=TEXT)  # keys as the input has them (Quix and Bytewax alike)
         )
     else:
         left = job.stream(inputs[0], value=JSON)
-        left.join(job.stream(inputs[1], value=JSON), within=WITHIN_MS).to(output)
+        left.join(job.stream(inputs[1], value=JSON), within=WITHIN_MS).to(output, key=TEXT)
     return job
 
 
@@ -329,7 +329,7 @@ def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[
         pos, end = store.offsets("out", 0)
         while pos < end:
             recs = store.read("out", 0, pos, max_records=10_000)
-            rows += [(json.loads(r.key), json.loads(r.value)) for r in recs]
+            rows += [(r.key.decode(), json.loads(r.value)) for r in recs]
             pos = recs[-1].offset + 1
         return elapsed, rows
     finally:
