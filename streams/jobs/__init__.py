@@ -2,7 +2,8 @@
 
 - ``job``: ``Job``, ``Stream``, ``Table`` — the chained API (``stream().filter().map()
   .key_by().window().aggregate().to()``, tumbling/hopping/session windows, running
-  aggregates, joins, ``process`` with state, ``repartition``);
+  aggregates, joins, ``process`` with state, ``repartition``, ``foreach`` into an outside
+  store);
 - ``serde``: the ``Serde`` Protocol and ``BYTES``/``TEXT``/``JSON``, ``field()``;
 - ``aggregates``: ``Count``, ``Sum``, ``Min``, ``Max``, ``Mean`` over value fields, computed by
   ``streams.processing``'s window operator;
@@ -11,8 +12,15 @@
 - ``state``: changelogged stores (memory by default, RocksDB via rocksdict as an option);
 - ``views``: the tables a running job maintains, queried by key, range and time, and watched
   (``LocalViews``, the ``ViewQuery`` seam; snapshot + change stream);
-- ``runner``: ``Runner`` over the embedded ``LogStore`` (alone, every partition; or with
-  ``group=True`` one of several workers sharing the partitions through the job's group);
+- ``runner``: ``Runner``, one worker, over a ``logs.JobLog``: the embedded ``LogStore``
+  (``logs.EmbeddedLog``; alone, every partition, or with ``group=True`` one of several workers
+  sharing the partitions through the job's group) or a Kafka-protocol cluster
+  (``kafka.KafkaLog``, at-least-once or exactly-once), checkpointing every N ms;
+- ``python -m streams.jobs run MODULE:JOB --bootstrap HOST:PORT``: one worker process over the
+  Kafka protocol (``__main__``);
+- ``metrics``: ``JobMetrics``, what a worker reports (lag, watermarks, late and dropped counts,
+  state size, checkpoints, record errors) for the console's Jobs page;
+- ``embedded``: ``EmbeddedJobs``, jobs run on threads in the broker's process (the demo's);
 - ``testing``: ``TestDriver`` (in memory, no broker).
 """
 

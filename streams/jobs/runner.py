@@ -1,33 +1,58 @@
-"""``Runner``: one worker that runs a job over the embedded ``LogStore``.
+"""``Runner``: one worker of a job, over a ``JobLog`` (``streams.jobs.logs``).
 
-By default a runner is the job's only worker: it owns every partition of the job's inputs
-(one task per partition number) and commits its input offsets to the group coordinator under
-the job's name (when given one). With ``group=True`` it joins the job's consumer group
-(``streams.client.Consumer``, group id = the job's name) and runs the tasks of the partitions
-the group assigns it; on a rebalance it writes and commits everything, closes its tasks, and
-opens the newly assigned ones, restored from their changelogs. (The ``python -m streams.jobs``
-command, a Kafka-protocol client for other clusters and standby replicas are item 4's rest.)
+The same runner runs over the embedded ``LogStore`` (``Runner(job, store, ...)``: the default
+the console uses, alone or with ``group=True`` sharing the partitions through the job's
+consumer group) and over any Kafka-protocol cluster (``Runner(job, log=KafkaLog(...))``, what
+``python -m streams.jobs run`` starts). The group id is the job's name; the group gives a
+worker input partitions, and the worker runs one task per partition number (co-partitioned
+inputs: the range assignor gives a member the same numbers of every input topic). When a
+worker joins, leaves or dies, the tasks move: the old owner checkpoints and closes them (or,
+if it died, simply stops), the new one restores their state from the changelogs and resumes
+at the committed offsets.
 
 Each ``poll_once``:
 
 1. per task, reads what is new on each of its input partitions and feeds the records to the
    task in timestamp order (the smallest head first; a partition with unread records holds
    the others back until it has been read, so a join's inputs meet in time order), at most
-   `max_records` per partition;
-2. appends what the tasks emitted — sink records (partitioned by key), repartition records
-   (read back in a later round) and the changed keys of every state store to its changelog
-   partition — then commits the input offsets. That is at-least-once: after a crash between
-   the appends and the commit, the records since the last commit are read again, so their
-   outputs repeat, and they are applied again to state restored from changelogs that
-   already hold their effect (a count can count them twice). A clean stop (``close``)
-   commits and repeats nothing. Exactly-once (outputs, changelogs and offsets in one
-   transaction) is issue 13 item 5.
+   `max_records` per partition. (Over Kafka, a partition whose next records have not been
+   fetched yet does not hold the others back: a join's or window's grace covers that.)
+2. buffers what the tasks emit — sink records (partitioned by key), repartition records (read
+   back in a later round, by whichever task owns their partition);
+3. every `checkpoint_interval_ms` (0: after every round, the embedded default) checkpoints.
+
+A **checkpoint** takes each task's changed state-store keys (its changelog records, one
+partition per task), its buffered outputs and its input positions, and hands them to the
+log's ``checkpoint``:
+
+- **at-least-once**: outputs and changelogs are appended (and, over Kafka, flushed until
+  acknowledged), then the input offsets are committed. If the worker dies between two
+  checkpoints, what it did since the last one is lost and redone by the next owner: nothing
+  is missed. If it dies *during* a checkpoint, after some appends but before the offset
+  commit, the next owner reads the inputs since the previous checkpoint again. What can then
+  repeat: the sink and repartition records of those inputs (written twice, so a window's
+  result or a join's pair can appear twice downstream), and their effect on state — the
+  restored changelog may already hold it, so a running count or aggregate counts them twice
+  (and a window that re-closes emits again, with those inputs counted twice). A clean stop or
+  a rebalance (``close``, revocation) checkpoints first and repeats nothing.
+- **exactly-once** (``KafkaLog(exactly_once=True)``): each task's outputs, changelog records
+  and input offsets are one Kafka transaction; a task restores its state only from committed
+  changelog records (read_committed) and reads its inputs read_committed. A crash before the
+  commit aborts everything of that checkpoint (the next owner fences the old producer) and the
+  inputs are reprocessed from state as of the previous checkpoint: readers that read_committed
+  see each output once. See ``streams.jobs.kafka`` for the transactional ids.
+
+If a checkpoint is aborted (the log returns the task), the task is rewound: closed, reopened
+from its committed changelog and offsets. If the task was fenced (``TaskMigrated``: another
+worker owns it now), every task is dropped and the worker rejoins its group.
 
 On start, each task's stores are restored from their changelog partitions before anything is
 processed; inputs resume at the committed offsets (or the beginning).
 
-After each commit the runner publishes what its tasks' tables changed to the job's views
-(``views``: interactive queries and change streams), with the tasks' input positions.
+After each checkpoint the runner publishes what its tasks' tables changed to the job's views
+(``views``: interactive queries and change streams), with the tasks' input positions (over the
+embedded store; a runner over another log has no views). What the console shows of a worker
+goes to its ``metrics`` (``streams.jobs.metrics.JobMetrics``).
 
 Thread-safety: one thread drives a runner.
 """
@@ -40,15 +65,16 @@ import os
 import time
 from collections.abc import Callable
 
-from streams.client import CommitFailed, Consumer
-from streams.errors import GroupError, InvalidConfig, TidelogError, TopicAlreadyExists, UnknownTopic
+from streams.errors import InvalidConfig, TidelogError
 from streams.jobs.job import Job
+from streams.jobs.logs import TP, EmbeddedLog, JobLog, Records, TaskCheckpoint, TaskMigrated
 from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
-from streams.jobs.views import RunnerViews
+from streams.jobs.views import RunnerViews, ViewRegistry
 from streams.jobs.views import registry as view_registry
+from streams.jobs.viewserver import member_client_id
 from streams.log import LogStore, ProducerRecord
 
 log = logging.getLogger(__name__)
@@ -77,34 +103,57 @@ class RecordError(TidelogError):
 
 
 class Runner:
+    """One worker of `job`. Give it either `store` (the embedded ``LogStore``; `coordinator`,
+    `group` and `consumer_options` as ``EmbeddedLog``) or `log` (any ``JobLog``, e.g.
+    ``KafkaLog``). `checkpoint_interval_ms`: how often ``poll_once`` checkpoints (0: after
+    every round)."""
+
     def __init__(
         self,
         job: Job,
-        store: LogStore,
+        store: LogStore | None = None,
         *,
+        log: JobLog | None = None,
         coordinator=None,
         state_backend: str = "memory",
         state_dir: str | None = None,
         max_records: int = 1000,
         group: bool = False,
         consumer_options: dict | None = None,
+        views: ViewRegistry | None = None,
+        query_endpoint: str | None = None,
         changelog_config: dict | None = None,
+        checkpoint_interval_ms: int = 0,
         metrics: JobMetrics | None = None,
     ):
-        self.job, self.log_store, self.coordinator = job, store, coordinator
-        # what the console shows of this worker (streams.jobs.metrics)
-        self.metrics = metrics if metrics is not None else JobMetrics(job.name)
-        self.group_id = job.name
-        self.state_backend, self.state_dir = state_backend, state_dir
-        self.max_records = max_records
+        if (store is None) == (log is None):
+            raise InvalidConfig("log", log, "give a runner either the embedded store or a log")
+        if group and log is None and coordinator is None:
+            raise InvalidConfig("coordinator", None, "a runner in a group needs the coordinator")
         if state_backend not in ("memory", "rocksdb"):
             raise InvalidConfig("state_backend", state_backend, "must be memory or rocksdb")
         if state_backend == "rocksdb" and not state_dir:
             raise InvalidConfig("state_dir", state_dir, "the rocksdb state backend needs one")
+        if checkpoint_interval_ms < 0:
+            raise InvalidConfig("checkpoint_interval_ms", checkpoint_interval_ms, "must be >= 0")
+        self.job, self.log_store, self.coordinator = job, store, coordinator
+        # what the console shows of this worker (streams.jobs.metrics)
+        self.metrics = metrics if metrics is not None else JobMetrics(job.name)
+        self.joblog: JobLog = log or EmbeddedLog(
+            store,
+            coordinator,
+            group=group,
+            consumer_options=consumer_options,
+            client_id=member_client_id(job.name, query_endpoint),
+        )
+        self.group_id = job.name
+        self.state_backend, self.state_dir = state_backend, state_dir
+        self.max_records = max_records
+        self.checkpoint_interval_s = checkpoint_interval_ms / 1000
         self.tasks: dict[int, Task] = {}
         self._inputs: dict[int, list[str]] = {}  # task -> its input topics
         self._positions: dict[tuple[str, int], int] = {}
-        self._out: dict[tuple[str, int | None], list[ProducerRecord]] = {}
+        self._out: dict[int, Records] = {}  # task -> its outputs since the last checkpoint
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
         # global sources (a search's queries): every task reads every partition from the start
         self._globals = sorted(
@@ -114,19 +163,26 @@ class Runner:
         self._sinks = {n.params["topic"]: n.params for n in job.nodes if n.kind == "sink"}
         self._started = False
         self.group = group
-        if group and coordinator is None:
-            raise InvalidConfig("coordinator", None, "a runner in a group needs the coordinator")
-        self._consumer_options = consumer_options or {}
         # topic configs of new changelog topics (always compacted), e.g. {"segment.bytes": ...}
         self._changelog_config = {**(changelog_config or {}), **CHANGELOG_CONFIG}
-        self.consumer: Consumer | None = None
         self._counts: dict[str, int] = {}
+        self._last_checkpoint = time.monotonic()
         self.views: RunnerViews | None = None  # its tasks' queryable tables (``views``)
+        # where its views are published (default: the process's for the store), and the
+        # address of a ``viewserver.ViewServer`` on them, advertised in its group member's
+        # client id so that other processes route queries of its partitions to it
+        self._view_registry, self.query_endpoint = views, query_endpoint
+
+    @property
+    def consumer(self):
+        """The embedded group member (``group=True`` over the embedded store), else None."""
+        return getattr(self.joblog, "consumer", None)
 
     # ------------------------------------------------------------------ start
 
     def start(self) -> Runner:
-        """Check the inputs, create internal topics, open tasks and restore their state."""
+        """Check the inputs, create internal topics, join the group (or take every partition)
+        and open the assigned tasks, restoring their state."""
         counts = self._input_counts()
         self._check_co_partitioning(counts)
         n_tasks = max(counts.values())
@@ -140,43 +196,31 @@ class Runner:
             topic = changelog_topic(self.job.name, store)
             self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
-        self.views = view_registry(self.log_store).attach(self, counts)
+        if self.log_store is not None or self._view_registry is not None:
+            reg = self._view_registry or view_registry(self.log_store)
+            self.views = reg.attach(self, counts)
         for topic in self._globals:
-            self._check_exists(topic)
-            for p in range(self.log_store.partition_count(topic)):
-                self._global_pos[(topic, p)] = self.log_store.offsets(topic, p)[0]
-        if self.group:
-            self.consumer = Consumer(
-                self.log_store,
-                self.coordinator,
-                self.group_id,
-                client_id=f"tidelog-job-{self.job.name}",
-                auto_offset_reset="earliest",
-                enable_auto_commit=False,
-                **self._consumer_options,
-            )
-            self.consumer.on_assign = self._on_assign
-            self.consumer.on_revoke = self._on_revoke
-            self.consumer.subscribe(sorted(counts))
-        else:
-            self._open_tasks(range(n_tasks))
+            for p in range(self._check_exists(topic)):
+                self._global_pos[(topic, p)] = self.joblog.start_of(topic, p)
         self._started = True
+        self.joblog.join(
+            self.group_id, sorted(counts), self._on_assign, self._on_revoke, self._on_lost
+        )
         return self
 
-    def _open_tasks(self, partitions) -> None:
-        committed = {}
-        if self.coordinator is not None:
-            done = self.coordinator.committed(self.group_id)
-            committed = {tp: c.offset for tp, c in done.items()}
-        for p in partitions:
-            topics = [t for t, c in self._counts.items() if p < c]
-            self._inputs[p] = topics
-            for t in topics:
-                self._positions[(t, p)] = committed.get((t, p), self.log_store.offsets(t, p)[0])
+    def _open_tasks(self, numbers: list[int]) -> None:
+        self.joblog.claim(numbers)  # exactly-once: fences the tasks' previous owner first
+        tps = [(t, p) for p in numbers for t, c in self._counts.items() if p < c]
+        positions = self.joblog.start_positions(self.group_id, tps)
+        for p in numbers:
+            self._inputs[p] = [t for t, c in self._counts.items() if p < c]
+            for t in self._inputs[p]:
+                self._positions[(t, p)] = positions[(t, p)]
             self.tasks[p] = Task(self.job, p, self._emitter(p), self._opener(p))
             self._replay_globals(self.tasks[p])
             if self.views is not None:
                 self.views.opened(p, self.tasks[p], self._task_positions(p))
+        self.joblog.seek({tp: self._positions[tp] for tp in tps})
 
     def _task_positions(self, p: int) -> dict[str, int]:
         return {t: self._positions[(t, p)] for t in self._inputs[p]}
@@ -184,7 +228,7 @@ class Runner:
     def _replay_globals(self, task: Task) -> None:
         """A new task reads the global topics up to where the runner's other tasks are."""
         for (topic, p), upto in self._global_pos.items():
-            pos = self.log_store.offsets(topic, p)[0]
+            pos = self.joblog.start_of(topic, p)
             while pos < upto:
                 recs = self._read_at(topic, p, pos, upto)
                 if not recs:
@@ -197,7 +241,7 @@ class Runner:
         """What is new on the global topics goes to every task (before their inputs: a
         query saved before an event was read applies to it)."""
         for (topic, p), pos in list(self._global_pos.items()):
-            end = self.log_store.offsets(topic, p)[1]
+            end = self.joblog.end_offset(topic, p)
             while pos < end:
                 recs = self._read_at(topic, p, pos, end)
                 if not recs:
@@ -214,7 +258,7 @@ class Runner:
         except Exception as exc:
             raise RecordError(self.job.name, topic, p, offset, exc) from exc
 
-    def _on_assign(self, tps: list[tuple[str, int]]) -> None:
+    def _on_assign(self, tps: list[TP]) -> None:
         """The group gave this worker `tps`: one task per partition number, restored from its
         changelogs (the range assignor gives a member the same numbers of co-partitioned
         topics)."""
@@ -228,23 +272,35 @@ class Runner:
         if missing:
             log.warning("job %s: task inputs split between workers: %s", self.job.name, missing)
         self._open_tasks(numbers)
-        log.info("job %s: %s owns tasks %s", self.job.name, self.consumer.member_id, numbers)
+        log.info("job %s: owns tasks %s", self.job.name, numbers)
 
-    def _on_revoke(self, tps: list[tuple[str, int]]) -> None:
-        """Before a rebalance: write outputs and changelogs, commit, close every task (the
-        next owner restores them from the changelogs)."""
-        self.commit()
+    def _on_revoke(self, tps: list[TP]) -> None:
+        """Before a rebalance: checkpoint, then close every task (the next owner restores
+        them from the changelogs)."""
+        try:
+            self.commit()
+        except TaskMigrated:
+            pass  # fenced meanwhile: the new owner redoes what was not committed
         self._close_tasks()
 
-    def _close_tasks(self) -> None:
+    def _on_lost(self, tps: list[TP]) -> None:
+        """The group took the partitions away without a revocation (this worker was too slow
+        or cut off): another worker may own them already, so nothing is committed."""
+        log.warning("job %s: lost tasks %s; dropping their uncommitted work", self.job.name, tps)
+        self._close_tasks()
+
+    def _close_tasks(self, numbers: list[int] | None = None) -> None:
+        numbers = list(self.tasks) if numbers is None else numbers
         if self.views is not None:
-            self.views.closed(list(self.tasks))
-        for task in self.tasks.values():
+            self.views.closed(numbers)
+        for p in numbers:
+            task = self.tasks.pop(p)
             for store in task.stores.values():
                 store.close()
-        self.tasks.clear()
-        self._inputs.clear()
-        self._positions.clear()
+            for t in self._inputs.pop(p):
+                self._positions.pop((t, p), None)
+            self._out.pop(p, None)
+        self.joblog.release(numbers)
 
     def _input_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -261,14 +317,14 @@ class Runner:
 
     def _check_exists(self, topic: str) -> int:
         """`topic`'s partition count; a clear error if it does not exist."""
-        try:
-            return self.log_store.partition_count(topic)
-        except UnknownTopic as exc:
+        n = self.joblog.partition_count(topic)
+        if n is None:
             raise InvalidConfig(
                 "topic",
                 topic,
                 f"job {self.job.name!r} reads a topic that does not exist; create it first",
-            ) from exc
+            )
+        return n
 
     def _check_co_partitioning(self, counts: dict[str, int]) -> None:
         by_id = {n.id: n for n in self.job.nodes}
@@ -291,17 +347,13 @@ class Runner:
                 )
 
     def _ensure_topic(self, topic: str, partitions: int, config) -> None:
-        if topic in self.log_store.list_topics():
-            have = self.log_store.partition_count(topic)
-            if have < partitions and config is not None:
-                raise CoPartitioningError(
-                    f"{topic} has {have} partitions, the job needs {partitions} (one per task)"
-                )
-            return
-        try:
-            self.log_store.create_topic(topic, partitions, config)
-        except TopicAlreadyExists:
-            pass  # another worker of the job created it meanwhile
+        have = self.joblog.partition_count(topic)
+        if have is None:
+            self.joblog.create_topic(topic, partitions, config)
+        elif have < partitions and config is not None:
+            raise CoPartitioningError(
+                f"{topic} has {have} partitions, the job needs {partitions} (one per task)"
+            )
 
     def _opener(self, p: int) -> Callable[[str], Store]:
         def open_store(name: str) -> Store:
@@ -309,51 +361,52 @@ class Runner:
             if self.state_dir:
                 path = os.path.join(self.state_dir, self.job.name, name, str(p))
             store = Store(name, make_backend(self.state_backend, path))
-            topic = changelog_topic(self.job.name, name)
-            start, end = self.log_store.offsets(topic, p)
-            pos = start
-            while pos < end:
-                recs = self.log_store.read(topic, p, pos, max_records=5000)
-                if not recs:
-                    break
-                for r in recs:
-                    store.restore(r.key, r.value)
-                pos = recs[-1].offset + 1
+            for key, value in self.joblog.restore(changelog_topic(self.job.name, name), p):
+                store.restore(key, value)
             return store
 
         return open_store
 
     def _emitter(self, p: int):
+        out = self._out.setdefault(p, {})
+
         def emit(kind: str, topic: str, key: object, value: object, ts: int) -> None:
             params = self._serdes[topic] if kind == "repartition" else self._sinks[topic]
             k = params["key"].serialize(key)
             v = params["value"].serialize(value)
-            self._out.setdefault((topic, None), []).append(ProducerRecord(v, k, (), ts))
+            out.setdefault((topic, None), []).append(ProducerRecord(v, k, (), ts))
 
         return emit
 
     # ------------------------------------------------------------------ run
 
     def poll_once(self) -> int:
-        """Process what is available (up to `max_records` per partition), write the outputs
-        and changelogs, commit; returns the number of input records processed."""
+        """Process what is available (up to `max_records` per partition) and, when the
+        checkpoint interval has passed, checkpoint; returns the number of input records
+        processed."""
         if not self._started:
             self.start()
-        if self.consumer is not None:
-            # membership, heartbeats and rebalances run inside poll (as in Kafka's client);
-            # the runner reads by itself from its own positions, so the record is not used
-            self.consumer.poll(0, max_records=1)
-        self._poll_globals()
+        self.joblog.poll()  # membership: may revoke and assign tasks
         n = 0
         try:
+            self._poll_globals()
             for p, task in list(self.tasks.items()):
                 n += self._run_task(p, task)
         except RecordError as exc:
             self.metrics.record_error(exc.topic, exc.partition, exc.offset, exc.cause)
             raise
-        self.commit()
+        if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_s:
+            self._checkpoint_or_rejoin()
         self.metrics.observe(self)
         return n
+
+    def _checkpoint_or_rejoin(self) -> None:
+        try:
+            self.commit()
+        except TaskMigrated as exc:
+            log.warning("job %s: %s; rejoining the group", self.job.name, exc)
+            self._close_tasks()
+            self.joblog.rejoin()
 
     def _run_task(self, p: int, task: Task) -> int:
         heads: list[tuple[int, int, int, list, int, str]] = []  # (ts, prio, seq, recs, i, topic)
@@ -375,24 +428,21 @@ class Runner:
             n += 1
             if i + 1 < len(recs):
                 heapq.heappush(heads, (recs[i + 1][3], prio, i + 1, recs, i + 1, topic))
-            elif self._positions[(topic, p)] < self.log_store.offsets(topic, p)[1]:
+            elif self._positions[(topic, p)] < self.joblog.end_offset(topic, p):
                 break
         return n
 
     def _read(self, topic: str, p: int) -> list[tuple[int, object, object, int]]:
-        pos = self._positions[(topic, p)]
-        start, end = self.log_store.offsets(topic, p)
-        if pos < start:
-            pos = self._positions[(topic, p)] = start
-        if pos >= end:
-            return []
-        return self._read_at(topic, p, pos, end)
+        return self._read_at(topic, p, self._positions[(topic, p)], None)
 
-    def _read_at(self, topic: str, p: int, pos: int, end: int) -> list:
+    def _read_at(self, topic: str, p: int, pos: int, end: int | None) -> list:
         """Deserialised ``(offset, key, value, ts)`` from `pos` (at most `max_records`, none
         at or past `end`)."""
-        recs = self.log_store.read(topic, p, pos, max_records=self.max_records)
-        recs = [r for r in recs if r.offset < end]
+        recs = self.joblog.read(topic, p, pos, self.max_records)
+        if end is not None:
+            recs = [r for r in recs if r.offset < end]
+        if not recs:
+            return []
         params = self._serdes[topic]
         extract = params["timestamp"]
         out = []
@@ -408,32 +458,42 @@ class Runner:
         return out
 
     def commit(self) -> None:
-        """Write outputs and changelogs, then commit input offsets (at-least-once)."""
-        started = time.monotonic()
+        """Checkpoint: every task's outputs, changelog records and input offsets go to the
+        log (exactly-once: one transaction per task). Tasks whose checkpoint was aborted are
+        rewound to their last committed checkpoint. Raises ``TaskMigrated`` if fenced."""
+        began = time.monotonic()
+        cps: dict[int, TaskCheckpoint] = {}
         taken: dict[int, dict[str, list]] = {}
         for p, task in self.tasks.items():
             task.before_commit()
+            out = self._out[p]
             taken[p] = {}
             for name, store in task.stores.items():
                 changes = taken[p][name] = store.take_changes()
                 if changes:
                     recs = [ProducerRecord(v, k, (), None) for k, v in changes]
-                    self._out.setdefault((changelog_topic(self.job.name, name), p), []).extend(recs)
-        out, self._out = self._out, {}
-        for (topic, partition), recs in out.items():
-            self.log_store.append_batch(topic, recs, partition=partition)
-        if self.consumer is not None:
-            if self._positions:
-                try:
-                    self.consumer.commit(dict(self._positions))
-                except (CommitFailed, GroupError) as exc:
-                    log.warning("job %s: commit failed, records may repeat: %s", self.job.name, exc)
-        elif self.coordinator is not None and self._positions:
-            self.coordinator.commit_offsets(self.group_id, dict(self._positions))
+                    out.setdefault((changelog_topic(self.job.name, name), p), []).extend(recs)
+            offsets = {(t, p): self._positions[(t, p)] for t in self._inputs[p]}
+            cps[p] = TaskCheckpoint(dict(out), offsets)
+            out.clear()
+        self._last_checkpoint = time.monotonic()
+        aborted = self.joblog.checkpoint(self.group_id, cps) if cps else set()
+        if aborted:
+            self._rewind(sorted(aborted))
         if self.views is not None:  # what the commit wrote is what views now answer
             for p, by_store in taken.items():
-                self.views.committed(p, self.tasks[p], by_store, self._task_positions(p))
-        self.metrics.checkpointed(started)
+                if p not in aborted:
+                    self.views.committed(p, self.tasks[p], by_store, self._task_positions(p))
+        self.metrics.checkpointed(began)
+
+    def _rewind(self, numbers: list[int]) -> None:
+        """Reopen `numbers` as of their last committed checkpoint (state from the committed
+        changelog, inputs from the committed offsets)."""
+        log.warning(
+            "job %s: checkpoint of tasks %s aborted; rewinding them", self.job.name, numbers
+        )
+        self._close_tasks(numbers)
+        self._open_tasks(numbers)
 
     def run_until_idle(self, max_rounds: int = 1_000_000) -> int:
         """Poll until a round finds nothing to process (repartitioned records included)."""
@@ -448,7 +508,7 @@ class Runner:
     def run(self, should_stop: Callable[[], bool], idle_sleep_s: float = 0.05) -> None:
         while not should_stop():
             if self.poll_once() == 0:
-                time.sleep(idle_sleep_s)
+                self.joblog.idle(idle_sleep_s)
 
     def flush(self) -> None:
         """End of a bounded input: every task flushes (windows close), then commit."""
@@ -458,13 +518,13 @@ class Runner:
 
     def describe(self) -> dict:
         """What a Jobs page shows of this worker: per task its input positions and lag
-        (records), late events, watermarks and state size (keys) per store."""
+        (records), late events, watermarks and state size (keys) per store; the checkpoints."""
         tasks = {}
         for p, task in self.tasks.items():
             inputs = {}
             for topic in self._inputs[p]:
                 pos = self._positions[(topic, p)]
-                end = self.log_store.offsets(topic, p)[1]
+                end = self.joblog.end_offset(topic, p)
                 inputs[topic] = {"position": pos, "lag_records": max(0, end - pos)}
             tasks[p] = {
                 "inputs": inputs,
@@ -474,7 +534,12 @@ class Runner:
                 "records_in": task.metrics["in"],
                 "records_out": task.metrics["out"],
             }
-        return {"job": self.job.name, "state_backend": self.state_backend, "tasks": tasks}
+        return {
+            "job": self.job.name,
+            "state_backend": self.state_backend,
+            "processing_guarantee": "exactly-once" if self.joblog.exactly_once else "at-least-once",
+            "tasks": tasks,
+        }
 
     def late_count(self) -> int:
         return sum(t.late_count() for t in self.tasks.values())
@@ -482,17 +547,20 @@ class Runner:
     def input_positions(self, partition: int) -> dict[str, tuple[int, int]]:
         """Task `partition`'s inputs: topic -> (next offset to read, end offset)."""
         return {
-            t: (self._positions[(t, partition)], self.log_store.offsets(t, partition)[1])
+            t: (self._positions[(t, partition)], self.joblog.end_offset(t, partition))
             for t in self._inputs[partition]
         }
 
     def close(self) -> None:
-        """Commit, close the tasks and, in a group, leave it (the others rebalance at once)."""
-        self.commit()
+        """Checkpoint, close the tasks and, in a group, leave it (the others rebalance at
+        once)."""
+        if self._started:
+            try:
+                self.commit()
+            except TaskMigrated:
+                pass
         self._close_tasks()
-        if self.consumer is not None:
-            self.consumer.close(autocommit=False)
-            self.consumer = None
+        self.joblog.close()
         if self.views is not None:
             self.views.detach()
             self.views = None

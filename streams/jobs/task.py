@@ -534,6 +534,9 @@ class _Cep(_Step):
         if self.late_children and self.op.late_count != late:
             self.forward_late(key, value, ts)
 
+    def before_commit(self) -> None:
+        self.op.sync()
+
     def flush(self) -> None:
         self._out(*self.op.flush())
 
@@ -550,7 +553,7 @@ class _Search(_Step):
 
     def __init__(self, node, task):
         super().__init__(node, task)
-        self.index = QueryIndex()
+        self.index = QueryIndex(node.params.get("for_topic"))
 
     def push(self, side, key, value, ts):
         if side == 1:

@@ -1,0 +1,152 @@
+"""``python -m streams.jobs run MODULE:JOB --bootstrap HOST:PORT`` runs one worker of a job.
+
+Start it N times (on one machine or several): the workers share the job's input partitions
+through its consumer group (group id = the job's name), and tasks move with their state
+(restored from the changelogs) when a worker joins, leaves or dies. It speaks only the Kafka
+protocol (``streams.jobs.kafka.KafkaLog``), so it runs unchanged against Tidelog's listener
+and any Kafka cluster.
+
+- ``MODULE:JOB``: an importable module and the name in it of a ``Job``, or of a function
+  without arguments that returns one (e.g. ``shop.jobs:revenue``);
+- ``--processing-guarantee``: ``at-least-once`` (the default, as Quix) or ``exactly-once``
+  (see ``streams.jobs.runner`` for what each promises);
+- ``--checkpoint-interval-ms``: how often outputs, changelogs and offsets are committed
+  (default 5000, as Quix);
+- ``-X key=value``: any librdkafka setting, for every client (security, timeouts ...).
+
+For the crash tests, ``TIDELOG_JOBS_CRASH_IN_CHECKPOINT=N`` makes the worker SIGKILL itself in
+the middle of its Nth checkpoint that writes records (``KafkaLog(crash_in_checkpoint=N)``).
+
+SIGTERM or SIGINT stops the worker cleanly: it checkpoints, closes its tasks and leaves the
+group, so the others take its tasks over at once. Exit status 0 after a clean stop, 2 for bad
+arguments, 1 when the job failed (the error names the record's topic, partition and offset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+
+from streams.errors import TidelogError
+from streams.jobs.job import Job
+
+
+def load_job(spec: str) -> Job:
+    """``module:name`` → the ``Job`` it names (or that the named function returns)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"{spec!r}: expected MODULE:JOB, e.g. shop.jobs:revenue")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"{spec!r}: cannot import {module_name}: {exc}") from exc
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"{spec!r}: {module_name} has no {attr!r}") from None
+    if not isinstance(obj, Job) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, Job):
+        raise ValueError(f"{spec!r} is a {type(obj).__name__}, not a streams.jobs Job")
+    return obj
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"-X {pair!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m streams.jobs", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one worker of a job")
+    run.add_argument("job", metavar="MODULE:JOB")
+    run.add_argument("--bootstrap", required=True, help="HOST:PORT[,HOST:PORT...]")
+    run.add_argument(
+        "--processing-guarantee",
+        choices=("at-least-once", "exactly-once"),
+        default="at-least-once",
+    )
+    run.add_argument("--checkpoint-interval-ms", type=int, default=5000)
+    run.add_argument("--state-backend", choices=("memory", "rocksdb"), default="memory")
+    run.add_argument("--state-dir", help="where the rocksdb backend keeps its files")
+    run.add_argument("--max-records", type=int, default=1000, help="per partition per round")
+    run.add_argument(
+        "-X", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+        help="a librdkafka setting for every client (repeatable)",
+    )  # fmt: skip
+    run.add_argument("--log-level", default="INFO")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        job = load_job(args.job)
+        settings = _settings(args.settings)
+        if args.checkpoint_interval_ms < 0:
+            raise ValueError("--checkpoint-interval-ms must be >= 0")
+        crash = os.environ.get("TIDELOG_JOBS_CRASH_IN_CHECKPOINT")
+        crash_at = int(crash) if crash else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from streams.jobs.kafka import KafkaLog
+    from streams.jobs.runner import Runner
+
+    exactly_once = args.processing_guarantee == "exactly-once"
+    runner = Runner(
+        job,
+        log=KafkaLog(
+            args.bootstrap,
+            exactly_once=exactly_once,
+            client_config=settings,
+            crash_in_checkpoint=crash_at,
+        ),
+        state_backend=args.state_backend,
+        state_dir=args.state_dir,
+        max_records=args.max_records,
+        checkpoint_interval_ms=args.checkpoint_interval_ms,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log = logging.getLogger("streams.jobs")
+    log.info(
+        "job %s: worker %s pid %d on %s, %s, checkpoint every %d ms",
+        job.name, socket.gethostname(), os.getpid(), args.bootstrap,
+        args.processing_guarantee, args.checkpoint_interval_ms,
+    )  # fmt: skip
+    try:
+        runner.start()
+        runner.run(stop.is_set)
+    except TidelogError as exc:
+        log.error("job %s failed: %s", job.name, exc)
+        return 1
+    finally:
+        try:
+            runner.close()
+        except Exception:  # noqa: BLE001 - already failing or stopping; say so, exit anyway
+            log.exception("job %s: closing failed", job.name)
+    log.info("job %s: stopped", job.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""``KafkaLog``: a job's ``JobLog`` over any Kafka-protocol cluster, through confluent-kafka.
+
+What ``python -m streams.jobs run`` uses: it runs unchanged against Tidelog's Kafka listener
+and against a Kafka cluster (only the public protocol: consumer groups, ListOffsets, Fetch,
+Produce, transactions, CreateTopics).
+
+- **Membership**: one group consumer per worker, group id = the job's name, the eager
+  ``range`` assignor (it gives a member the same partition numbers of every input topic, so a
+  task's co-partitioned inputs stay together; the cooperative assignors do not promise that).
+  ``isolation.level=read_committed`` whatever the guarantee (inputs written by transactional
+  producers count only once committed). Rebalance callbacks run inside ``poll``.
+- **Reading**: the consumer fetches the assigned partitions; ``read`` serves each partition
+  from what was fetched, from the runner's position on. ``end_offset`` is the last fetched
+  end of the partition (librdkafka's cached high watermark, the last stable offset for
+  read_committed), so no request is made per read.
+- **Restoring** a task's store: a separate group-less consumer reads the changelog partition
+  from its beginning, read_committed, up to its end (``enable.partition.eof``). Only committed
+  changelog records are restored.
+- **at-least-once**: one idempotent producer per worker. A checkpoint produces every task's
+  records, flushes until all are acknowledged, then commits the input offsets (synchronously).
+  A record that failed to be delivered aborts its task's checkpoint (offsets not committed,
+  task rewound). What can repeat is in ``streams.jobs.runner``'s docstring.
+- **exactly-once**: one transactional producer *per task*, ``transactional.id =
+  "<prefix><job>-<task>"`` (Kafka Streams' original "exactly_once", not KIP-447's one
+  producer per worker). Why: when a task moves, its new owner's ``init_transactions`` with the
+  same id fences the old owner and aborts its open transaction at once, so the changelog's and
+  outputs' last stable offset moves on immediately and the new owner restores without waiting
+  out ``transaction.timeout.ms``; and it needs nothing of the broker beyond transactions (no
+  generation checks on TxnOffsetCommit). The price: one producer (and its connections) per
+  task, and one transaction per task per checkpoint. The offsets still go with the consumer's
+  group metadata (``send_offsets_to_transaction``), so a broker that checks generations
+  (KIP-447) also rejects a zombie's offsets. A checkpoint per task: ``begin_transaction``,
+  produce its outputs and changelog records, ``send_offsets_to_transaction``,
+  ``commit_transaction``. A retriable error retries the commit (e.g. while the broker
+  restarts) until `commit_timeout_s`; an abortable one aborts (the task is rewound); a fenced
+  producer means another worker owns the task (``TaskMigrated``: the worker rejoins).
+
+Thread-safety: one thread drives a ``KafkaLog`` (the runner's).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Iterator
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.errors import TidelogError
+from streams.jobs.logs import TP, KeyValue, LogRecord, TaskCheckpoint, TaskMigrated
+
+log = logging.getLogger(__name__)
+
+FETCH_BATCH = 2000  # records taken from the consumer per poll
+UNAVAILABLE_S = 120.0  # how long a restore or topic creation waits for an unreachable cluster
+
+
+class KafkaLogError(TidelogError):
+    code = "job_kafka_error"
+
+
+class KafkaLog:
+    """`bootstrap` "host:port[,...]"; `client_config`: more librdkafka settings for every
+    client (security, ``session.timeout.ms`` ...); `exactly_once` as the module docstring;
+    `transactional_id_prefix` prefixes each task's transactional id."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        exactly_once: bool = False,
+        client_config: dict | None = None,
+        transactional_id_prefix: str = "tidelog-job-",
+        commit_timeout_s: float = 120.0,
+        offsets_timeout_s: float = 10.0,
+        poll_timeout_s: float = 0.1,
+        crash_in_checkpoint: int | None = None,
+    ):
+        self.exactly_once = exactly_once
+        self.base = {"bootstrap.servers": bootstrap, **(client_config or {})}
+        # settings only a consumer (or only a producer) knows would be warned about by the other
+        self._consumer_only = {
+            k: v
+            for k, v in self.base.items()
+            if k.startswith(("session.", "heartbeat.", "max.poll.", "fetch.", "group."))
+        }
+        self._common = {k: v for k, v in self.base.items() if k not in self._consumer_only}
+        self.prefix = transactional_id_prefix
+        self.commit_timeout_s = commit_timeout_s
+        self.offsets_timeout_s = offsets_timeout_s
+        # fault injection for the crash tests: SIGKILL this process in the middle of the Nth
+        # checkpoint that writes records, once they are on the broker (exactly-once: before
+        # commit_transaction; at-least-once: before the offset commit)
+        self._crash_at = crash_in_checkpoint
+        self.poll_timeout_s = poll_timeout_s
+        self.admin = AdminClient(self._common)
+        self.consumer: Consumer | None = None
+        self._group = ""
+        self._topics: list[str] = []
+        self._callbacks: tuple = ()
+        self._buffers: dict[TP, deque[LogRecord]] = {}
+        self._producers: dict[int, Producer] = {}  # exactly-once: one per task
+        self._producer: Producer | None = None  # at-least-once: one per worker
+        self._failed: list[KafkaError] = []  # at-least-once delivery errors since the flush
+        self._restorer: Consumer | None = None
+        self._done: dict[TP, int] = {}  # the offsets last committed
+
+    @property
+    def _member(self) -> Consumer:
+        """The group consumer (``join`` made it)."""
+        if self.consumer is None:
+            raise KafkaLogError("the job's log has not joined its group (join() first)")
+        return self.consumer
+
+    # ------------------------------------------------------------------ topics
+
+    def partition_count(self, topic: str) -> int | None:
+        md = self.admin.list_topics(timeout=30)  # all topics: naming one could auto-create it
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return None
+        return len(t.partitions)
+
+    def create_topic(self, topic: str, partitions: int, config: dict | None) -> None:
+        new = NewTopic(
+            topic,
+            num_partitions=partitions,
+            replication_factor=-1,  # the cluster's default
+            config={k: str(v) for k, v in (config or {}).items()},
+        )
+        future = self.admin.create_topics([new], operation_timeout=30)[topic]
+        try:
+            future.result(timeout=UNAVAILABLE_S)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise KafkaLogError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
+
+    # ------------------------------------------------------------------ membership
+
+    def join(self, group, topics, on_assign, on_revoke, on_lost) -> None:
+        self._group, self._topics = group, list(topics)
+        self._callbacks = (on_assign, on_revoke, on_lost)
+        self.consumer = Consumer(
+            {
+                **self.base,
+                "group.id": group,
+                "client.id": f"tidelog-job-{group}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "partition.assignment.strategy": "range",
+            }
+        )
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        self._member.subscribe(
+            self._topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
+        )
+
+    def _assigned(self, consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(tp.topic, tp.partition) for tp in partitions]
+        self._callbacks[0](tps)  # opens the tasks, which seek() to their positions
+
+    def _revoked(self, consumer, partitions: list[TopicPartition]) -> None:
+        self._callbacks[1]([(tp.topic, tp.partition) for tp in partitions])
+        self._buffers.clear()
+        self._done.clear()
+
+    def _lost(self, consumer, partitions: list[TopicPartition]) -> None:
+        self._callbacks[2]([(tp.topic, tp.partition) for tp in partitions])
+        self._buffers.clear()
+        self._done.clear()
+
+    def rejoin(self) -> None:
+        """After being fenced: leave the group and join again (a fresh assignment)."""
+        self._buffers.clear()
+        self._member.unsubscribe()
+        self._subscribe()
+
+    def poll(self) -> None:
+        self._fetch(0 if any(self._buffers.values()) else self.poll_timeout_s)
+
+    def idle(self, seconds: float) -> None:
+        self._fetch(min(seconds, self.poll_timeout_s))
+
+    def _fetch(self, timeout: float) -> None:
+        msgs = self._member.consume(FETCH_BATCH, timeout)
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("job %s: fetch: %s", self._group, err.str())
+                continue
+            buf = self._buffers.get((m.topic() or "", m.partition() or 0))
+            if buf is not None:  # None: not (or no longer) ours
+                buf.append(LogRecord(m.offset() or 0, m.key(), m.value(), m.timestamp()[1]))
+
+    def claim(self, tasks: list[int]) -> None:
+        """Exactly-once: a transactional producer per task, initialised (fencing the task's
+        previous owner and aborting its open transaction) before its state is read."""
+        if not self.exactly_once:
+            return
+        for p in tasks:
+            if p in self._producers:
+                continue
+            producer = Producer(
+                {
+                    **self._common,
+                    "transactional.id": f"{self.prefix}{self._group}-{p}",
+                    "partitioner": "murmur2_random",  # Kafka's (and Tidelog's) key hashing
+                    "linger.ms": 5,
+                }
+            )
+            producer.init_transactions(self.commit_timeout_s)
+            self._producers[p] = producer
+
+    def release(self, tasks: list[int]) -> None:
+        for p in tasks:
+            producer = self._producers.pop(p, None)
+            if producer is not None:
+                producer.flush(10)
+
+    # ------------------------------------------------------------------ reading
+
+    def start_positions(self, group: str, tps: list[TP]) -> dict[TP, int]:
+        asked = [TopicPartition(t, p) for t, p in tps]
+        done = self._member.committed(asked, timeout=self.commit_timeout_s)
+        out = {}
+        for tp in done:
+            if tp.error is not None:
+                raise KafkaLogError(f"committed offset of {tp.topic}-{tp.partition}: {tp.error}")
+            if tp.offset >= 0:
+                out[(tp.topic, tp.partition)] = tp.offset
+            else:
+                low, _ = self._member.get_watermark_offsets(tp, timeout=self.commit_timeout_s)
+                out[(tp.topic, tp.partition)] = low
+        return out
+
+    def start_of(self, topic: str, partition: int) -> int:
+        raise KafkaLogError(
+            f"{topic} is a global source (read whole by every task, e.g. a search's queries): "
+            "not supported over the Kafka protocol yet; run the job embedded"
+        )
+
+    def seek(self, positions: dict[TP, int]) -> None:
+        """(Re)assign `positions` to the consumer and drop what was fetched of them."""
+        if not positions:
+            return
+        parts = [TopicPartition(t, p, off) for (t, p), off in positions.items()]
+        for tp in positions:
+            self._buffers[tp] = deque()
+        if self._pending_assign():
+            self._member.assign(self._assignment_with(parts))
+        else:
+            for part in parts:
+                self._member.seek(part)
+
+    def _pending_assign(self) -> bool:
+        """Inside the assign callback the new partitions are not assigned yet."""
+        assigned = {(tp.topic, tp.partition) for tp in self._member.assignment()}
+        return not set(self._buffers) <= assigned
+
+    def _assignment_with(self, parts: list[TopicPartition]) -> list[TopicPartition]:
+        given = {(tp.topic, tp.partition) for tp in parts}
+        kept = [tp for tp in self._member.assignment() if (tp.topic, tp.partition) not in given]
+        return kept + parts
+
+    def read(self, topic: str, partition: int, offset: int, max_records: int) -> list:
+        buf = self._buffers.get((topic, partition))
+        if not buf:
+            return []
+        while buf and buf[0].offset < offset:
+            buf.popleft()
+        return [buf[i] for i in range(min(max_records, len(buf)))]
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        _, high = self._member.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        return high if high is not None and high >= 0 else 0
+
+    def restore(self, topic: str, partition: int) -> Iterator[KeyValue]:
+        if self._restorer is None:
+            self._restorer = Consumer(
+                {
+                    **self._common,
+                    "group.id": f"{self._group}-restore",  # never joined nor committed
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                }
+            )
+        c = self._restorer
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + UNAVAILABLE_S
+        try:
+            while True:
+                msgs = c.consume(FETCH_BATCH, 0.5)
+                for m in msgs:
+                    err = m.error()
+                    if err is None:
+                        yield m.key(), m.value()
+                    elif err.code() == KafkaError._PARTITION_EOF:
+                        return
+                    else:
+                        log.warning("restore %s-%s: %s", topic, partition, err.str())
+                if not msgs and time.monotonic() > deadline:
+                    raise KafkaLogError(f"restoring {topic}-{partition}: no end in sight")
+                if msgs:
+                    deadline = time.monotonic() + UNAVAILABLE_S
+        finally:
+            c.unassign()
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint(self, group: str, tasks: dict[int, TaskCheckpoint]) -> set[int]:
+        # nothing new (no record, offsets as last committed): no transaction, no commit
+        tasks = {
+            p: cp
+            for p, cp in tasks.items()
+            if cp.records or any(self._done.get(tp) != off for tp, off in cp.offsets.items())
+        }
+        if self.exactly_once:
+            aborted = {p for p, cp in tasks.items() if not self._transaction(p, cp)}
+        else:
+            aborted = self._at_least_once(tasks)
+        for p, cp in tasks.items():
+            if p not in aborted:
+                self._done.update(cp.offsets)
+        return aborted
+
+    def _produce(self, producer: Producer, records) -> None:
+        for (topic, partition), recs in records.items():
+            for r in recs:
+                kwargs = {"timestamp": r.timestamp_ms} if r.timestamp_ms is not None else {}
+                if partition is not None:
+                    kwargs["partition"] = partition
+                while True:
+                    try:
+                        producer.produce(topic, r.value, r.key, **kwargs)
+                        break
+                    except BufferError:  # the local queue is full: let deliveries drain it
+                        producer.poll(0.05)
+
+    def _transaction(self, p: int, cp: TaskCheckpoint) -> bool:
+        """One task's checkpoint as one transaction: True once committed, False if aborted."""
+        producer = self._producers[p]
+        try:
+            producer.begin_transaction()
+            self._produce(producer, cp.records)
+            offsets = [TopicPartition(t, q, off) for (t, q), off in cp.offsets.items()]
+            # a short wait: while the group rebalances, the offsets cannot be committed until
+            # this worker polls its consumer again (e.g. after a broker restart); abort instead
+            producer.send_offsets_to_transaction(
+                offsets, self._member.consumer_group_metadata(), self.offsets_timeout_s
+            )
+            if cp.records and self._crashing():
+                producer.flush(self.commit_timeout_s)
+                os.kill(os.getpid(), signal.SIGKILL)
+            self._commit(producer)
+            return True
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED) or err.fatal():
+                self._producers.pop(p, None)
+                raise TaskMigrated(f"task {p}: {err.str()}") from exc
+            log.warning("job %s task %s: aborting the checkpoint: %s", self._group, p, err.str())
+            self._abort(p, producer)
+            return False
+
+    def _abort(self, p: int, producer: Producer) -> None:
+        """abort_transaction, retried while the error is retriable; a fatal error means the
+        producer is done for: the task is given up (``TaskMigrated``)."""
+        deadline = time.monotonic() + self.commit_timeout_s
+        while True:
+            try:
+                producer.abort_transaction(self.commit_timeout_s)
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.retriable() and time.monotonic() < deadline:
+                    continue
+                self._producers.pop(p, None)
+                raise TaskMigrated(f"task {p}: abort failed: {err.str()}") from exc
+
+    def _commit(self, producer: Producer) -> None:
+        """commit_transaction, retried while the error is retriable (broker restarting)."""
+        deadline = time.monotonic() + self.commit_timeout_s
+        while True:
+            try:
+                producer.commit_transaction(self.commit_timeout_s)
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() or time.monotonic() > deadline:
+                    raise
+                log.info("job %s: commit retried: %s", self._group, err.str())
+
+    def _at_least_once(self, tasks: dict[int, TaskCheckpoint]) -> set[int]:
+        if self._producer is None:
+            self._producer = Producer(
+                {
+                    **self._common,
+                    "enable.idempotence": True,
+                    "partitioner": "murmur2_random",
+                    "linger.ms": 5,
+                    "on_delivery": self._delivered,
+                }
+            )
+        for cp in tasks.values():
+            self._produce(self._producer, cp.records)
+        left = self._producer.flush(self.commit_timeout_s)
+        if any(cp.records for cp in tasks.values()) and self._crashing():
+            os.kill(os.getpid(), signal.SIGKILL)
+        if left or self._failed:
+            log.warning(
+                "job %s: %s undelivered, %s failed: rewinding", self._group, left, self._failed
+            )
+            self._failed.clear()
+            return set(tasks)
+        offsets = [
+            TopicPartition(t, q, off) for cp in tasks.values() for (t, q), off in cp.offsets.items()
+        ]
+        if offsets:
+            try:
+                self._member.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                log.warning(
+                    "job %s: offset commit failed, records may repeat: %s", self._group, exc
+                )
+        return set()
+
+    def _crashing(self) -> bool:
+        if self._crash_at is None:
+            return False
+        self._crash_at -= 1
+        return self._crash_at <= 0
+
+    def _delivered(self, err, msg) -> None:
+        if err is not None:
+            self._failed.append(err)
+
+    def close(self) -> None:
+        """Leave the group (the other workers rebalance at once) and close every client."""
+        if self.consumer is not None:
+            self._member.close()
+            self.consumer = None
+        if self._producer is not None:
+            self._producer.flush(10)
+        self.release(list(self._producers))
+        if self._restorer is not None:
+            self._restorer.close()
+            self._restorer = None
