@@ -32,8 +32,9 @@ Systems:
   ``KafkaLog`` in its own process, as ``python -m streams.jobs run`` runs it, checkpoint every
   5 s) against the same listener and topics as Quix, ``at-least-once`` and ``exactly-once``.
   Measured once ``streams.jobs.kafka`` exists (issue 13 items 4-5); until then its rows say
-  "not measured". Its join has a 10 s grace (see that script). The exactly-once target (cost
-  at most 30 % of at-least-once throughput) is checked on these rows.
+  "not measured". Its join has a grace as long as its input (see that script). The
+  exactly-once target (cost at most 30 % of at-least-once throughput) is checked on these
+  rows.
 - **Quix Streams 3.28.1** (``tests/bench/quix_jobs.py`` in its own virtualenv ``.venv-quix``,
   because Quix pins confluent-kafka < 2.13 and Tidelog 2.16.1) against Tidelog's Kafka
   listener (``python -m streams.protocol``, a subprocess): its recommended defaults (RocksDB
@@ -358,6 +359,7 @@ def tidelog_kafka_run(
         sys.executable, str(REPO_ROOT / "tests" / "bench" / "tidelog_jobs.py"), workload,
         "--bootstrap", bootstrap, "--inputs", *inputs, "--output", out,
         "--expect", str(expect), "--guarantee", guarantee,
+        "--join-grace-ms", str(expect // 2 + 1000),  # the span of the join input's timestamps
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=REPO_ROOT)
     if done.returncode != 0:
