@@ -99,9 +99,10 @@ class KafkaLog:
         self.prefix = transactional_id_prefix
         self.commit_timeout_s = commit_timeout_s
         self.offsets_timeout_s = offsets_timeout_s
-        # fault injection for the crash tests: SIGKILL this process in the middle of the Nth
-        # checkpoint that writes records, once they are on the broker (exactly-once: before
-        # commit_transaction; at-least-once: before the offset commit)
+        # fault injection for the crash tests: SIGKILL this process in the middle of the first
+        # checkpoint (exactly-once: task transaction) that writes at least N records, once
+        # they are on the broker (exactly-once: before commit_transaction; at-least-once:
+        # before the offset commit)
         self._crash_at = crash_in_checkpoint
         self.poll_timeout_s = poll_timeout_s
         self.admin = AdminClient(self._common)
@@ -366,7 +367,7 @@ class KafkaLog:
             producer.send_offsets_to_transaction(
                 offsets, self._member.consumer_group_metadata(), self.offsets_timeout_s
             )
-            if cp.records and self._crashing():
+            if self._crashing(sum(len(r) for r in cp.records.values())):
                 producer.flush(self.commit_timeout_s)
                 os.kill(os.getpid(), signal.SIGKILL)
             self._commit(producer)
@@ -422,7 +423,7 @@ class KafkaLog:
         for cp in tasks.values():
             self._produce(self._producer, cp.records)
         left = self._producer.flush(self.commit_timeout_s)
-        if any(cp.records for cp in tasks.values()) and self._crashing():
+        if self._crashing(sum(len(r) for cp in tasks.values() for r in cp.records.values())):
             os.kill(os.getpid(), signal.SIGKILL)
         if left or self._failed:
             log.warning(
@@ -442,11 +443,8 @@ class KafkaLog:
                 )
         return set()
 
-    def _crashing(self) -> bool:
-        if self._crash_at is None:
-            return False
-        self._crash_at -= 1
-        return self._crash_at <= 0
+    def _crashing(self, records: int) -> bool:
+        return self._crash_at is not None and records >= self._crash_at
 
     def _delivered(self, err, msg) -> None:
         if err is not None:

@@ -311,7 +311,8 @@ def test_a_worker_killed_inside_a_checkpoint(cluster, which):
     cluster.produce(records)
     spec = f"tests.jobs.workload:{which}"
     for n in range(KILLS):
-        crashing = cluster.worker(spec, env={"TIDELOG_JOBS_CRASH_IN_CHECKPOINT": str(2 + n)})
+        # a checkpoint that holds a good part of the job's work (state, outputs)
+        crashing = cluster.worker(spec, env={"TIDELOG_JOBS_CRASH_IN_CHECKPOINT": str(30 + n)})
         assert crashing.process.wait(DEADLINE_S) == -signal.SIGKILL, crashing.log_tail()
     cluster.worker(spec)
     cluster.wait_committed(f"wk-{which}", inputs, len(records))
