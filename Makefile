@@ -83,9 +83,12 @@ $(NODE_STAMP): $(NODE_TESTS)/package.json $(NODE_TESTS)/package-lock.json
 bench: $(BENCH_STAMP) native system-deps
 	$(PY) -m tests.bench $(BENCH)
 
-# Benchmark peers (requirements-bench.txt) on top of the dev requirements.
-$(BENCH_STAMP): requirements-bench.txt $(STAMP)
+# Benchmark peers (requirements-bench.txt) on top of the dev requirements; Quix Streams (bench
+# jobs) in a virtualenv of its own, since it pins an older confluent-kafka than Tidelog.
+$(BENCH_STAMP): requirements-bench.txt requirements-bench-quix.txt $(STAMP)
 	$(PY) -m pip install --quiet -r requirements-bench.txt
+	$(PYTHON) -m venv .venv-quix
+	.venv-quix/bin/pip install --quiet -r requirements-bench-quix.txt
 	touch $@
 
 # ruff's lint and format checks, and mypy over the Cluster seam (files in pyproject.toml)

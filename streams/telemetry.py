@@ -26,7 +26,8 @@ class Instruments(Protocol):
         """A Kafka client connection opened (+1) or closed (-1)."""
 
     def records_in(self, topic: str, records: int, nbytes: int) -> None:
-        """A producer's batch was appended to `topic` over the Kafka listener."""
+        """A Kafka client's batch was appended to `topic` (``PartitionLog.append_record_set``:
+        the listener's Produce, or the embedded transactional producer)."""
 
     def records_out(self, topic: str, records: int, nbytes: int) -> None:
         """A fetch answered `records` records (`nbytes` of batches) from `topic`."""

@@ -812,6 +812,9 @@ class JobSerializer(serializers.Serializer):
     failure = serializers.CharField(allow_null=True)
     inputs = serializers.ListField(child=serializers.CharField())
     outputs = serializers.ListField(child=serializers.CharField())
+    late_outputs = serializers.ListField(
+        child=serializers.CharField(), help_text="topics of its late side outputs"
+    )
     age_ms = serializers.IntegerField(allow_null=True, help_text="how old the numbers are, ms")
     workers = JobWorkerSerializer(many=True)
     lag = JobLagSerializer(many=True, help_text="input lag per partition")

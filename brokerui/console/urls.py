@@ -12,6 +12,7 @@ from brokerui.console.jobs import urls as job_urls
 from brokerui.console.jobviews import urls as jobview_urls
 from brokerui.console.live import urls as live_urls
 from brokerui.console.messages import urls as message_urls
+from brokerui.console.search import urls as search_urls
 from brokerui.console.topics import urls as topic_urls
 from brokerui.console.transactions import urls as transaction_urls
 
@@ -29,4 +30,5 @@ urlpatterns = [
     *alert_urls.urlpatterns,
     *jobview_urls.urlpatterns,
     *dualwrite_urls.urlpatterns,
+    *search_urls.urlpatterns,
 ]

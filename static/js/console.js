@@ -68,4 +68,17 @@
       event.preventDefault();
     }
   });
+
+  // a polled region's <details data-keep-open="id"> stay as the user left them across swaps
+  var openDetails = {};
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    event.detail.target.querySelectorAll("details[data-keep-open]").forEach(function (d) {
+      openDetails[d.dataset.keepOpen] = d.open;
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    document.querySelectorAll("details[data-keep-open]").forEach(function (d) {
+      if (openDetails[d.dataset.keepOpen] !== undefined) d.open = openDetails[d.dataset.keepOpen];
+    });
+  });
 })();

@@ -74,11 +74,18 @@
   }
 
   function text(value) {
-    return value === undefined ? "" : JSON.stringify(value);
+    if (value === undefined) return "";
+    // sums of decimals: 824.9, not 824.9000000000001 (as the query table, 12 digits)
+    if (typeof value === "number" && !Number.isInteger(value)) return String(parseFloat(value.toPrecision(12)));
+    return JSON.stringify(value);
   }
+
+  // a windowed view's bounds (ms since the epoch) are shown as UTC times
+  var BOUNDS = { start: true, end: true };
 
   function draw(root) {
     var table = root.querySelector("[data-view-table]");
+    var windowed = root.dataset.windowed === "1";
     var entries = Array.from(state.rows.values()).sort(function (a, b) { return compare(a.key, b.key); });
     var columns = [];
     entries.forEach(function (e) {
@@ -89,7 +96,7 @@
     ["key"].concat(columns).forEach(function (c, i) {
       var th = document.createElement("th");
       th.scope = "col";
-      th.textContent = i === 0 ? "Key" : c;
+      th.textContent = i === 0 ? "Key" : windowed && BOUNDS[c] ? c + " (UTC)" : c;
       if (i) th.className = "mono";
       head.appendChild(th);
     });
@@ -103,7 +110,10 @@
       var changedAt = state.changed.get(id);
       if (changedAt && now - changedAt < 3000) tr.className = "view-changed";
       var row = e.row !== null && typeof e.row === "object" && !Array.isArray(e.row) ? e.row : { value: e.row };
-      [id].concat(columns.map(function (c) { return text(row[c]); })).forEach(function (v, i) {
+      var cells = columns.map(function (c) {
+        return windowed && BOUNDS[c] && typeof row[c] === "number" ? utc(row[c]) : text(row[c]);
+      });
+      [id].concat(cells).forEach(function (v, i) {
         var td = document.createElement("td");
         td.className = i ? "mono num" : "mono";
         td.textContent = v;

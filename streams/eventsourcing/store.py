@@ -38,10 +38,12 @@ Thread-safety: ``CommandHandler.handle`` may be called from any number of thread
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -159,7 +161,10 @@ class _Partition:
         self.answers: dict[str, Accepted] = {}
 
 
-_OWNERS: dict[tuple[int, str], CommandHandler] = {}
+# store -> {topic: its handler}; weak, so a store's entry goes with the store
+_OWNERS: weakref.WeakKeyDictionary[LogStore, dict[str, CommandHandler]] = (
+    weakref.WeakKeyDictionary()
+)
 _OWNERS_LOCK = threading.Lock()
 
 
@@ -179,26 +184,31 @@ class CommandHandler:
             raise InvalidConfig("deciders", deciders, "a handler needs at least one Decider")
         self.store, self.topic, self.deciders = store, topic, dict(deciders)
         self.clock = clock or (lambda: int(time.time() * 1000))
-        key = (id(store), topic)
         with _OWNERS_LOCK:
-            if key in _OWNERS:
+            owners = _OWNERS.setdefault(store, {})
+            if topic in owners:
                 raise OwnershipError(
                     f"{topic} already has a command handler in this process; one writer owns "
                     "an events topic (close the other one first)"
                 )
-            _OWNERS[key] = self
+            owners[topic] = self
         try:
-            store.create_topic(topic, partitions, None)
-        except TopicAlreadyExists:
-            pass
-        self.partitions = store.partition_count(topic)
+            try:
+                store.create_topic(topic, partitions, None)
+            except TopicAlreadyExists:
+                pass
+            self.partitions = store.partition_count(topic)
+        except BaseException:
+            self.close()
+            raise
         self._parts = [_Partition() for _ in range(self.partitions)]
 
     def close(self) -> None:
         """Give up ownership (another handler may then be opened on the topic)."""
         with _OWNERS_LOCK:
-            if _OWNERS.get((id(self.store), self.topic)) is self:
-                del _OWNERS[(id(self.store), self.topic)]
+            owners = _OWNERS.get(self.store, {})
+            if owners.get(self.topic) is self:
+                del owners[self.topic]
 
     def __enter__(self) -> CommandHandler:
         return self
@@ -212,12 +222,15 @@ class CommandHandler:
         return partition_for_key(aggregate.encode(), self.partitions)
 
     def load(self, aggregate: str) -> tuple[int, Any]:
-        """``(version, state)`` of `aggregate` as of the end of the log (version 0: no events)."""
+        """``(version, state)`` of `aggregate` as of the end of the log (version 0: no events);
+        the state is a copy (changing it changes nothing)."""
         decider = self._decider(aggregate)
-        part = self._parts[self.partition_of(aggregate)]
+        p = self.partition_of(aggregate)
+        part = self._parts[p]
         with part.lock:
-            self._catch_up(self.partition_of(aggregate), part)
-            return part.states.get(aggregate, (0, decider.initial()))
+            self._catch_up(p, part)
+            version, state = part.states.get(aggregate, (0, decider.initial()))
+            return version, copy.deepcopy(state)
 
     # ------------------------------------------------------------------ commands
 

@@ -427,3 +427,40 @@ class ShopViews:
     def close(self) -> None:
         self.read_model.close()
         self.search.close()
+
+
+def main() -> None:
+    """``python -m streams.examples.shop``: a few commands on a scratch log, then the views."""
+    import tempfile
+
+    from streams.groups import GroupCoordinator
+
+    with tempfile.TemporaryDirectory() as directory:
+        store = LogStore.open(os.path.join(directory, "data"), background=False)
+        coordinator = GroupCoordinator(store)
+        coordinator.load()
+        shop = Shop(store)
+        try:
+            shop.list_product("tea", "Green tea", "Sencha, loose leaf", price_cents=450)
+            shop.list_product("pot", "Teapot", "Cast iron, for green tea", price_cents=3_900)
+            shop.restock("tea", 10)
+            shop.restock("pot", 1)
+            for cart, customer in (("c1", "ann"), ("c2", "bob")):
+                shop.add_to_cart(cart, "tea", 2)
+                shop.add_to_cart(cart, "pot", 1)
+                print(f"{customer} checks out {cart}:", shop.check_out(cart, customer=customer))
+            views = ShopViews(store, coordinator, directory)
+            print("events read by the views:", views.catch_up())
+            print("products:", views.read_model.query("SELECT * FROM products ORDER BY sku"))
+            print("carts:", views.read_model.query("SELECT * FROM carts ORDER BY cart"))
+            print("search 'green':", views.search.search("green"))
+            print("revenue:", views.revenue())
+            views.close()
+        finally:
+            shop.close()
+            coordinator.close()
+            store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,8 @@
 
 - ``job``: ``Job``, ``Stream``, ``Table`` — the chained API (``stream().filter().map()
   .key_by().window().aggregate().to()``, tumbling/hopping/session windows, running
-  aggregates, joins, ``process`` with state, ``repartition``);
+  aggregates, joins, ``process`` with state, ``repartition``, ``foreach`` into an outside
+  store);
 - ``serde``: the ``Serde`` Protocol and ``BYTES``/``TEXT``/``JSON``, ``field()``;
 - ``aggregates``: ``Count``, ``Sum``, ``Min``, ``Max``, ``Mean`` over value fields, computed by
   ``streams.processing``'s window operator;
@@ -17,6 +18,9 @@
   (``kafka.KafkaLog``, at-least-once or exactly-once), checkpointing every N ms;
 - ``python -m streams.jobs run MODULE:JOB --bootstrap HOST:PORT``: one worker process over the
   Kafka protocol (``__main__``);
+- ``metrics``: ``JobMetrics``, what a worker reports (lag, watermarks, late and dropped counts,
+  state size, checkpoints, record errors) for the console's Jobs page;
+- ``embedded``: ``EmbeddedJobs``, jobs run on threads in the broker's process (the demo's);
 - ``testing``: ``TestDriver`` (in memory, no broker).
 """
 

@@ -126,7 +126,12 @@ def _condition(where: Callable) -> Callable[[object, dict], bool]:
         raise InvalidConfig("where", where, "must be a function of (event) or (event, matched)")
     if _two(where):
         return where
-    return lambda e, _m: where(e)
+
+    def one(e, _m):
+        return where(e)
+
+    one.__wrapped__ = where  # type: ignore[attr-defined]  # called directly on the hot path
+    return one
 
 
 class Pattern:
@@ -224,6 +229,10 @@ def _name(name: object) -> str:
     return name
 
 
+def _ts(event: list) -> int:
+    return event[0]
+
+
 def _order(event: list) -> tuple:
     return (event[0], json.dumps(event[1], sort_keys=True, separators=(",", ":")))
 
@@ -235,7 +244,17 @@ class CepOperator:
     "o": [open stage indices; ``~i``: one more event for looping stage i], "f": fresh (no event
     seen since its last take), "g": [active negation stage indices], "p": pending (complete
     but for a trailing not_followed_by)}``, plus ``"d": 1`` once a run ending in
-    ``one_or_more()`` has matched (it may still grow; it never times out).
+    ``one_or_more()`` has matched (it may still grow; it never times out). A key's runs are
+    kept in order of their first event's time (new runs start at the latest time), so the
+    ones `within` expires are a prefix.
+
+    Speed (``make bench BENCH=cep``): the pattern is compiled once into per-stage tables
+    (condition, taking ``(event)`` or ``(event, matched)``; strictness; the options and
+    negations after each stage), so stepping a run is table look-ups and condition calls.
+    Wake-ups are a heap of ``(due, sequence, key)``: one entry per buffered event (due when
+    the watermark passes it) and one per run started (due when its ``within`` ends), pushed
+    once; the watermark is kept in attributes and written to the store by ``sync()`` (the
+    job calls it before each commit).
     """
 
     def __init__(
@@ -256,14 +275,22 @@ class CepOperator:
         self.within = pattern.within_ms
         self.store = store if store is not None else {}
         self.late_count = 0
-        self._heap: list[tuple[int, str, object]] = []
+        # compiled tables, by stage index
+        self._conds = [s.cond for s in self.stages]
+        self._unary = [getattr(s.cond, "__wrapped__", None) for s in self.stages]
+        self._strict = [s.kind == "next" for s in self.stages]
+        self._after: dict[int, tuple[list[int], list[int]]] = {}
+        for i in range(len(self.stages)):
+            self._after[i] = self._options(i)
+        # a new run from stage 0 can be built inline: more stages follow, no loop on stage 0
+        self._simple_start = bool(self._after[0][0]) and not self.stages[0].loop
+        self._heap: list[tuple[int, int, object]] = []
+        self._seq = 0
+        self._mx, self._wm = self.store.get(_WM) or [MIN_TIME, MIN_TIME]
         scan = getattr(self.store, "scan", self.store.items)
         for skey, st in scan():
             if skey != _WM:
                 self._schedule(skey[0], st)
-        self._after: dict[int, tuple[list[int], list[int]]] = {}
-        for i in range(len(self.stages)):
-            self._after[i] = self._options(i)
 
     # -------------------------------------------------------------- structure
 
@@ -288,49 +315,67 @@ class CepOperator:
 
     @property
     def watermark(self) -> int | None:
-        wm = self.store.get(_WM)
-        return None if wm is None or wm[1] == MIN_TIME else wm[1]
+        return None if self._wm == MIN_TIME else self._wm
+
+    def sync(self) -> None:
+        """Write the watermark to the store (before the store is snapshotted)."""
+        if self._mx != MIN_TIME:
+            self.store[_WM] = [self._mx, self._wm]
 
     def process(self, key: object, value: object, ts: int) -> tuple[Out, Out]:
         """Add one event; returns ``(matches, timed out)`` released by it."""
-        mx, wm = self.store.get(_WM) or [MIN_TIME, MIN_TIME]
+        wm = self._wm
         if ts < wm:
             self.late_count += 1
             return [], []
-        st = self.store.get((key,)) or {"b": [], "r": []}
-        st["b"].append([ts, value])
-        self.store[(key,)] = st
-        heapq.heappush(self._heap, (ts + 1, repr(key), key))
-        if ts > mx:
-            mx = ts
-            wm = max(wm, ts - self.ooo)
-            self.store[_WM] = [mx, wm]
-            return self.advance(wm)
+        skey = (key,)
+        store = self.store
+        st = store.get(skey)
+        if st is None:
+            st = {"b": [[ts, value]], "r": []}
+        else:
+            st["b"].append([ts, value])
+        store[skey] = st
+        self._seq += 1
+        heap = self._heap
+        heapq.heappush(heap, (ts + 1, self._seq, key))
+        if ts > self._mx:
+            self._mx = ts
+            if ts - self.ooo > wm:
+                wm = self._wm = ts - self.ooo
+                if heap[0][0] <= wm:
+                    return self.advance(wm)
         return [], []
 
     def _schedule(self, key: object, st: dict | None) -> None:
+        """Wake-ups for a restored key: each buffered event, each run's end."""
         if st is None:
             return
-        due = _INF
-        buf, runs = st["b"], st["r"]
-        if buf:
-            due = min(e[0] for e in buf) + 1
-        if runs and self.within is not None:
-            due = min(due, min(r["s"] for r in runs) + self.within)
-        if due < _INF:
-            heapq.heappush(self._heap, (due, repr(key), key))
+        for e in st["b"]:
+            self._seq += 1
+            heapq.heappush(self._heap, (e[0] + 1, self._seq, key))
+        if self.within is not None:
+            for r in st["r"]:
+                self._seq += 1
+                heapq.heappush(self._heap, (r["s"] + self.within, self._seq, key))
 
     def advance(self, wm: int) -> tuple[Out, Out]:
-        """Release the events before `wm` and expire what `wm` passed, key by key."""
+        """Release the events before `wm` and expire what `wm` passed, key by key (in the
+        order of ``repr(key)``)."""
         matches: Out = []
         timeouts: Out = []
-        keys: dict[str, object] = {}
-        while self._heap and self._heap[0][0] <= wm:
-            _, rk, key = heapq.heappop(self._heap)
-            keys[rk] = key
-        for rk in sorted(keys):
-            key = keys[rk]
-            self._schedule(key, self._run_key(key, wm, matches, timeouts))
+        heap = self._heap
+        if not heap or heap[0][0] > wm:
+            return matches, timeouts
+        key = heapq.heappop(heap)[2]
+        if not heap or heap[0][0] > wm:  # one key: the common case of in-order input
+            self._run_key(key, wm, matches, timeouts)
+            return matches, timeouts
+        keys = {key: None}
+        while heap and heap[0][0] <= wm:
+            keys[heapq.heappop(heap)[2]] = None
+        for k in sorted(keys, key=repr):
+            self._run_key(k, wm, matches, timeouts)
         return matches, timeouts
 
     def flush(self) -> tuple[Out, Out]:
@@ -343,37 +388,52 @@ class CepOperator:
         for k in list(self.store.keys()):
             del self.store[k]
         self._heap.clear()
+        self._mx = self._wm = MIN_TIME
         return matches, timeouts
 
     # -------------------------------------------------------------- matching
 
-    def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> dict | None:
-        """Release `key`'s events before `wm`, expire its runs; returns its state left."""
-        st = self.store.get((key,))
+    def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> None:
+        """Release `key`'s events before `wm`, expire its runs."""
+        skey = (key,)
+        st = self.store.get(skey)
         if st is None:
-            return None
+            return
         buf = st["b"]
-        if len(buf) == 1 and buf[0][0] < wm:  # the common case
-            ready, rest = buf, []
-        else:
-            ready = sorted((e for e in buf if e[0] < wm), key=_order)
-            rest = [e for e in buf if e[0] >= wm]
         runs = st["r"]
-        for ts, value in ready:
-            runs = self._expire(key, runs, ts, matches, timeouts)
-            runs = self._step(key, runs, ts, value, matches)
-        runs = self._expire(key, runs, wm, matches, timeouts)
+        within = self.within
+        if buf:
+            if len(buf) == 1:  # the common case
+                if buf[0][0] < wm:
+                    ready, rest = buf, []
+                else:
+                    ready, rest = (), buf
+            else:
+                ready = [e for e in buf if e[0] < wm]
+                rest = [e for e in buf if e[0] >= wm] if len(ready) < len(buf) else []
+                ready.sort(key=_ts)
+                if any(a[0] == b[0] for a, b in zip(ready, ready[1:], strict=False)):
+                    ready.sort(key=_order)  # ties: by value
+            for ts, value in ready:
+                if runs and within is not None and runs[0]["s"] + within <= ts:
+                    runs = self._expire(key, runs, ts, matches, timeouts)
+                runs = self._step(key, runs, ts, value, matches)
+        else:
+            rest = buf
+        if runs:
+            if within is not None:
+                if runs[0]["s"] + within <= wm:
+                    runs = self._expire(key, runs, wm, matches, timeouts)
+            elif wm >= _INF:
+                runs = self._end(key, runs, matches, timeouts)
         if rest or runs:
-            st = {"b": rest, "r": runs}
-            self.store[(key,)] = st
-            return st
-        self.store.pop((key,), None)
-        return None
+            st["b"], st["r"] = rest, runs
+            self.store[skey] = st
+        else:
+            del self.store[skey]
 
     def _expire(self, key, runs: list, now: int, matches: Out, timeouts: Out) -> list:
         """Runs whose `within` ends at or before `now` leave: pending ones match."""
-        if self.within is None:
-            return runs if now < _INF else self._end(key, runs, matches, timeouts)
         keep = []
         for r in runs:
             end = r["s"] + self.within
@@ -395,45 +455,80 @@ class CepOperator:
 
     def _value(self, run: dict) -> dict:
         out: dict[str, list] = {}
+        stages = self.stages
         for i, (_, v) in run["t"]:
-            out.setdefault(self.stages[i].name, []).append(v)
+            name = stages[i].name
+            got = out.get(name)
+            if got is None:
+                out[name] = [v]
+            else:
+                got.append(v)
         return out
 
     def _step(self, key, runs: list, ts: int, value: object, matches: Out) -> list:
         stages = self.stages
         out_runs: list = []
-        for r in runs:
-            ctx = self._value(r) if self._uses_matched else _NOTHING
-            fresh = r["f"]
-            if r["p"]:  # complete but for the trailing not_followed_by
-                if not stages[-1].cond(value, ctx):
-                    out_runs.append(r)
-                continue
-            if fresh and any(
-                stages[g].kind == "not_next" and stages[g].cond(value, ctx) for g in r["g"]
-            ):
-                continue
-            still_open = []
-            for o in r["o"]:
-                i = o if o >= 0 else ~o
-                st = stages[i]
-                strict = o >= 0 and st.kind == "next"
-                if strict and not fresh:
+        if runs:
+            conds, unary, strict_of = self._conds, self._unary, self._strict
+            uses_matched = self._uses_matched
+            for r in runs:
+                ctx = self._value(r) if uses_matched else _NOTHING
+                if r["p"]:  # complete but for the trailing not_followed_by
+                    if not conds[-1](value, ctx):
+                        out_runs.append(r)
                     continue
-                if st.cond(value, ctx):
-                    self._take(key, r, i, ts, value, out_runs, matches)
-                elif not strict:
-                    still_open.append(o)
-            killed = any(
-                stages[g].kind == "not_followed_by" and stages[g].cond(value, ctx) for g in r["g"]
-            )
-            if still_open and not killed:
-                r["o"], r["f"] = still_open, False
-                out_runs.append(r)
+                fresh = r["f"]
+                guards = r["g"]
+                if (
+                    guards
+                    and fresh
+                    and any(stages[g].kind == "not_next" and conds[g](value, ctx) for g in guards)
+                ):
+                    continue
+                still_open = []
+                for o in r["o"]:
+                    if o >= 0:
+                        i = o
+                        strict = strict_of[o]
+                        if strict and not fresh:
+                            continue
+                    else:
+                        i = ~o
+                        strict = False
+                    f = unary[i]
+                    if f(value) if f is not None else conds[i](value, ctx):
+                        self._take(key, r, i, ts, value, out_runs, matches)
+                    elif not strict:
+                        still_open.append(o)
+                if still_open and not (
+                    guards
+                    and any(
+                        stages[g].kind == "not_followed_by" and conds[g](value, ctx) for g in guards
+                    )
+                ):
+                    r["o"], r["f"] = still_open, False
+                    out_runs.append(r)
         # a new run from this event
-        if stages[0].cond(value, {}):
-            start = {"s": ts, "t": [], "o": [], "f": True, "g": [], "p": False}
-            self._take(key, start, 0, ts, value, out_runs, matches)
+        f = self._unary[0]
+        if f(value) if f is not None else self._conds[0](value, {}):
+            if self._simple_start:
+                opts, guards = self._after[0]
+                out_runs.append(
+                    {
+                        "s": ts,
+                        "t": [[0, [ts, value]]],
+                        "o": opts,
+                        "f": True,
+                        "g": guards,
+                        "p": False,
+                    }
+                )
+            else:
+                start = {"s": ts, "t": [], "o": [], "f": True, "g": [], "p": False}
+                self._take(key, start, 0, ts, value, out_runs, matches)
+            if self.within is not None:
+                self._seq += 1
+                heapq.heappush(self._heap, (ts + self.within, self._seq, key))
         return out_runs
 
     def _take(self, key, run, stage, ts, value, out_runs, matches) -> None:

@@ -4,8 +4,12 @@ start/stop), each one ``Runner`` on its own thread over the broker's ``LogStore`
 A job is registered as a ``JobSpec`` (a name, a function that builds the ``Job``, a sentence
 saying what it shows); ``start(name)`` builds it, starts its runner (inputs checked, internal
 topics created, state restored from changelogs — an error here is raised to the caller and
-nothing runs) and polls it on a daemon thread until ``stop(name)``, which writes and commits
-what the job holds (``Runner.close``) before returning. A job whose record fails
+nothing runs) and runs it on a daemon thread until ``stop(name)``, which writes and commits
+what the job holds (``Runner.close``) before returning. The thread runs a round (read,
+process, checkpoint: outputs, changelogs, offsets) at most every ``round_interval_s`` — at
+once while a backlog fills whole rounds — and none while no input has records to read, so an
+idle job writes nothing and a busy one commits about once a second, not once per record.
+A job whose record fails
 (``RecordError``) stops with status ``failed``, its error kept in its metrics, its input
 offsets left before the failing record (nothing is lost; a restart reads it again).
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,7 +51,8 @@ class JobStatus:
     description: str
     state: str  # "stopped" (never started or stopped), "starting", "running", "failed"
     inputs: list[str]
-    outputs: list[str]
+    outputs: list[str]  # every topic it writes, its late side outputs included
+    late_outputs: list[str]  # the topics of its ``Stream.late()`` side outputs
     worker: WorkerMetrics | None  # the last run's worker (None: never started)
     failure: str | None = None  # why it failed (the record error, or the start error)
 
@@ -59,10 +65,18 @@ class _Running:
         self.failure: str | None = None
 
 
+def _has_input(runner: Runner) -> bool:
+    """Whether any input partition of the runner's tasks has records it has not read."""
+    tasks = runner.describe()["tasks"].values()
+    return any(i["lag_records"] > 0 for t in tasks for i in t["inputs"].values())
+
+
 class EmbeddedJobs:
-    def __init__(self, store, coordinator, *, idle_wait_s: float = 0.5, metrics_every_ms=1000):
+    def __init__(
+        self, store, coordinator, *, round_interval_s: float = 1.0, metrics_every_ms: int = 1000
+    ):
         self._store, self._coordinator = store, coordinator
-        self._idle_wait = idle_wait_s
+        self._round_interval = round_interval_s
         self._metrics_every = metrics_every_ms
         self._lock = threading.Lock()
         self._specs: dict[str, JobSpec] = {}
@@ -125,8 +139,13 @@ class EmbeddedJobs:
         runner, metrics = run.runner, run.runner.metrics
         try:
             while not run.stop.is_set():
-                if runner.poll_once() == 0:
-                    run.stop.wait(self._idle_wait)
+                began = time.monotonic()
+                if _has_input(runner):
+                    if runner.poll_once() >= runner.max_records:
+                        continue  # a backlog: catch up without pausing
+                else:
+                    metrics.observe(runner)  # no round, but the numbers stay fresh
+                run.stop.wait(max(0.0, self._round_interval - (time.monotonic() - began)))
         except RecordError as exc:
             run.failure = str(exc)
             metrics.set_status("failed")
@@ -160,6 +179,11 @@ class EmbeddedJobs:
             state=state,
             inputs=[n.params["topic"] for n in job.sources() if not n.params.get("internal")],
             outputs=[n.params["topic"] for n in job.nodes if n.kind == "sink"],
+            late_outputs=[
+                n.params["topic"]
+                for n in job.nodes
+                if n.kind == "sink" and n.parents[0][0].kind == "late_events"
+            ],
             worker=worker,
             failure=None if run is None else run.failure,
         )

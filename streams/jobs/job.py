@@ -333,12 +333,16 @@ class Stream:
         node = self.job._node("late_events", None, [(self.node, 0)])
         return Stream(self.job, node, rekeyed=False)
 
-    def search(self, *, queries: str, name: str | None = None) -> Stream:
+    def search(
+        self, *, queries: str, for_topic: str | None = None, name: str | None = None
+    ) -> Stream:
         """Search on the stream (``streams.jobs.search``): every event is matched against the
         live queries of the compacted topic `queries` (key = query id, value = a query string
         or ``{"query": ...}``, a tombstone deletes); each match is a record ``(query id,
         {"query": id, "key": event key, "event": value}, event ts)``. The queries topic is read
-        whole by every task (a global source)."""
+        whole by every task (a global source). With `for_topic`, a query record
+        ``{"query": ..., "topic": t}`` naming another topic than `for_topic` is ignored (one
+        queries topic can serve searches over several topics)."""
         if not isinstance(queries, str) or not queries:
             raise InvalidConfig("queries", queries, "name the topic of the saved queries")
         qsrc = self.job._node(
@@ -352,7 +356,7 @@ class Stream:
             table=True,
             global_=True,
         )
-        node = self.job._node("search", name, [(self.node, 0), (qsrc, 1)])
+        node = self.job._node("search", name, [(self.node, 0), (qsrc, 1)], for_topic=for_topic)
         return Stream(self.job, node, rekeyed=True)
 
     # output

@@ -81,6 +81,9 @@ class IntervalJoin:
             right if right is not None else {},
         )
         self.meta = meta if meta is not None else {}
+        # the meta store's progress, read once here and written through on every change
+        self._max = [self.meta.get("lmax", MIN_TIME), self.meta.get("rmax", MIN_TIME)]
+        self._wm = self.meta.get("wm", MIN_TIME)
         self.late_count = 0
         self._heap: list[tuple[int, int, object]] = []  # (expires after, side, key)
         for side, store in enumerate(self.sides):
@@ -92,44 +95,51 @@ class IntervalJoin:
 
     @property
     def watermark(self) -> int | None:
-        wm = self.meta.get("wm", MIN_TIME)
-        return None if wm == MIN_TIME else wm
+        return None if self._wm == MIN_TIME else self._wm
 
     def process(self, side: int, key: object, value: object, ts: int) -> Out:
         """Add an event of the left (`side` 0) or right (1) input; returns the emissions."""
         out: Out = []
-        wm = self.meta.get("wm", MIN_TIME)
-        if ts < wm:
+        if ts < self._wm:
             self.late_count += 1
         else:
-            other = self.sides[1 - side].get(key)
+            others = self.sides[1 - side]
+            other = others.get(key)
             matched = False
             if other:
                 changed = False
+                within, joiner = self.within, self.joiner
                 for e in other:
-                    if abs(e[0] - ts) <= self.within:
+                    if -within <= e[0] - ts <= within:
                         matched = True
                         if not e[2]:
                             e[2] = changed = True
-                        lv, rv = (value, e[1]) if side == 0 else (e[1], value)
-                        out.append((key, self.joiner(lv, rv), max(ts, e[0])))
+                        if side == 0:
+                            out.append((key, joiner(value, e[1]), ts if ts > e[0] else e[0]))
+                        else:
+                            out.append((key, joiner(e[1], value), ts if ts > e[0] else e[0]))
                 if changed:
-                    self.sides[1 - side][key] = other  # tell a changelogged store
-            mine = self.sides[side].get(key) or []
-            mine.append([ts, value, matched])
-            self.sides[side][key] = mine
+                    others[key] = other  # tell a changelogged store
+            mine_store = self.sides[side]
+            mine = mine_store.get(key)
+            if mine is None:
+                mine_store[key] = [[ts, value, matched]]
+            else:
+                mine.append([ts, value, matched])
+                mine_store[key] = mine
             heapq.heappush(self._heap, (ts + self.within, side, key))
-        self._observe(side, ts, out)
+        if ts > self._max[side]:
+            self._observe(side, ts, out)
         return out
 
     def _observe(self, side: int, ts: int, out: Out) -> None:
-        name = ("lmax", "rmax")[side]
-        if ts <= self.meta.get(name, MIN_TIME):
-            return
-        self.meta[name] = ts
-        seen = [self.meta[n] for n in ("lmax", "rmax") if n in self.meta]
-        cand = min(seen) - self.grace
-        if cand > self.meta.get("wm", MIN_TIME):
+        """`ts` is the largest event time of `side` so far: move the watermark."""
+        self._max[side] = ts
+        self.meta[("lmax", "rmax")[side]] = ts
+        other = self._max[1 - side]
+        cand = (ts if other == MIN_TIME else min(ts, other)) - self.grace
+        if cand > self._wm:
+            self._wm = cand
             self.meta["wm"] = cand
             self._expire(cand, out)
 

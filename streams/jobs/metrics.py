@@ -115,11 +115,12 @@ class WorkerMetrics:
 
 
 class Observable(Protocol):
-    """What ``observe`` reads of a runner: its tasks and where each input stands."""
+    """What ``observe`` reads of a runner: its tasks, and ``describe()`` (per task its
+    inputs' positions and lag)."""
 
     tasks: dict
 
-    def input_positions(self, partition: int) -> dict[str, tuple[int, int]]: ...
+    def describe(self) -> dict: ...
 
 
 class JobMetrics:
@@ -155,10 +156,15 @@ class JobMetrics:
         if not force and now - self._as_of < self.every_ms:
             return False
         tasks = []
+        described = runner.describe()["tasks"]
         for p, task in sorted(runner.tasks.items()):
             inputs = {
-                topic: {"position": pos, "end": end, "lag_records": max(0, end - pos)}
-                for topic, (pos, end) in runner.input_positions(p).items()
+                topic: {
+                    "position": i["position"],
+                    "end": i["position"] + i["lag_records"],
+                    "lag_records": i["lag_records"],
+                }
+                for topic, i in described[p]["inputs"].items()
             }
             late = task.late_counts()
             tasks.append(

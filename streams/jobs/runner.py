@@ -72,8 +72,9 @@ from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import SerdeError
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
-from streams.jobs.views import RunnerViews
+from streams.jobs.views import RunnerViews, ViewRegistry
 from streams.jobs.views import registry as view_registry
+from streams.jobs.viewserver import member_client_id
 from streams.log import LogStore, ProducerRecord
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,8 @@ class Runner:
         max_records: int = 1000,
         group: bool = False,
         consumer_options: dict | None = None,
+        views: ViewRegistry | None = None,
+        query_endpoint: str | None = None,
         changelog_config: dict | None = None,
         checkpoint_interval_ms: int = 0,
         metrics: JobMetrics | None = None,
@@ -141,7 +144,7 @@ class Runner:
             coordinator,
             group=group,
             consumer_options=consumer_options,
-            client_id=f"tidelog-job-{job.name}",
+            client_id=member_client_id(job.name, query_endpoint),
         )
         self.group_id = job.name
         self.state_backend, self.state_dir = state_backend, state_dir
@@ -165,6 +168,10 @@ class Runner:
         self._counts: dict[str, int] = {}
         self._last_checkpoint = time.monotonic()
         self.views: RunnerViews | None = None  # its tasks' queryable tables (``views``)
+        # where its views are published (default: the process's for the store), and the
+        # address of a ``viewserver.ViewServer`` on them, advertised in its group member's
+        # client id so that other processes route queries of its partitions to it
+        self._view_registry, self.query_endpoint = views, query_endpoint
 
     @property
     def consumer(self):
@@ -189,8 +196,9 @@ class Runner:
             topic = changelog_topic(self.job.name, store)
             self._ensure_topic(topic, n_tasks, self._changelog_config)
         self._counts = counts
-        if self.log_store is not None:
-            self.views = view_registry(self.log_store).attach(self, counts)
+        if self.log_store is not None or self._view_registry is not None:
+            reg = self._view_registry or view_registry(self.log_store)
+            self.views = reg.attach(self, counts)
         for topic in self._globals:
             for p in range(self._check_exists(topic)):
                 self._global_pos[(topic, p)] = self.joblog.start_of(topic, p)

@@ -41,10 +41,14 @@ match is emitted as ``(query id, {"query": id, "key": event key, "event": event}
 
 **Index** (``QueryIndex``) — the percolator idea: each query is reduced to a small set of
 *index keys* at least one of which an event must contain for the query to match —
-``(field, word)`` for a term or phrase (for a phrase its longest word; for an unfielded term
-the field ``""``, which holds every word of the event), ``(field, None)`` ("field present")
-for a range or ``field:*``. An AND takes the best key set of its children (terms before
-field presence, then the fewest keys), an OR the union of its children's; a NOT gives none.
+``(field, word)`` for a term or phrase (for an unfielded term the field ``""``, which holds
+every word of the event), ``(field, None)`` ("field present") for a range or ``field:*``. A
+phrase is indexed on one of its words, an AND on the key set of one of its children (word
+keys before field presence), an OR on the union of its children's; a NOT gives none. Which
+word and which child: the ones the fewest live queries use anywhere when the query is added
+(the index has no statistics of the events; a word many queries share — ``product`` in
+``page:"product 17"``, ``status:error`` — is taken as common in events too), so that each
+event meets few candidates.
 A query with no key set (only negations, ``*``, or an OR with such a branch) is put on an
 *always check* list (``QueryIndex.describe`` and ``explain`` say so). An event is analysed
 once; its words and present fields are looked up in the posting lists; only the queries found
@@ -513,11 +517,16 @@ def compile_node(n: Node) -> Matcher:
 Key = tuple[str, str | None]  # (field, word), or (field, None): the field is present
 
 
-def index_keys(n: Node) -> frozenset[Key] | None:
-    """Keys at least one of which every event matching `n` contains; None: no such set."""
+def index_keys(n: Node, size: Callable[[Key], int] | None = None) -> frozenset[Key] | None:
+    """Keys at least one of which every event matching `n` contains; None: no such set.
+    `size` (how many live queries use a key) steers the choice towards rarer keys: of a
+    phrase's words the one fewest queries use (then the longest), of an AND's children the
+    key set fewest queries use."""
+    size = size or _no_size
     kind = n.kind
     if kind == "term":
-        return frozenset({(n.field, max(n.words, key=len))})
+        field = n.field
+        return frozenset({(field, min(n.words, key=lambda w: (size((field, w)), -len(w))))})
     if kind in ("range", "exists"):
         return frozenset({(n.field, None)})
     if kind in ("all", "not"):
@@ -525,34 +534,45 @@ def index_keys(n: Node) -> frozenset[Key] | None:
     if kind == "or":
         out: set[Key] = set()
         for c in n.children:
-            ks = index_keys(c)
+            ks = index_keys(c, size)
             if ks is None:
                 return None
             out |= ks
         return frozenset(out)
     if kind == "and":
-        return _best(index_keys(c) for c in n.children)
+        return _best((index_keys(c, size) for c in n.children), size)
     # bool: a required clause suffices; without one, some should clause must match
     if n.must:
-        return _best(index_keys(c) for c in n.must)
+        return _best((index_keys(c, size) for c in n.must), size)
     if n.should:
-        return index_keys(Node("or", children=n.should))
+        return index_keys(Node("or", children=n.should), size)
     return None
 
 
-def _best(sets) -> frozenset[Key] | None:
+def _term_keys(n: Node):
+    """Every (field, word) of `n`'s terms and phrases."""
+    if n.kind == "term":
+        for w in n.words:
+            yield (n.field, w)
+    for c in (*n.children, *n.must, *n.should, *n.must_not):
+        yield from _term_keys(c)
+
+
+def _no_size(key: Key) -> int:
+    return 0
+
+
+def _best(sets, size: Callable[[Key], int]) -> frozenset[Key] | None:
     best = None
+    best_cost = None
     for ks in sets:
         if ks is None:
             continue
-        if best is None or _cost(ks) < _cost(best):
-            best = ks
+        # presence keys are weak filters (most events have the field): word keys first
+        cost = (sum(1 for _, w in ks if w is None), sum(size(k) for k in ks), len(ks))
+        if best_cost is None or cost < best_cost:
+            best, best_cost = ks, cost
     return best
-
-
-def _cost(ks: frozenset[Key]) -> tuple[int, int]:
-    """Presence keys are weak filters (most events have the field): prefer word keys."""
-    return (sum(1 for _, w in ks if w is None), len(ks))
 
 
 @dataclass
@@ -601,12 +621,14 @@ QUERIES = QuerySerde()
 class QueryIndex:
     """The live queries of one task, indexed by their keys (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic: str | None = None) -> None:
+        self.topic = topic  # set: records naming another topic ({"topic": ...}) are not ours
         self.queries: dict[str, Query] = {}
         # field -> word (None: present) -> ids
         self.postings: dict[str, dict[str | None, set[str]]] = {}
         self.always: set[str] = set()
         self.errors: dict[str, str] = {}  # id -> why its latest record did not parse
+        self._df: dict[Key, int] = {}  # (field, word) -> live queries using it (anywhere)
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -616,11 +638,16 @@ class QueryIndex:
         self.delete(qid)
         if value is None:
             return
+        if self.topic is not None and isinstance(value, dict):
+            if value.get("topic") not in (None, self.topic):
+                return
         try:
             q = compile_query(qid, query_text(value))
         except QueryError as exc:
             self.errors[qid] = str(exc)
             return
+        self._count(q.node, 1)
+        q.keys = index_keys(q.node, self._size)
         self.queries[qid] = q
         if q.keys is None:
             self.always.add(qid)
@@ -628,11 +655,24 @@ class QueryIndex:
             for field, word in q.keys:
                 self.postings.setdefault(field, {}).setdefault(word, set()).add(qid)
 
+    def _size(self, key: Key) -> int:
+        return self._df.get(key, 0)
+
+    def _count(self, node: Node, delta: int) -> None:
+        """Count the query's words (per field) in ``_df``: how many live queries use each."""
+        for key in _term_keys(node):
+            n = self._df.get(key, 0) + delta
+            if n > 0:
+                self._df[key] = n
+            else:
+                self._df.pop(key, None)
+
     def delete(self, qid: str) -> None:
         self.errors.pop(qid, None)
         q = self.queries.pop(qid, None)
         if q is None:
             return
+        self._count(q.node, -1)
         if q.keys is None:
             self.always.discard(qid)
             return

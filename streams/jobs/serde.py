@@ -61,6 +61,12 @@ class TextSerde:
         return None if data is None else bytes(data).decode()
 
 
+# One encoder and decoder for every record: ``json.dumps(obj, separators=...)`` would build a
+# new encoder per call, and ``json.loads(bytes)`` sniffs the encoding of each record first.
+_encode = _json.JSONEncoder(separators=(",", ":")).encode
+_decode = _json.JSONDecoder().decode
+
+
 class JsonSerde:
     """JSON (UTF-8, compact, keys in insertion order). Tuples come back as lists."""
 
@@ -70,13 +76,17 @@ class JsonSerde:
         if obj is None:
             return None
         try:
-            return _json.dumps(obj, separators=(",", ":")).encode()
+            return _encode(obj).encode()
         except (TypeError, ValueError) as exc:
             raise SerdeError(f"cannot write as JSON: {exc}") from exc
 
     def deserialize(self, data: bytes | None) -> object:
         if data is None:
             return None
+        try:
+            return _decode(data.decode())  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass  # not bytes, not UTF-8 (UTF-16/32, a BOM) or not JSON: json.loads decides
         try:
             return _json.loads(data)
         except ValueError as exc:

@@ -38,11 +38,15 @@ from typing import Protocol
 
 from streams.errors import InvalidConfig
 
-_MISSING = object()
+_MISSING = object()  # in Store._dirty: the key was deleted
+_ABSENT = object()  # not in a dict
+
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per call
 
 
 def encode(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return _encode(obj).encode()
 
 
 def decode_key(data: bytes) -> object:
@@ -146,12 +150,22 @@ class Store(MutableMapping):
     commit (so operators may mutate a value they got and set it back), and as JSON in the
     backend. ``take_changes()`` returns ``[(key bytes, value bytes | None)]`` for the
     changelog and writes the cache through to the backend.
+
+    Over the in-memory backend, the objects written at a commit also stay in a second cache
+    (``_objects``), so that a key read again after the commit is not decoded from its JSON
+    again: the hot keys of a job are read after every commit. That costs the objects' memory
+    on top of their JSON; a RocksDB-backed store (state larger than memory) keeps no such
+    cache.
     """
 
     def __init__(self, name: str, backend: Backend | None = None):
         self.name = name
         self.backend = backend if backend is not None else MemoryBackend()
         self._dirty: dict[object, object] = {}  # key -> value or _MISSING (deleted)
+        # key -> value as last written to the backend (a subset of it); memory backend only
+        self._objects: dict[object, object] | None = (
+            {} if isinstance(self.backend, MemoryBackend) else None
+        )
 
     def __getitem__(self, key: object) -> object:
         v = self._dirty.get(key, None)
@@ -159,18 +173,32 @@ class Store(MutableMapping):
             if v is _MISSING:
                 raise KeyError(key)
             return v
-        raw = self.backend.get(encode(key))
-        if raw is None:
-            raise KeyError(key)
-        value = json.loads(raw)
+        objects = self._objects
+        if objects is not None and key in objects:
+            value = objects[key]
+        else:
+            raw = self.backend.get(encode(key))
+            if raw is None:
+                raise KeyError(key)
+            value = json.loads(raw)
         self._dirty[key] = value  # cached; written back (unchanged or not) at commit
         return value
 
     def get(self, key: object, default: object = None) -> object:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        # __getitem__ inlined: operators call get for every record, often for a missing key
+        v = self._dirty.get(key, _ABSENT)
+        if v is not _ABSENT:
+            return default if v is _MISSING else v
+        objects = self._objects
+        if objects is not None and key in objects:
+            v = objects[key]
+        else:
+            raw = self.backend.get(encode(key))
+            if raw is None:
+                return default
+            v = json.loads(raw)
+        self._dirty[key] = v  # cached; written back (unchanged or not) at commit
+        return v
 
     def __setitem__(self, key: object, value: object) -> None:
         if value is None:
@@ -186,6 +214,8 @@ class Store(MutableMapping):
         v = self._dirty.get(key, None)
         if v is not None or key in self._dirty:
             return v is not _MISSING
+        if self._objects is not None and key in self._objects:
+            return True
         return self.backend.get(encode(key)) is not None
 
     def __iter__(self) -> Iterator[object]:
@@ -215,22 +245,29 @@ class Store(MutableMapping):
 
     def take_changes(self) -> list[tuple[bytes, bytes | None]]:
         out: list[tuple[bytes, bytes | None]] = []
+        backend, objects = self.backend, self._objects
         for key, value in self._dirty.items():
             k = encode(key)
             if value is _MISSING:
-                if self.backend.get(k) is not None:
-                    self.backend.delete(k)
+                if backend.get(k) is not None:
+                    backend.delete(k)
                 out.append((k, None))
+                if objects is not None:
+                    objects.pop(key, None)
             else:
                 v = encode(value)
-                if self.backend.get(k) != v:
-                    self.backend.put(k, v)
+                if backend.get(k) != v:
+                    backend.put(k, v)
                     out.append((k, v))
+                if objects is not None:
+                    objects[key] = value
         self._dirty.clear()
         return out
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (the last one of a key wins; None deletes)."""
+        if self._objects:
+            self._objects.pop(decode_key(key), None)
         if value is None:
             self.backend.delete(key)
         else:
@@ -241,6 +278,8 @@ class Store(MutableMapping):
 
     def close(self) -> None:
         self._dirty.clear()
+        if self._objects is not None:
+            self._objects.clear()
         self.backend.close()
 
 

@@ -32,7 +32,7 @@ from streams.processing.aggregates import (
     values_builder,
 )
 from streams.processing.operator import MIN_TIME, WindowOperator
-from streams.processing.windows import Session
+from streams.processing.windows import Session, Tumbling
 
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
 Emit = Callable[[str, str, object, object, int], None]
@@ -224,6 +224,7 @@ class _Window(_Step):
         self.only_final = node.params["emit"] == "final"
         self._dirty: set[tuple[object, object]] = set()  # windows touched since the last commit
         self.sessions = isinstance(self.window, Session)
+        self._size = self.window.size_ms if type(self.window) is Tumbling else None
         self.ops: list[tuple[Callable, WindowOperator]] = []
         for members in groups.values():
             ext = next(
@@ -259,14 +260,23 @@ class _Window(_Step):
                 del self.store[skey]
 
     def push(self, side, key, value, ts):
-        late = self.ops[0][1].late_count
-        outs = [op.process(key, ext(value), ts, 0) for ext, op in self.ops]
-        if outs[0]:
-            self._emit(outs)
-        if self.late_children and self.ops[0][1].late_count != late:
+        op0 = self.ops[0][1]
+        late = op0.late_count
+        if len(self.ops) == 1:  # one aggregated field (count + sum of it): no lists to zip
+            ext = self.ops[0][0]
+            out = op0.process_many(((key, ext(value), ts, 0),))
+            if out:
+                self._emit((out,))
+        else:
+            outs = [op.process_many(((key, ext(value), ts, 0),)) for ext, op in self.ops]
+            if outs[0]:
+                self._emit(outs)
+        if self.late_children and op0.late_count != late:
             self.forward_late(key, value, ts)
         if self.sessions:
             self._dirty.add((key, _SESSION))
+        elif self._size is not None:  # tumbling: one window, its start computed here
+            self._dirty.add((key, ts - ts % self._size))
         else:
             dirty = self._dirty
             for start in self.window.starts(ts):
@@ -524,6 +534,9 @@ class _Cep(_Step):
         if self.late_children and self.op.late_count != late:
             self.forward_late(key, value, ts)
 
+    def before_commit(self) -> None:
+        self.op.sync()
+
     def flush(self) -> None:
         self._out(*self.op.flush())
 
@@ -540,7 +553,7 @@ class _Search(_Step):
 
     def __init__(self, node, task):
         super().__init__(node, task)
-        self.index = QueryIndex()
+        self.index = QueryIndex(node.params.get("for_topic"))
 
     def push(self, side, key, value, ts):
         if side == 1:

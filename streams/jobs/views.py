@@ -70,9 +70,14 @@ class UnknownView(TidelogError):
 
 
 class ViewUnavailable(TidelogError):
-    """The partition that holds the answer is not served by any runner of this process."""
+    """The partitions that hold the answer are not served by any runner of this process
+    (`partitions`), or by no worker that advertises a query endpoint."""
 
     code = "view_unavailable"
+
+    def __init__(self, message: str, partitions: list[int] | None = None):
+        super().__init__(message)
+        self.partitions = partitions or []
 
 
 class ViewTimeout(TidelogError):
@@ -169,11 +174,11 @@ class _Part:
 class View:
     """The published rows of one view, by partition."""
 
-    def __init__(self, job, node, log_store, partitions: int, key_topic: str, key_serde):
+    def __init__(self, job, node, end_offset, partitions: int, key_topic: str, key_serde):
         self.job_name, self.name, self.kind = job.name, node.name, node.kind
         self.windowed = node.kind == "window"
         self.partitions, self.key_topic, self.key_serde = partitions, key_topic, key_serde
-        self.log_store = log_store
+        self.end_offset = end_offset  # (topic, partition) -> the log's end offset
         self.repartition_topics = _upstream_repartitions(node)
         self.input_topics = _upstream_topics(node)
         self.parts: dict[int, _Part] = {}
@@ -272,16 +277,21 @@ class View:
         limit: int = MAX_ROWS,
         wait_for=None,
         timeout_s: float = 0.0,
+        partitions: list[int] | None = None,
     ) -> Answer:
         """Rows with ``lo <= key <= hi`` (either bound may be None: open) across every
-        partition, merged in key order (``order``), at most `limit`. For a windowed view the
-        keys are ``[key, start]`` pairs and the bounds compare with them."""
+        partition (or those in `partitions`), merged in key order (``order``), at most
+        `limit`. For a windowed view the keys are ``[key, start]`` pairs and the bounds
+        compare with them."""
         limit = _limit(limit)
         lo_k = None if lo is None else order(_key(lo))
         hi_k = None if hi is None else order(_key(hi))
         with self._cond:
-            ps = list(range(self.partitions))
+            ps = list(range(self.partitions)) if partitions is None else sorted(set(partitions))
             self._wait(wait_for, timeout_s, ps)
+            missing = [p for p in ps if p not in self.served()]
+            if missing:
+                self._served(missing[0], missing)
             parts = {p: self._served(p) for p in ps}
             found: list[tuple[object, object]] = []
             for part in parts.values():
@@ -368,12 +378,27 @@ class View:
 
     # ---------------------------------------------------------------- internals (locked)
 
-    def _served(self, p: int) -> _Part:
+    def served(self) -> set[int]:
+        """The partitions a runner of this process serves now."""
+        with self._cond:
+            return {p for p, part in self.parts.items() if part.owner is not None}
+
+    def wait_offsets(self, targets: dict[str, dict[int, int]], timeout_s: float) -> None:
+        """Block until these partitions' published positions reach `targets` (one stage of
+        a ``wait_for``: no repartition topic is followed), at most `timeout_s`."""
+        with self._cond:
+            self._wait_until(targets, time.monotonic() + timeout_s, targets, timeout_s)
+
+    def _served(self, p: int, all_missing: list[int] | None = None) -> _Part:
         part = self.parts.get(p)
         if part is None or part.owner is None:
+            missing = all_missing or [p]
             raise ViewUnavailable(
-                f"partition {p} of view {self.job_name}/{self.name} is not served by a worker "
-                "in this process (it is rebalancing, stopped, or owned by another process)"
+                f"partition{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(map(str, missing))} of view {self.job_name}/{self.name} "
+                "not served by a worker in this process (rebalancing, stopped, or owned by "
+                "another process)",
+                missing,
             )
         return part
 
@@ -402,15 +427,17 @@ class View:
                     f"is not an input of view {self.job_name}/{self.name} "
                     f"(its inputs: {', '.join(sorted(self.input_topics))})",
                 )
+        for topic, ps in targets.items():
+            for p in ps:
+                if p >= self.partitions:
+                    raise InvalidConfig("wait_for", f"{topic}:{p}", f"{topic} has no partition {p}")
         deadline = time.monotonic() + timeout_s
-        stages = [targets]
-        self._wait_until(targets, deadline, wait_for)
+        self._wait_until(targets, deadline, targets, timeout_s)
         for topic in self.repartition_topics:
-            ends = {topic: {q: self.log_store.offsets(topic, q)[1] for q in partitions}}
-            stages.append(ends)
-            self._wait_until(ends, deadline, wait_for)
+            ends = {topic: {q: self.end_offset(topic, q) for q in partitions}}
+            self._wait_until(ends, deadline, targets, timeout_s)
 
-    def _wait_until(self, targets: dict[str, dict[int, int]], deadline: float, asked) -> None:
+    def _wait_until(self, targets, deadline: float, asked, timeout_s: float) -> None:
         while True:
             behind = [
                 (t, p, o)
@@ -424,9 +451,13 @@ class View:
             if left <= 0:
                 t, p, o = behind[0]
                 at = self.parts[p].offsets.get(t) if p in self.parts else None
+                wanted = ", ".join(
+                    f"{tp}-{pn}:{off}" for tp, ps in sorted(asked.items()) for pn, off in ps.items()
+                )
                 raise ViewTimeout(
-                    f"view {self.job_name}/{self.name} did not reach {asked} in time: "
-                    f"{t}-{p} is at {at if at is not None else 'no offset'}, waiting for {o}"
+                    f"view {self.job_name}/{self.name} did not reach {wanted} within "
+                    f"{timeout_s:g} s: {t}-{p} is at {at if at is not None else 'no offset'}, "
+                    f"waiting for {o}"
                 )
             self._cond.wait(left)
 
@@ -498,13 +529,23 @@ def _keying_source(node):
 
 
 class ViewRegistry:
-    """The views of the jobs running over one ``LogStore`` in this process, by job and name."""
+    """The views of the jobs running over one log in this process, by job and name. The
+    log is what the runners read: the embedded ``LogStore`` (``offsets``) or any object with
+    ``end_offset(topic, partition)``."""
 
     def __init__(self, log_store) -> None:
+        if log_store is None:
+            raise InvalidConfig("log", None, "a view registry needs the log its jobs read")
         self.log_store = log_store
         self._lock = threading.Lock()
         self._views: dict[str, dict[str, View]] = {}
         self._runners: dict[str, set[int]] = {}
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        end_offset = getattr(self.log_store, "end_offset", None)
+        if end_offset is not None:
+            return end_offset(topic, partition)
+        return self.log_store.offsets(topic, partition)[1]
 
     def attach(self, runner, counts: dict[str, int]) -> RunnerViews:
         job = runner.job
@@ -517,7 +558,7 @@ class ViewRegistry:
                         src = _keying_source(node)
                         topic = src.params["topic"]
                         views[node.name] = View(
-                            job, node, self.log_store, counts[topic], topic, src.params["key"]
+                            job, node, self.end_offset, counts[topic], topic, src.params["key"]
                         )
                 self._views[job.name] = views
             self._runners.setdefault(job.name, set()).add(id(runner))

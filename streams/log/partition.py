@@ -6,9 +6,14 @@ Offsets:
                       (``flush.messages=1``) only what is on disk, otherwise the log end
     log end offset    next offset to assign
 
-Writers: one at a time (``_write_lock``). Durability uses group commit: an appender that must wait
-for disk calls ``_sync_to(its end offset)``; the first to take ``_flush_lock`` syncs everything
-written so far, and the others find their offsets already covered.
+Writers: one at a time (``_write_lock``), every record through ``append_batches`` (producer
+state, transaction check, write; see ``produce`` for the validation before it). Durability uses
+group commit: an appender that must wait for disk calls ``_sync_to(its end offset)``; the first to
+take ``_flush_lock`` syncs everything written so far (segments a roll sealed since, then the
+active one), and the others find their offsets already covered. ``append_batches`` never fsyncs,
+not even when it rolls a segment, so a writer on an event loop does not wait for the disk; the
+callers that wait (``append``, ``write_marker``, the listener's group commit) sync afterwards,
+outside the write lock.
 
 Readers never take a lock. They read ``high_watermark`` first, then the segment list (replaced,
 never mutated, when segments are added or removed), then each segment's ``size``; everything
@@ -104,6 +109,8 @@ class PartitionLog:
         # bytes appended since this process opened the partition (for rate metrics)
         self.bytes_appended = 0
         self._write_lock = threading.RLock()  # re-entered by append_batches
+        self._unsynced: list[LogSegment] = []  # sealed by a roll, not fsynced yet
+        self._dir_unsynced = False  # a roll made files whose directory entry is not synced
         self._flush_lock = threading.Lock()
         self._closed = False
         self._refusals = RefusalLog(f"{topic}-{partition}")
@@ -266,12 +273,15 @@ class PartitionLog:
         now = self.clock()
         batches = produce.client_batches(self.config, self.topic, data, now)
         results = self.append_batches(batches, now, verify_txn)
-        ts = now if self.config.log_append_time else -1
+        instruments = telemetry.current()
+        for (h, batch), r in zip(batches, results, strict=True):
+            if not r.retry:
+                instruments.records_in(self.topic, h.count, len(batch))
         first = results[0]
         syncs = [r.last_offset + 1 for r in results if r.sync]
         return Appended(
             first.base_offset,
-            first.timestamp if first.retry else ts,
+            first.timestamp,
             max(syncs) if syncs else None,
             self.log_start_offset,
         )
@@ -324,7 +334,10 @@ class PartitionLog:
         out: list[Written] = []
         with self._write_lock:
             self._check_writable()
-            dups = self.producers.check_batches([h for h, _ in batches])
+            if any(h.producer_id >= 0 for h, _ in batches):
+                dups = self.producers.check_batches([h for h, _ in batches])
+            else:  # no idempotent producer: nothing to check (the store's own appends)
+                dups = [None] * len(batches)
             for (h, batch), dup in zip(batches, dups, strict=True):
                 if dup is not None:
                     out.append(Written(dup.base_offset, dup.last_offset, dup.timestamp, True))
@@ -440,21 +453,40 @@ class PartitionLog:
         """Seal the active segment and start a new one at the log end (write lock held).
 
         The new segment's files are made first: a disk that refuses them (OSError) leaves the
-        active segment as it was, and the next append tries again."""
+        active segment as it was, and the next append tries again. Nothing is fsynced here, so
+        an append that rolls does not wait for the disk (Kafka schedules the same flush after a
+        roll): the sealed segment, its indexes and the directory entry of the new one are
+        fsynced by the next ``sync_to`` (or ``close``), before the recovery point passes them."""
         old = self._segments[-1]
         new = self._new_segment(self._next_offset)
         try:
             old.add_closing_entry()
-            fsync_dir(self.directory)
         except OSError:
             _unlink_segment_files(new)
             raise
-        with self._flush_lock:
-            self._flush_or_go_offline(old.flush)
-            old.closed = True
-            self._note_flushed(self._next_offset)
+        old.closed = True
+        self._unsynced.append(old)
+        self._dir_unsynced = True
         self._set_segments(self._segments + [new])
         return new
+
+    def _flush_sealed(self, sealed: list[LogSegment]) -> None:
+        """Fsync segments sealed by a roll since the last sync, and the directory (their
+        successors' entries); flush lock held. A segment retention or the cleaner has removed
+        meanwhile is skipped."""
+        if self._dir_unsynced:
+            self._dir_unsynced = False
+            fsync_dir(self.directory)
+        for seg in sealed:
+            try:
+                seg.flush()
+            except OSError:
+                if seg in self._segments:
+                    raise
+            try:
+                self._unsynced.remove(seg)
+            except ValueError:
+                pass
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         cfg = self.config
@@ -512,13 +544,18 @@ class PartitionLog:
         """Group commit: return once every offset below `end` is on disk."""
         if self._flushed >= end:
             return
+        with self._write_lock:  # one view: every offset below `target` is in these segments
+            target = self._next_offset  # everything whose write has completed
+            active = self._segments[-1]
+            sealed = list(self._unsynced)
         with self._flush_lock:
             if self._flushed >= end:
                 return
             if self._offline is not None:
                 raise self._offline
-            target = self._next_offset  # everything whose write has completed
-            self._flush_or_go_offline(self._segments[-1].flush_log)
+            if sealed or self._dir_unsynced:
+                self._flush_or_go_offline(lambda: self._flush_sealed(sealed))
+            self._flush_or_go_offline(active.flush_log)
             self._note_flushed(target)
 
     def _note_flushed(self, target: int) -> None:
@@ -998,6 +1035,8 @@ class PartitionLog:
             try:
                 with self._flush_lock:
                     if self._offline is None:
+                        sealed = list(self._unsynced)
+                        self._flush_or_go_offline(lambda: self._flush_sealed(sealed))
                         self._flush_or_go_offline(self._segments[-1].flush)
                         self._note_flushed(self._next_offset)
                 self.snapshot_producers()

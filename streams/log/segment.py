@@ -343,7 +343,9 @@ class LogSegment:
         self._bytes_since_index += size
 
     def seal(self) -> None:
-        """Called on roll: add the closing time-index entry and flush everything."""
+        """Close a finished copy (the cleaner's): add the closing time-index entry and flush
+        everything. (A roll seals the active segment without waiting for the disk: see
+        ``PartitionLog._roll``.)"""
         self.add_closing_entry()
         self.flush()
         self.closed = True

@@ -647,6 +647,9 @@ class LogStore:
             created_ms=topic.created_ms,
         )
 
+    def has_topic(self, name: str) -> bool:
+        return name in self._topics
+
     def partition_count(self, name: str) -> int:
         return len(self._topic(name).partitions)
 

@@ -25,6 +25,10 @@ OPERATIONS = {
     "/api/v1/groups/{group_id}/offsets/{topic}": {"delete"},
     "/api/v1/transactions": {"get"},
     "/api/v1/transactions/{transactional_id}/abort": {"post"},
+    "/api/v1/jobs": {"get"},
+    "/api/v1/jobs/{name}": {"get"},
+    "/api/v1/jobs/{name}/start": {"post"},
+    "/api/v1/jobs/{name}/stop": {"post"},
     "/api/v1/views": {"get"},
     "/api/v1/views/{job}/{view}": {"get"},
 }

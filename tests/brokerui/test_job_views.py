@@ -88,6 +88,7 @@ def test_page_shows_jobs_with_units_and_freshness(jobs, operator_client):
     assert 'data-live-scope="jobs"' in page  # the live charts of records/s
     assert 'data-chart="job_in"' in page and 'data-chart="job_out"' in page
     assert "/jobs/revenue-by-country/stop/" in page and "data-job-start" in page
+    assert page.count("data-late-output") == 1  # revenue-late-orders, marked as such
     partial = operator_client.get("/jobs/", HTTP_HX_REQUEST="true").content.decode()
     assert partial.startswith('\n<div id="jobs"') or '<div id="jobs"' in partial[:200]
     assert "<html" not in partial
@@ -139,6 +140,8 @@ def test_api_lists_starts_and_stops(jobs, operator):
     wait_for(lambda: jobs.status("enrich-orders").worker.records_in > 0)
     body = api.get(f"{API}/jobs").json()
     assert body["count"] == 3 and body["as_of_ms"] > 0
+    revenue = next(j for j in body["jobs"] if j["name"] == "revenue-by-country")
+    assert revenue["late_outputs"] == ["revenue-late-orders"]
     job = next(j for j in body["jobs"] if j["name"] == "enrich-orders")
     (worker,) = job["workers"]
     assert worker["pid"] == os.getpid() and worker["host"]

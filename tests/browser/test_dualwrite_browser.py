@@ -1,7 +1,7 @@
-"""The dual-write race page in Debian's Chromium against a real server: the nav link, a bad
-size refused with a clear message, a run's progress refreshed by htmx while it runs, then the
-two modes' divergent-key counts with units, without a CSP violation. Screenshots:
-/tmp/esource-*.png (not committed)."""
+"""The dual-write race page in Debian's Chromium against a real server: the link from the Jobs
+page, a bad size refused with a clear message, a run's progress refreshed by htmx while it
+runs, then the two modes' divergent-key counts with units, without a CSP violation; and the
+same through CDC from a private PostgreSQL. Screenshots: /tmp/esource-*.png (not committed)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def _login(browser, operator_login):
 def test_dual_write_race_page(operator_login, browser):
     base, page, problems = _login(browser, operator_login)
 
-    page.click("nav a:has-text('Dual writes')")
+    page.click("nav a:has-text('Jobs')")
+    page.click("#jobs-dualwrite-link a")
     page.wait_for_url(base + "/dual-writes/")
     _shot(page, "form")
 

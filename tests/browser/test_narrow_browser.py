@@ -29,6 +29,8 @@ PAGES = [
     "/transactions/",
     "/topics/orders/messages/?markers=1&read=committed",
     "/panels/",
+    "/views/",
+    "/views/revenue-by-country/totals/?key=DE",
     "/alerts/",
     "/alerts/new/",
     "/audit/",

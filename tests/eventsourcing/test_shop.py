@@ -16,10 +16,11 @@ from streams.eventsourcing import (
     CommandRejected,
     ConcurrencyConflict,
     OwnershipError,
+    ViewGap,
     catch_up,
     view_job,
 )
-from streams.examples.shop import TOPIC, CustomersView, Shop, ShopViews
+from streams.examples.shop import TOPIC, CustomersView, ProductsReadModel, Shop, ShopViews
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Job
 from streams.jobs.testing import TestDriver
@@ -288,3 +289,83 @@ def test_foreach_calls_the_function_for_every_record():
     for n in range(5):
         driver.pipe("in", f"k{n}", {"n": n}, ts=n)
     assert seen == [("k1", 1, 1), ("k3", 3, 3)]
+
+
+PROCESS_SCRIPT = """
+import sys
+from streams.errors import DataDirLocked
+from streams.eventsourcing import ConcurrencyConflict
+from streams.examples.shop import Shop
+from streams.log import LogStore
+
+try:
+    store = LogStore.open(sys.argv[1], background=False)
+except DataDirLocked:
+    print("locked")
+    sys.exit(0)
+try:
+    shop = Shop(store)
+    try:
+        shop.sell("tea", 1, customer=sys.argv[2], expected_version=2)
+        print("won")
+    except ConcurrencyConflict:
+        print("conflict")
+finally:
+    store.close()
+"""
+
+
+def test_conflicting_commands_from_many_processes_at_most_one_wins(tmp_path):
+    """Processes cannot share a writer: the data directory's lock lets one open the log at a
+    time, and each one that does rebuilds the state from the log before deciding — so of six
+    processes sending a command against version 2, exactly one wins."""
+    import subprocess
+    import sys
+
+    from tests.kafka_servers import REPO_ROOT
+
+    path = tmp_path / "shared"
+    with LogStore.open(path, background=False) as s:
+        shop = Shop(s)
+        shop.list_product("tea", "Green tea", price_cents=450)
+        shop.restock("tea", 10)
+        shop.close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROCESS_SCRIPT, str(path), f"p{n}"],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(6)
+    ]
+    outcomes = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        outcomes.append(out.strip())
+    assert outcomes.count("won") == 1, outcomes
+    assert set(outcomes) <= {"won", "conflict", "locked"}
+    with LogStore.open(path, background=False) as s:
+        tea = events(s, "product/tea")
+        assert [e["version"] for e in tea] == [1, 2, 3]
+        assert tea[-1]["type"] == "Sold"
+
+
+def test_a_sqlite_view_applies_a_replayed_event_once_and_refuses_a_gap(store, shop):
+    """The runner is at-least-once: a view job run again from offset 0 (no committed offsets)
+    sees every event again, and the view applies none twice; a missing version is an error."""
+    workload(shop, 3, 200)
+    view = ProductsReadModel()
+    job = view_job("shop-once", TOPIC, view.apply)
+    catch_up(job, store)
+    once = view.dump()
+    assert catch_up(job, store) == len(events(store))  # everything read again ...
+    assert view.dump() == once  # ... and nothing applied twice
+    first = events(store)[0]
+    later = {**first, "aggregate": "product/new", "version": 2}
+    with pytest.raises(ViewGap, match="product/new: event version 2 after 0"):
+        view.apply("product/new", later, 0)
+    assert view.dump() == once
+    view.close()

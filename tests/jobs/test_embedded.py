@@ -36,7 +36,7 @@ def wait_for(predicate, timeout=20.0):
 
 @pytest.fixture
 def jobs(store, coordinator):  # noqa: F811
-    jobs = EmbeddedJobs(store, coordinator, idle_wait_s=0.01, metrics_every_ms=0)
+    jobs = EmbeddedJobs(store, coordinator, round_interval_s=0.01, metrics_every_ms=0)
     jobs.register(JobSpec("counting", counting, "counts events per 10 ms"))
     yield jobs
     jobs.close()
@@ -49,6 +49,7 @@ def test_start_runs_the_job_and_stop_commits_it(jobs, store, coordinator):  # no
     write(store, "events", [("a", {"ts": t}, t) for t in (1, 2, 15)])
     status = jobs.start("counting")
     assert status.inputs == ["events"] and status.outputs == ["counts"]
+    assert status.late_outputs == []
     with pytest.raises(JobStateConflict):
         jobs.start("counting")
     wait_for(lambda: jobs.status("counting").worker.records_in == 3)
@@ -86,3 +87,26 @@ def test_a_failing_record_stops_the_job_as_failed(jobs, store):  # noqa: F811
     assert "events-0 offset 1" in status.failure
     (fault,) = status.worker.errors
     assert (fault.topic, fault.partition, fault.offset) == ("events", 0, 1)
+
+
+def test_an_idle_job_runs_no_rounds_and_writes_nothing(jobs, store, coordinator):  # noqa: F811
+    """No input to read: no round, so no offset commits or changelog records (each round
+    checkpoints), while the job's numbers keep being refreshed."""
+    store.create_topic("events", 1)
+    write(store, "events", [("a", {"ts": 1}, 1)])
+    jobs.start("counting")
+    wait_for(lambda: jobs.status("counting").worker.records_in == 1)
+    wait_for(lambda: jobs.status("counting").worker.checkpoints >= 1)
+    checkpoints = jobs.status("counting").worker.checkpoints
+
+    def ends():
+        topics = ("__consumer_offsets", "counting-w-changelog")
+        return {
+            (t, p): store.offsets(t, p)[1] for t in topics for p in range(store.partition_count(t))
+        }
+
+    before = ends()
+    as_of = jobs.status("counting").worker.as_of_ms
+    wait_for(lambda: jobs.status("counting").worker.as_of_ms > as_of)  # it looked again
+    assert jobs.status("counting").worker.checkpoints == checkpoints
+    assert ends() == before

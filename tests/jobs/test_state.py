@@ -42,3 +42,26 @@ def test_store_mapping_changes_and_restore(backend):
 
 def test_changelog_is_named_after_job_and_store():
     assert changelog_topic("revenue", "totals") == "revenue-totals-changelog"
+
+
+def test_values_read_after_a_commit_are_the_committed_ones(backend):
+    """The memory backend keeps committed values as objects (no JSON decoding on the next
+    read); what a store answers after commits, deletions and restores is the same either way."""
+    s = Store("rows", backend)
+    s["a"], s["b"] = [1], {"x": 1}
+    s.take_changes()
+    assert s.get("a") == [1] and s["b"] == {"x": 1} and "a" in s
+    assert s.get("missing") is None and s.get("missing", 7) == 7 and "missing" not in s
+    s.get("a").append(2)  # mutated in place after a get: written back at the next commit
+    del s["b"]
+    assert s.get("b", "gone") == "gone" and "b" not in s
+    assert dict(s.take_changes()) == {b'"a"': b"[1,2]", b'"b"': None}
+    assert s.get("b") is None and "b" not in s and s["a"] == [1, 2]
+    s.take_changes()
+    s.restore(b'"a"', b"[9]")  # a changelog record replaces what the store had
+    s.restore(b'"c"', b"3")
+    assert s["a"] == [9] and s.get("c") == 3
+    s.take_changes()
+    s.restore(b'"a"', None)
+    assert "a" not in s and s.get("a") is None
+    assert dict(s.items()) == {"c": 3}

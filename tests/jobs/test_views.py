@@ -247,8 +247,12 @@ def test_wait_timeout_is_a_clear_error(store, coordinator):
     runner = Runner(revenue_job(), store, coordinator=coordinator)
     runner.run_until_idle()
     views = LocalViews(store)
-    with pytest.raises(ViewTimeout, match=r"orders-1 is at 0, waiting for 5"):
+    with pytest.raises(
+        ViewTimeout, match=r"did not reach orders-1:5 within 0.1 s: orders-1 is at 0, waiting for 5"
+    ):
         views.get("shop", "revenue", "fr", wait_for={"orders": {1: 5}}, timeout_s=0.1)
+    with pytest.raises(InvalidConfig, match="orders has no partition 7"):
+        views.get("shop", "revenue", "fr", wait_for={"orders": {7: 1}}, timeout_s=1)
     with pytest.raises(InvalidConfig, match="is not an input of view shop/revenue"):
         views.get("shop", "revenue", "fr", wait_for={"payments": {0: 1}}, timeout_s=1)
     with pytest.raises(InvalidConfig, match="timeout_s"):
@@ -288,7 +292,7 @@ def test_partitions_of_a_group_member_in_another_process_are_unavailable(store, 
     assert dict(views.range("shop", "revenue").rows) == totals(orders(40))
     view = views.view("shop", "revenue")
     a._close_tasks()  # as on a revoke: its partitions are stale, not served
-    with pytest.raises(ViewUnavailable, match="partition 0 of view shop/revenue"):
+    with pytest.raises(ViewUnavailable, match="partitions 0, 1 of view shop/revenue"):
         views.range("shop", "revenue")
     with pytest.raises(ViewUnavailable):
         views.get("shop", "revenue", "fr")

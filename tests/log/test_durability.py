@@ -199,3 +199,40 @@ def test_flush_ms_is_not_reached_before_the_interval(tmp_path, monkeypatch):
         clock.now += 1000
         assert wait_for(lambda: plog.recovery_point == 80)
         assert len(syncs) == 2
+
+
+def test_a_sealed_segment_is_on_disk_before_the_append_that_rolled_is_acknowledged(
+    tmp_path, monkeypatch
+):
+    """A roll leaves the sealed segment's fsync to the next sync (so an appender on an event
+    loop does not wait for it), which must still come before the acknowledgement: when that
+    fsync fails, the append that rolled fails (KAFKA_STORAGE_ERROR) and nothing past the last
+    good sync becomes visible."""
+    from streams.errors import StorageError
+    from streams.log.segment import LogSegment
+
+    original = LogSegment.flush
+    flushed: list[int] = []
+    fail = {"on": False}
+
+    def flush(self):
+        if fail["on"]:
+            raise OSError(5, "Input/output error")
+        original(self)
+        flushed.append(self.base_offset)
+
+    monkeypatch.setattr(LogSegment, "flush", flush)
+    with LogStore.open(tmp_path / "ok", background=False) as store:
+        store.create_topic("t", 1, {"segment.bytes": "1024"})
+        store.append("t", b"a" * 700, partition=0)
+        store.append("t", b"b" * 700, partition=0)  # rolls: segment 0 sealed
+        assert flushed == [0]
+        assert store.partition_log("t", 0).recovery_point == 2
+    with LogStore.open(tmp_path / "failing", background=False) as store:
+        store.create_topic("t", 1, {"segment.bytes": "1024"})
+        store.append("t", b"a" * 700, partition=0)
+        fail["on"] = True
+        with pytest.raises(StorageError):
+            store.append("t", b"b" * 700, partition=0)
+        assert store.offsets("t", 0) == (0, 1)  # the unsynced record is not visible
+        fail["on"] = False

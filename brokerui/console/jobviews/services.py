@@ -15,32 +15,43 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from brokerui.cluster import is_external
-from streams.errors import InvalidConfig, TidelogError
+from streams.errors import InvalidConfig, TidelogError, UnknownGroup
 from streams.jobs.views import (
     MAX_ROWS,
     MAX_WAIT_S,
     Answer,
     Changes,
-    LocalViews,
     Snapshot,
     Token,
     View,
     ViewInfo,
     ViewQuery,
 )
+from streams.jobs.viewserver import RoutedViews, owners_from_group
 
 VIEW_EVENT = "view.changes"  # handled by ViewConsumer.view_changes
 
 
 def view_source() -> ViewQuery | None:
-    """This process's views; None on an external cluster (no jobs run here)."""
+    """The views of the jobs running here, each partition answered by the worker that owns
+    it — this process's, or another worker of the job's group that advertises a query
+    endpoint (``streams.jobs.viewserver``); None on an external cluster (no jobs run here)."""
     if is_external():
         return None
     from brokerui.broker import get_broker
 
-    return LocalViews(get_broker().store)
+    broker = get_broker()
+    return RoutedViews(broker.store, lambda job: _owners(broker.coordinator, job))
+
+
+def _owners(coordinator, job: str) -> dict[int, str]:
+    try:
+        return owners_from_group(coordinator.describe_group(job))
+    except UnknownGroup:
+        return {}
 
 
 def _source_or_none(source: ViewQuery | None) -> ViewQuery:
@@ -90,19 +101,28 @@ def view_read(*, source: ViewQuery | None, job: str, view: str, params: Mapping)
 
     Returns ``{job, view, windowed, query, rows: [{key, row}], truncated, consistency:
     {offsets, watermark_ms, as_of_ms}}``."""
-    v = _source_or_none(source).view(job, view)
+    src = _source_or_none(source)
+    v = src.view(job, view)
     q = parse_read(params)
     wait = {"wait_for": q["wait_for"], "timeout_s": q["timeout_s"]}
     if q["key"] is not _NONE:
         if v.windowed:
-            ans = v.windows(
-                q["key"], time_from=q["time_from"], time_to=q["time_to"], limit=q["limit"], **wait
+            ans = src.windows(
+                job,
+                view,
+                q["key"],
+                time_from=q["time_from"],
+                time_to=q["time_to"],
+                limit=q["limit"],
+                **wait,
             )
         else:
-            ans = v.get(q["key"], **wait)
+            if q["time_from"] is not None or q["time_to"] is not None:
+                raise InvalidConfig("time_from", q["time_from"], f"{view} is not windowed")
+            ans = src.get(job, view, q["key"], **wait)
         kind = "key"
     else:
-        ans = v.range(q["from"], q["to"], limit=q["limit"], **wait)
+        ans = src.range(job, view, lo=q["from"], hi=q["to"], limit=q["limit"], **wait)
         kind = "range"
     return {
         "job": job,
@@ -293,21 +313,36 @@ def view_page(*, source: ViewQuery | None, job: str, view: str, params: Mapping)
             result = view_read(source=source, job=job, view=view, params=params)
         except TidelogError as exc:
             error = str(exc)
-    table = table_of(result["rows"]) if result else None
+    table = table_of(result["rows"], windowed=info["windowed"]) if result else None
     return {"info": info, "asked": asked, "result": result, "table": table, "error": error}
 
 
-def table_of(rows: list[dict]) -> dict:
+WINDOW_BOUNDS = ("start", "end")  # a windowed row's bounds: ms since the epoch, shown as UTC
+
+
+def table_of(rows: list[dict], *, windowed: bool) -> dict:
     """Rows ``[{key, row}]`` as a table: ``columns`` (the rows' fields in first-seen order;
     a row that is not an object is one ``value`` column) and ``cells`` per row, each value
-    as JSON text; the key as JSON text too (a windowed key is ``[key, start]``)."""
+    as JSON text — but a windowed row's ``start`` and ``end`` as UTC times, their column
+    named so; the key as JSON text (a windowed key is ``[key, start]``)."""
     columns: list[str] = []
     for r in rows:
         fields = r["row"].keys() if isinstance(r["row"], dict) else ["value"]
         columns.extend(c for c in fields if c not in columns)
+    bounds = set(WINDOW_BOUNDS) if windowed else set()
     out = []
     for r in rows:
         row = r["row"] if isinstance(r["row"], dict) else {"value": r["row"]}
-        cells = [json.dumps(row[c]) if c in row else "" for c in columns]
+        cells = [_cell(row[c], c in bounds) if c in row else "" for c in columns]
         out.append({"key": json.dumps(r["key"]), "cells": cells})
-    return {"columns": columns, "rows": out}
+    names = [f"{c} (UTC)" if c in bounds else c for c in columns]
+    return {"columns": names, "rows": out}
+
+
+def _cell(value: object, as_time: bool) -> str:
+    if as_time and isinstance(value, int):
+        when = datetime.fromtimestamp(value / 1000, UTC)
+        return when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if isinstance(value, float):  # sums of decimals: 824.9, not 824.9000000000001
+        return format(value, ".12g")
+    return json.dumps(value)

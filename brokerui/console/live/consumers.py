@@ -6,6 +6,8 @@
   window as it changes (``points``), at the range's resolution (`streams.broker.metrics.
   downsample`: 10-second windows for 15 minutes, …; an open window is sent again as it grows).
 - `PanelConsumer` (``/ws/panels/<id>/``): a user's own panel; a snapshot, then each update.
+- `SearchConsumer` (``/ws/searches/<id>/``): a saved search's matches; a snapshot, then each
+  new batch.
 
 Both refuse anonymous connections (and a panel that is not the user's), and both obey
 ``{"type": "pause"}`` (a hidden tab: the socket leaves its group, nothing more is sent) and
@@ -227,6 +229,49 @@ class PanelConsumer(LiveConsumer):
     async def panel_update(self, event: dict) -> None:
         if not self.paused:
             await self.send_json({"type": "update", "update": event["update"]})
+
+
+class SearchConsumer(LiveConsumer):
+    """``/ws/searches/<id>/``: a saved search's newest matches (``snapshot``), then each new
+    batch (``matches``) as the search jobs write them."""
+
+    relay_key = "searches"
+    searches = None
+
+    @property
+    def qid(self) -> str:
+        return str(self.scope["url_route"]["kwargs"]["qid"])
+
+    async def on_subscribe(self, content: dict) -> None:
+        from brokerui.console.search import services
+
+        self.searches = await asyncio.to_thread(services.saved_searches_source)
+        if self.searches is None:
+            await self.send_json(
+                {"type": "unavailable", "message": "Saved searches need the built-in broker."}
+            )
+            return
+        if self._relay is None:
+            self._relay = relay.acquire(
+                self.relay_key, self.searches, self.searches.subscribe, feeds.SearchFanOut()
+            )
+        self.paused = False
+        await self.join(Scope("search", self.qid).group_name)
+        await self.fill_gap(content)
+
+    async def fill_gap(self, content: dict) -> None:
+        if self.searches is None:
+            return
+        from brokerui.console.search import services
+
+        rows = await asyncio.to_thread(
+            services.saved_search_matches, searches=self.searches, qid=self.qid
+        )
+        await self.send_json({"type": "snapshot", "matches": rows})
+
+    async def search_matches(self, event: dict) -> None:
+        if not self.paused:
+            await self.send_json({"type": "matches", "matches": event["matches"]})
 
 
 # ------------------------------------------------------------------------------ parsing

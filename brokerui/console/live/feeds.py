@@ -27,6 +27,7 @@ from streams.broker.metrics import parse_series
 
 POINTS_EVENT = "metrics.points"  # handled by MetricsConsumer.metrics_points
 PANEL_EVENT = "panel.update"  # handled by PanelConsumer.panel_update
+SEARCH_EVENT = "search.matches"  # handled by SearchConsumer.search_matches
 
 
 def metrics_hub():
@@ -136,3 +137,18 @@ class PanelFanOut:
         await get_channel_layer().group_send(
             group, {"type": PANEL_EVENT, "update": encode_update(update)}
         )
+
+
+class SearchFanOut:
+    """Sends each batch of saved-search matches to the groups of their searches' pages."""
+
+    async def __call__(self, matches: list[dict]) -> None:
+        from brokerui.console.search.services import match_row
+
+        by_group: dict[str, list] = defaultdict(list)
+        for m in matches:
+            if isinstance(m.get("query"), str):
+                by_group[Scope("search", m["query"]).group_name].append(match_row(m))
+        layer = get_channel_layer()
+        for group, batch in by_group.items():
+            await layer.group_send(group, {"type": SEARCH_EVENT, "matches": batch})

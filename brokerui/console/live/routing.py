@@ -2,10 +2,16 @@
 
 from django.urls import path
 
-from brokerui.console.live.consumers import MetricsConsumer, PanelConsumer, ViewConsumer
+from brokerui.console.live.consumers import (
+    MetricsConsumer,
+    PanelConsumer,
+    SearchConsumer,
+    ViewConsumer,
+)
 
 websocket_urlpatterns = [
     path("ws/metrics/", MetricsConsumer.as_asgi()),
     path("ws/panels/<int:pk>/", PanelConsumer.as_asgi()),
     path("ws/views/", ViewConsumer.as_asgi()),  # a job's table, SUBSCRIBE-style
+    path("ws/searches/<str:qid>/", SearchConsumer.as_asgi()),
 ]

@@ -2,7 +2,7 @@
 engine's domain errors, and small helpers to run blocking engine calls off the event loop.
 
 Thread-safety: a `BrokerContext` is created once per listener and only read afterwards; the
-engine objects it holds (store, coordinator, producer state) do their own locking.
+engine objects it holds (store, coordinators) do their own locking.
 """
 
 from __future__ import annotations

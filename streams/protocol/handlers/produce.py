@@ -82,10 +82,8 @@ def _to_create(ctx: BrokerContext, req: Request) -> list[str]:
     """The topics of `req` to auto-create (named, unknown, not internal, auto-create on)."""
     if not ctx.config.auto_create_topics or req.api_version >= MIN_TOPIC_ID_VERSION:
         return []  # by id (KIP-516): never auto-created
-    known = set(ctx.store.list_topics())
-    return sorted(
-        {t.name for t in req.body.topic_data if t.name not in known and not is_internal(t.name)}
-    )
+    names = {t.name for t in req.body.topic_data if not is_internal(t.name)}
+    return sorted(name for name in names if not ctx.store.has_topic(name))
 
 
 def _create_topics(ctx: BrokerContext, names: list[str]) -> None:

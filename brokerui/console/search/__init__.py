@@ -1,0 +1,1 @@
+"""Saved searches: write a query, see it validated, save it, watch its matches arrive live."""

@@ -1,0 +1,98 @@
+"""The Quix Streams side of ``bench_jobs``: one job, run by the Quix virtualenv's Python.
+
+Quix Streams 3.28.1 pins ``confluent-kafka<2.13`` while Tidelog pins 2.16.1, so Quix runs in
+its own virtualenv (``.venv-quix``, made by ``make bench``; requirements-bench-quix.txt) and
+this script imports nothing of Tidelog. ``bench_jobs`` starts it once per measurement::
+
+    .venv-quix/bin/python tests/bench/quix_jobs.py window|join --bootstrap HOST:PORT \
+        --group G --inputs T [T2] --output OUT --expect N --guarantee at-least-once \
+        --state-dir DIR [--size-ms 1000] [--within-ms 500]
+
+The jobs, as Quix's documentation writes them (its defaults otherwise: RocksDB state with
+changelog topics, ``commit_interval`` 5 s, JSON values):
+
+- ``window``: ``tumbling_window(size).agg(count=Count(), sum=Sum("v")).final()`` to OUT;
+- ``join``: ``left.join_interval(right, backward_ms=W, forward_ms=W)`` (inner) to OUT, merged
+  as ``[left, right]``.
+
+It stops once it has processed N input records (``on_message_processed``), which makes
+``Application.run`` return after its final checkpoint (outputs flushed, changelogs and offsets
+committed; with exactly-once, the transaction committed). On stdout, one JSON line:
+``{"seconds": <first processed record .. run() returned>, "processed": N}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("job", choices=("window", "join"))
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--inputs", nargs="+", required=True)
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--expect", type=int, required=True)
+    ap.add_argument("--guarantee", default="at-least-once")
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--size-ms", type=int, default=1000)
+    ap.add_argument("--within-ms", type=int, default=500)
+    args = ap.parse_args()
+
+    from quixstreams import Application
+    from quixstreams.dataframe.windows import Count, Sum
+
+    seen = {"n": 0, "first": None}
+    app: Application
+
+    def processed(topic: str, partition: int, offset: int) -> None:
+        if seen["first"] is None:
+            seen["first"] = time.perf_counter()
+        seen["n"] += 1
+        if seen["n"] == args.expect:
+            app.stop()
+
+    app = Application(
+        broker_address=args.bootstrap,
+        consumer_group=args.group,
+        auto_offset_reset="earliest",
+        processing_guarantee=args.guarantee,
+        state_dir=args.state_dir,
+        on_message_processed=processed,
+        loglevel=logging.WARNING,
+    )
+    out = app.topic(args.output, key_serializer="bytes", value_serializer="json")
+    if args.job == "window":
+        src = app.topic(args.inputs[0], key_deserializer="bytes", value_deserializer="json")
+        sdf = app.dataframe(src)
+        sdf = sdf.tumbling_window(args.size_ms).agg(count=Count(), sum=Sum("v")).final()
+        sdf.to_topic(out)
+    else:
+        left = app.dataframe(
+            app.topic(args.inputs[0], key_deserializer="bytes", value_deserializer="json")
+        )
+        right = app.dataframe(
+            app.topic(args.inputs[1], key_deserializer="bytes", value_deserializer="json")
+        )
+        joined = left.join_interval(
+            right,
+            how="inner",
+            on_merge=lambda lv, rv: [lv, rv],
+            backward_ms=args.within_ms,
+            forward_ms=args.within_ms,
+        )
+        joined.to_topic(out)
+    app.run()
+    ended = time.perf_counter()
+    print(
+        json.dumps({"seconds": ended - (seen["first"] or ended), "processed": seen["n"]}),
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()

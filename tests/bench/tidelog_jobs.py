@@ -1,0 +1,69 @@
+"""The Tidelog worker side of ``bench_jobs``: one job over the Kafka protocol, in its own
+process, as ``python -m streams.jobs run`` runs it (a ``Runner`` over ``KafkaLog``, checkpoint
+every 5 s), so that it meets Quix on the same ground: the same listener, the same topics::
+
+    python tests/bench/tidelog_jobs.py window|join --bootstrap HOST:PORT --inputs T [T2] \
+        --output OUT --expect N --guarantee at-least-once|exactly-once
+
+The CLI runs until stopped; this script stops once it has processed N input records, then
+closes the runner (its final checkpoint: outputs flushed, changelogs and offsets committed;
+with exactly-once, each task's transaction committed). The job is ``bench_jobs.tidelog_job``,
+except that the join gets a grace of ``JOIN_GRACE_MS``: over Kafka the runner feeds whatever
+each input's fetch has brought (one input's batch may run ahead of the other's), and a record
+behind the watermark would be dropped as late (Quix keeps its join state 7 days by default).
+On stdout, one JSON line: ``{"seconds": <first round with records .. close() returned>,
+"processed": N, "late": L}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+JOIN_GRACE_MS = 10_000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("job", choices=("window", "join"))
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--inputs", nargs="+", required=True)
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--expect", type=int, required=True)
+    ap.add_argument("--guarantee", default="at-least-once")
+    args = ap.parse_args()
+
+    from streams.jobs.kafka import KafkaLog
+    from streams.jobs.runner import Runner
+    from tests.bench.bench_jobs import CHECKPOINT_MS, tidelog_job
+
+    job = tidelog_job(args.job, args.inputs, args.output)
+    if args.job == "join":
+        next(n for n in job.nodes if n.kind == "interval_join").params["grace_ms"] = JOIN_GRACE_MS
+    log = KafkaLog(args.bootstrap, exactly_once=args.guarantee == "exactly-once")
+    runner = Runner(job, log=log, checkpoint_interval_ms=CHECKPOINT_MS)
+    runner.start()
+    done, started = 0, None
+    deadline = time.monotonic() + 1800
+    while done < args.expect:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"processed {done} of {args.expect} records in 30 minutes")
+        before = time.perf_counter()
+        n = runner.poll_once()
+        if n and started is None:
+            started = before
+        done += n
+    late = runner.late_count()
+    runner.close()
+    ended = time.perf_counter()
+    print(json.dumps({"seconds": ended - started, "processed": done, "late": late}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
