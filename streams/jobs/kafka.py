@@ -82,7 +82,7 @@ class KafkaLog:
         exactly_once: bool = False,
         client_config: dict | None = None,
         transactional_id_prefix: str = "tidelog-job-",
-        commit_timeout_s: float = 120.0,
+        commit_timeout_s: float = 60.0,
         offsets_timeout_s: float = 10.0,
         poll_timeout_s: float = 0.1,
         crash_in_checkpoint: int | None = None,
@@ -387,7 +387,7 @@ class KafkaLog:
         deadline = time.monotonic() + self.commit_timeout_s
         while True:
             try:
-                producer.abort_transaction(self.commit_timeout_s)
+                producer.abort_transaction(max(1.0, deadline - time.monotonic()))
                 return
             except KafkaException as exc:
                 err = exc.args[0]
@@ -397,11 +397,12 @@ class KafkaLog:
                 raise TaskMigrated(f"task {p}: abort failed: {err.str()}") from exc
 
     def _commit(self, producer: Producer) -> None:
-        """commit_transaction, retried while the error is retriable (broker restarting)."""
+        """commit_transaction, retried while the error is retriable (broker restarting), for
+        `commit_timeout_s` in all; then the caller aborts."""
         deadline = time.monotonic() + self.commit_timeout_s
         while True:
             try:
-                producer.commit_transaction(self.commit_timeout_s)
+                producer.commit_transaction(max(1.0, deadline - time.monotonic()))
                 return
             except KafkaException as exc:
                 err = exc.args[0]
