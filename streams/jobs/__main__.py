@@ -18,7 +18,8 @@ and any Kafka cluster.
   (``streams.jobs.viewserver``).
 
 For the crash tests, ``TIDELOG_JOBS_CRASH_IN_CHECKPOINT=N`` makes the worker SIGKILL itself in
-the middle of its Nth checkpoint that writes records (``KafkaLog(crash_in_checkpoint=N)``).
+the middle of its first checkpoint that writes at least N records (``KafkaLog(
+crash_in_checkpoint=N)``).
 
 SIGTERM or SIGINT stops the worker cleanly: it checkpoints, closes its tasks and leaves the
 group, so the others take its tasks over at once. Exit status 0 after a clean stop, 2 for bad
