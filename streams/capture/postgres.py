@@ -509,7 +509,7 @@ class PostgresCapture:
         conn.autocommit = True  # watermarks and snapshot chunks, each committed on its own
         self._db = conn
         self.sink = sink
-        resuming = {job.table for job in self._jobs}
+        resuming = {job.table for job in self._jobs if job.keys is None}
         for table in self._initial_snapshots:
             schema_name, name = split_table_name(table)
             if f"{schema_name}.{name}" not in resuming:  # else that one goes on
@@ -551,7 +551,7 @@ class PostgresCapture:
                 self._advance(cursor)
             remaining = sink.producer.flush(TIMEOUT_S)
             self._advance(cursor, force=True)
-            remaining += sink.producer.flush(TIMEOUT_S)  # the chunks' progress records
+            remaining = sink.producer.flush(TIMEOUT_S)  # and the chunks' progress records
             if remaining:
                 log.warning("%d records not acknowledged at stop; they will be resent", remaining)
         finally:
