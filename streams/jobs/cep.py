@@ -250,7 +250,9 @@ class CepOperator:
 
     Speed (``make bench BENCH=cep``): the pattern is compiled once into per-stage tables
     (condition, taking ``(event)`` or ``(event, matched)``; strictness; the options and
-    negations after each stage), so stepping a run is table look-ups and condition calls.
+    negations after each stage), so stepping a run is table look-ups and condition calls; a
+    *chain* (``begin`` then ``followed_by`` stages only) takes a short cut (one open stage
+    per run, no guards: the run takes the event in place or ignores it).
     Wake-ups are a heap of ``(due, sequence, key)``: one entry per buffered event (due when
     the watermark passes it) and one per run started (due when its ``within`` ends), pushed
     once; the watermark is kept in attributes and written to the store by ``sync()`` (the
