@@ -861,8 +861,9 @@ class CaptureSourceSerializer(serializers.Serializer):
     as_of_ms = serializers.IntegerField(help_text="when these numbers were taken, epoch ms")
     confirmed_lsn = serializers.CharField(help_text="the LSN confirmed to PostgreSQL")
     lag_bytes = serializers.IntegerField(
-        allow_null=True, help_text="WAL bytes after the confirmed LSN (null: no answer)"
+        allow_null=True, help_text="WAL bytes after the confirmed LSN (null: see lag_note)"
     )
+    lag_note = serializers.CharField(allow_null=True, help_text="why lag_bytes is null")
     lag_seconds = serializers.FloatField(
         help_text="age of the oldest received transaction not yet in the log, seconds"
     )

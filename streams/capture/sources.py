@@ -62,7 +62,8 @@ class SourceStatus:
     started_ms: int
     as_of_ms: int  # when these numbers were taken
     confirmed_lsn: str
-    lag_bytes: int | None  # None: PostgreSQL did not answer
+    lag_bytes: int | None  # None: unknown, `lag_note` says why
+    lag_note: str | None  # why there is no lag in bytes (no slot yet, PostgreSQL silent)
     lag_seconds: float
     transactions: int
     records: int
@@ -191,6 +192,7 @@ class CaptureSources:
         if source.state == "starting" and capture.ready.is_set() and source.error is None:
             source.state = "running"
         stats = capture.stats
+        lag_bytes, lag_note = _slot_lag_bytes(source.dsn, capture.slot)
         return SourceStatus(
             name=source.name,
             dsn=mask_dsn(source.dsn),
@@ -204,7 +206,8 @@ class CaptureSources:
             started_ms=source.started_ms,
             as_of_ms=int(time.time() * 1000),
             confirmed_lsn=format_lsn(stats.confirmed_lsn),
-            lag_bytes=_slot_lag_bytes(source.dsn, capture.slot),
+            lag_bytes=lag_bytes,
+            lag_note=lag_note,
             lag_seconds=capture.lag_seconds() if source.state == "running" else 0.0,
             transactions=stats.transactions,
             records=stats.records,
@@ -244,14 +247,15 @@ def _snapshot_status(job: SnapshotJob) -> SnapshotStatus:
     )
 
 
-def _slot_lag_bytes(dsn: str, slot: str) -> int | None:
-    """How far the slot's confirmed position is behind PostgreSQL's WAL, in bytes."""
+def _slot_lag_bytes(dsn: str, slot: str) -> tuple[int | None, str | None]:
+    """How far the slot's confirmed position is behind PostgreSQL's WAL, in bytes; or None
+    and why not."""
     import psycopg2
 
     try:
         conn = psycopg2.connect(dsn, connect_timeout=STATUS_TIMEOUT_S)
     except psycopg2.Error:
-        return None
+        return None, "PostgreSQL did not answer"
     try:
         with conn.cursor() as cur:
             cur.execute(
@@ -260,9 +264,13 @@ def _slot_lag_bytes(dsn: str, slot: str) -> int | None:
                 (slot,),
             )
             row = cur.fetchone()
-        return int(row[0]) if row and row[0] is not None else None
-    except psycopg2.Error:
-        return None
+        if not row:
+            return None, "no replication slot (yet)"
+        if row[0] is None:
+            return None, "the slot has confirmed nothing yet"
+        return int(row[0]), None
+    except psycopg2.Error as exc:
+        return None, f"PostgreSQL refused: {str(exc).strip()}"
     finally:
         conn.close()
 

@@ -61,6 +61,7 @@ def test_a_table_without_a_primary_key_is_refused_and_the_source_shows_why(sourc
         sources.start("nokey", dsn=pg_dsn, tables=["events"])
     status = sources.status("nokey")
     assert status.state == "failed" and "primary key" in status.error
+    assert status.lag_bytes is None and status.lag_note == "no replication slot (yet)"
 
 
 def test_bad_input_is_refused_before_anything_starts(pg_dsn):
