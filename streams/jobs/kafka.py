@@ -160,7 +160,8 @@ class KafkaLog:
             {
                 **self.base,
                 "group.id": group,
-                "client.id": f"tidelog-job-{group}",
+                # a worker's client id may carry its views' query endpoint (viewserver)
+                "client.id": self.base.get("client.id", f"tidelog-job-{group}"),
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
