@@ -524,6 +524,12 @@ class PartitionLog:
             raise self._offline from None
         telemetry.current().fsync(time.perf_counter() - started)
 
+    def take_offline(self, error: StorageError) -> None:
+        """Refuse every append and sync from now on with `error` (the store found its data
+        directory replaced: see ``LogStore._check_own_dir``); ``close`` then writes nothing."""
+        with self._write_lock:
+            self._offline = error
+
     def roll(self) -> None:
         """Force a new active segment (if the current one holds data)."""
         with self._write_lock:
@@ -1038,7 +1044,8 @@ class PartitionLog:
                         self._flush_or_go_offline(lambda: self._flush_sealed(sealed))
                         self._flush_or_go_offline(self._segments[-1].flush)
                         self._note_flushed(self._next_offset)
-                self.snapshot_producers()
+                if self._offline is None:
+                    self.snapshot_producers()
             except StorageError:
                 pass  # logged; the recovery point says what is known to be on disk
             except OSError as exc:  # the snapshot: the next open scans the log instead

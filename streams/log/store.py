@@ -235,6 +235,7 @@ class LogStore:
         self._names_by_id: dict[str, str] = {}
         self._admin_lock = threading.RLock()
         self._lock_fd = -1
+        self._lost: StorageError | None = None  # set when the data directory was replaced
         self._closed = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -289,6 +290,37 @@ class LogStore:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
+
+    def _check_own_dir(self) -> None:
+        """Raise StorageError (and take every partition offline) once the data directory is
+        no longer the one this store locked: removed, or removed and made again (``rm -rf``
+        while the broker runs, then another broker started there). The lock is held on the
+        old lock file's inode, so the new broker's lock succeeds; this store writes its files
+        by path, so a checkpoint, producer snapshot or clean-shutdown marker written now would
+        land in the other broker's directory (its recovery points naming offsets its logs
+        never held). Called before every such write; the store then writes nothing more."""
+        if self._lost is not None:
+            raise self._lost
+        if self._lock_fd < 0:  # closed (or never locked): nothing to compare
+            return
+        held = os.fstat(self._lock_fd)
+        try:
+            now = os.stat(os.path.join(self.path, LOCK_FILE))
+            same = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+        except FileNotFoundError:
+            same = False
+        if same:
+            return
+        self._lost = StorageError(
+            f"data directory {self.path} was removed or replaced while this broker ran (its "
+            "lock file is not the one this broker holds): every partition is offline and "
+            "nothing more is written there; stop this broker",
+            errno.ENOENT,
+        )
+        log.error("%s", self._lost)
+        for plog in self.all_partitions():
+            plog.take_offline(self._lost)
+        raise self._lost
 
     def _unlock(self) -> None:
         if self._lock_fd >= 0:
@@ -411,9 +443,12 @@ class LogStore:
             self._thread.join()
         with self._admin_lock:
             try:
-                for topic in self._topics.values():
-                    for plog in topic.partitions:
-                        plog.close()
+                try:
+                    self._check_own_dir()  # if lost, the partitions close without writing
+                finally:
+                    for topic in self._topics.values():
+                        for plog in topic.partitions:
+                            plog.close()
                 self.write_checkpoints()
                 checkpoint.write_atomic(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), b"")
             except (OSError, StorageError) as exc:
@@ -437,6 +472,7 @@ class LogStore:
         """Persist recovery points, log start offsets and cleaner offsets (StorageError when
         the disk refuses: the previous checkpoints stay, logged once per streak)."""
         recovery, starts, verified = {}, {}, {}
+        self._check_own_dir()
         try:
             for topic in list(self._topics.values()):
                 for plog in topic.partitions:
@@ -460,6 +496,7 @@ class LogStore:
     def _on_log_start_change(self, plog: PartitionLog) -> None:
         # Deleted records must stay deleted after a crash: checkpoint before returning.
         with self._admin_lock:
+            self._check_own_dir()
             starts = {
                 (t.name, p.partition): p.log_start_offset
                 for t in self._topics.values()
@@ -536,6 +573,7 @@ class LogStore:
         return self.describe_topic(name)
 
     def _open_new_partition(self, topic: _Topic, p: int) -> PartitionLog:
+        self._check_own_dir()
         directory = self._partition_dir(topic.name, p)
         if os.path.exists(directory):
             shutil.rmtree(directory)
@@ -563,6 +601,7 @@ class LogStore:
             pass
 
     def _write_meta(self, topic: _Topic) -> None:
+        self._check_own_dir()
         data = json.dumps(topic.meta(), indent=1, sort_keys=True).encode()
         checkpoint.write_atomic(os.path.join(self._meta_dir(), f"{topic.name}.json"), data)
 

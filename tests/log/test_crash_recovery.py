@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.errors import DataDirLocked, LogDamaged
+from streams.errors import DataDirLocked, LogDamaged, StorageError
 from streams.log import LogStore, ProducerRecord
 from streams.log import checkpoint as checkpoint_file
 from tests.log import torture_writer as tw
@@ -726,3 +726,42 @@ def test_second_process_gets_data_dir_locked_naming_the_holder(tmp_path):
             holder.wait()
         holder.stdin.close()
         holder.stdout.close()
+
+
+def test_a_store_whose_data_dir_was_replaced_writes_nothing_into_the_new_one(tmp_path):
+    """A broker left running after its data directory was removed (an orphan of a killed test
+    script, then `rm -rf` and a new broker started on the same path) kept writing its
+    checkpoints by path into the new broker's directory: its recovery point for a partition
+    (20) ahead of that broker's log (3 records), so after that broker was killed its restart
+    found "the file ends at offset 3 but the recovery point is at 20" and refused to start.
+    The old store's lock is on the removed lock file, so the new store's lock succeeds; the
+    old store must notice and write nothing more (no checkpoint, no clean-shutdown marker, no
+    append)."""
+    path = str(tmp_path / "data")
+    old = LogStore.open(path, background=False)
+    old.create_topic("t", 1)
+    for i in range(20):
+        old.append("t", b"old-%d" % i, partition=0)
+    shutil.rmtree(path)
+    new = LogStore.open(path, background=False)
+    new.create_topic("t", 1)
+    for i in range(3):
+        new.append("t", b"new-%d" % i, partition=0)
+    new.write_checkpoints()
+
+    with pytest.raises(StorageError, match="removed or replaced"):
+        old.write_checkpoints()  # the orphan's next maintenance turn
+    with pytest.raises(StorageError, match="removed or replaced"):
+        old.append("t", b"late", partition=0)
+    old.close()
+    assert not os.path.exists(os.path.join(path, ".clean-shutdown"))
+    rp = checkpoint_file.read(os.path.join(path, "recovery-point-offset-checkpoint"))
+    assert rp[("t", 0)] == 3
+
+    for p in new.all_partitions():  # then the new broker is killed
+        p.close()
+    new._unlock()
+    with LogStore.open(path, background=False) as again:
+        assert again.partition_log("t", 0).damaged == ()
+        assert again.offsets("t", 0) == (0, 3)
+        assert [r.value for r in again.read("t", 0, 0)] == [b"new-0", b"new-1", b"new-2"]
