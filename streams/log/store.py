@@ -298,7 +298,12 @@ class LogStore:
         old lock file's inode, so the new broker's lock succeeds; this store writes its files
         by path, so a checkpoint, producer snapshot or clean-shutdown marker written now would
         land in the other broker's directory (its recovery points naming offsets its logs
-        never held). Called before every such write; the store then writes nothing more."""
+        never held), and retention or a topic deletion would remove the other broker's files.
+        Called before each of the store's own writes (checkpoints, topic metadata, new
+        partitions, retention, compaction, deleted records or topics, close): the maintenance
+        thread's checkpoint turn usually notices first. Until then (one checkpoint interval at
+        most) a partition's roll, producer snapshot or transaction index may still land there;
+        after it, every partition refuses appends (KAFKA_STORAGE_ERROR) and writes nothing."""
         if self._lost is not None:
             raise self._lost
         if self._lock_fd < 0:  # closed (or never locked): nothing to compare
@@ -608,6 +613,7 @@ class LogStore:
     def delete_topic(self, name: str) -> None:
         with self._admin_lock:
             topic = self._topic(name)
+            self._check_own_dir()
             try:
                 os.unlink(os.path.join(self._meta_dir(), f"{name}.json"))
                 fsync_dir(self._meta_dir())
@@ -901,6 +907,7 @@ class LogStore:
         for p in before:
             if not 0 <= p < len(t.partitions):
                 raise UnknownPartition(topic, p, len(t.partitions))
+        self._check_own_dir()
         return {p: t.partitions[p].delete_records(off) for p, off in before.items()}
 
     # ================================================================== maintenance
@@ -911,6 +918,7 @@ class LogStore:
     def apply_retention(self, now: int | None = None) -> int:
         """Delete segments past retention in every partition now; returns how many."""
         now = self.clock() if now is None else now
+        self._check_own_dir()
         return sum(p.apply_retention(now) for p in self.all_partitions())
 
     def compact(self, now: int | None = None, force: bool = False) -> int:
@@ -918,6 +926,7 @@ class LogStore:
         from streams.log.cleaner import Cleaner
 
         now = self.clock() if now is None else now
+        self._check_own_dir()
         cleaner = Cleaner(self.cleaner_offsets)
         cleaned = 0
         for plog in self.all_partitions():

@@ -753,6 +753,10 @@ def test_a_store_whose_data_dir_was_replaced_writes_nothing_into_the_new_one(tmp
         old.write_checkpoints()  # the orphan's next maintenance turn
     with pytest.raises(StorageError, match="removed or replaced"):
         old.append("t", b"late", partition=0)
+    with pytest.raises(StorageError, match="removed or replaced"):
+        old.delete_topic("t")  # would remove the new broker's t-0
+    with pytest.raises(StorageError, match="removed or replaced"):
+        old.apply_retention()
     old.close()
     assert not os.path.exists(os.path.join(path, ".clean-shutdown"))
     rp = checkpoint_file.read(os.path.join(path, "recovery-point-offset-checkpoint"))
