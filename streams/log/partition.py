@@ -257,7 +257,7 @@ class PartitionLog:
         (written,) = self.append_batches([(h, batch)], now)
         if written.sync:
             self._sync_to(written.last_offset + 1)
-        return written.base_offset, (h.max_timestamp if self.config.log_append_time else now)
+        return written.base_offset, (now if written.timestamp < 0 else h.max_timestamp)
 
     def append_record_set(
         self, data: bytes, verify_txn: Callable[[rb.BatchHeader], None] | None = None
@@ -332,6 +332,7 @@ class PartitionLog:
         Does not wait for the disk; returns each batch's place and whether the flush policy
         wants a sync (``sync_to(last + 1)``, from any thread) before it is acknowledged."""
         out: list[Written] = []
+        ts = now if self.config.log_append_time else -1
         with self._write_lock:
             self._check_writable()
             if any(h.producer_id >= 0 for h, _ in batches):
@@ -352,7 +353,7 @@ class PartitionLog:
                             self.txns.end(h.producer_id, kind == txn.COMMIT, base, hw)
                         self.producers.record_marker(h.producer_id, h.producer_epoch)
 
-                else:
+                elif h.producer_id >= 0:  # idempotent, maybe transactional
                     if txn.is_transactional(h) and verify_txn is not None:
 
                         def before(h=h) -> None:
@@ -361,13 +362,11 @@ class PartitionLog:
                     def after(base: int, h=h) -> None:
                         if txn.is_transactional(h):
                             self.txns.begin_if_new(h, base)
-                        ts = now if self.config.log_append_time else -1
                         self.producers.record(h, base, ts)
 
                 base, sync = self._append_batch(
                     batch, h.count, h.max_timestamp, now, wait=False, before=before, after=after
                 )
-                ts = now if self.config.log_append_time else -1
                 out.append(Written(base, base + h.last_offset_delta, ts, False, sync))
         return out
 

@@ -9,11 +9,11 @@ it takes:
 - ``client_batches``: a record set as a Kafka client sent it (the listener's Produce, the
   embedded transactional producer). Uncompressed sets may hold several batches; every one is
   validated before any is written: framing, magic, CRC-32C, at least one record and the record
-  count against the body, not a control batch, ``max.message.bytes``, a key on every record of
-  a compacted topic. A batch is stored as received (only its base offset is assigned) unless
-  the topic's config demands a re-encoding (another ``compression.type``,
-  ``message.timestamp.type=LogAppendTime``, or a compacted topic, whose keys are checked by
-  decoding).
+  count against the body, not a control batch, a producer id on a transactional batch,
+  ``max.message.bytes``, a key on every record of a compacted topic. A batch is stored as
+  received (only its base offset is assigned) unless the topic's config demands a re-encoding
+  (another ``compression.type``, ``message.timestamp.type=LogAppendTime``, or a compacted
+  topic, whose keys are checked by decoding).
 - ``store_batch``: records the store encodes itself (``LogStore.append*``, the embedded
   producer without transactions), already with the topic's codec and timestamp type.
 - ``marker_batch`` (``streams.log.txn``): a COMMIT or ABORT control batch, written only by
@@ -63,6 +63,8 @@ def check_client_batch(config: TopicConfig, topic: str, batch: bytes, h: rb.Batc
         raise InvalidRecord("clients may not write control batches")
     if h.count == 0:
         raise InvalidRecord("a record batch needs at least one record")
+    if h.attributes & rb.ATTR_TRANSACTIONAL and h.producer_id < 0:
+        raise InvalidRecord("a transactional batch needs a producer id")
     check_size(config, topic, len(batch))
     rb.check_record_count(batch, h)
 
