@@ -8,7 +8,7 @@ The events topic ``shop-events`` is the source of truth; everything else is deri
         shop.restock("tea", 10)
         shop.add_to_cart("c1", "tea", 2)
         shop.check_out("c1", customer="ann")     # sells each line: stock goes down
-        views = ShopViews(store, coordinator)    # three views, each a job
+        views = ShopViews(store, coordinator)    # four views, each a job
         views.catch_up()
         views.read_model.query("SELECT sku, stock FROM products")   # [("tea", 8)]
         views.search.search("sencha")                               # ["tea"]
@@ -30,6 +30,8 @@ Views, each a job over ``shop-events`` from offset 0:
 
 - ``ProductsReadModel``: SQLite tables ``products`` and ``carts`` (``Stream.foreach``);
 - ``ProductSearch``: an inverted index over product names and descriptions — SQLite's FTS5;
+- ``SavedSearchHits``: saved searches over the events (``Shop.save_search``) and the events
+  each matched — the stream search, ``.search(queries="shop-saved-searches")``;
 - the running revenue per product: ``aggregate(revenue_cents=Sum, units=Sum, sales=Count)``
   written to the compacted topic ``shop-revenue`` (a job's table, no external store);
 - ``CustomersView`` is the view "added later" in the tests: orders and spend per customer,
@@ -43,6 +45,7 @@ import os
 import sqlite3
 from collections.abc import Mapping
 
+from streams.errors import TopicAlreadyExists
 from streams.eventsourcing.store import (
     Accepted,
     Command,
@@ -53,10 +56,12 @@ from streams.eventsourcing.store import (
 )
 from streams.eventsourcing.views import SqliteView, catch_up, view_job
 from streams.jobs import JSON, TEXT, Count, Job, Sum
+from streams.jobs.search import parse as parse_query
 from streams.log.store import LogStore
 
 TOPIC = "shop-events"
 REVENUE_TOPIC = "shop-revenue"
+SEARCHES_TOPIC = "shop-saved-searches"
 
 
 def _positive_int(data: Mapping, name: str) -> int:
@@ -244,6 +249,16 @@ class Shop:
                 unavailable.append(sku)
         return {"sold": sold, "unavailable": unavailable}
 
+    def save_search(self, search_id: str, query: str) -> None:
+        """Save a search (``streams.jobs.search`` syntax, over the events' JSON: ``type:Sold
+        AND data.customer:ann``) in the compacted topic ``shop-saved-searches``; the saved-
+        search view lists the events each one matches. ``QueryError`` (saying where) if it
+        does not parse: nothing is saved then."""
+        parse_query(query)
+        store = self.handler.store
+        ensure_searches_topic(store)
+        store.append(SEARCHES_TOPIC, json.dumps({"query": query}).encode(), search_id.encode())
+
     def _do(self, aggregate: str, ctype: str, expected: int | None = None, **data) -> Accepted:
         return self.handler.handle(Command(aggregate, ctype, data, expected))
 
@@ -309,7 +324,8 @@ class ProductsReadModel(SqliteView):
 
 class ProductSearch(SqliteView):
     """Full-text search over product names and descriptions: SQLite's FTS5 inverted index
-    (a real, well-kept one; the stream search of ``streams.jobs`` was not there yet)."""
+    (the stream search, ``SavedSearchHits``, answers the other question: which events match
+    each saved search)."""
 
     SCHEMA = """
     CREATE VIRTUAL TABLE IF NOT EXISTS product_text USING fts5(sku UNINDEXED, name, description);
@@ -330,6 +346,43 @@ class ProductSearch(SqliteView):
             "SELECT sku FROM product_text WHERE product_text MATCH ? ORDER BY rank", (words,)
         )
         return [r[0] for r in rows]
+
+
+class SavedSearchHits(SqliteView):
+    """The events each saved search matched: a job's ``.search(queries=...)`` (the stream
+    search, a percolator) into SQLite. A hit is kept once (its primary key is the search and
+    the event), so a replay applies nothing twice. As the stream search documents, a search
+    applies to the events processed after it was read: a rebuild, which reads every saved
+    search first, also finds the events that came before a search was saved."""
+
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS hits (search TEXT NOT NULL, aggregate TEXT NOT NULL,
+        version INTEGER NOT NULL, type TEXT NOT NULL, PRIMARY KEY (search, aggregate, version));
+    """
+    TABLES = ("hits",)
+
+    def apply(self, key: object, value: object, ts: int) -> bool:
+        event = value["event"]  # type: ignore[index]
+        with self.lock:
+            cur = self.db.execute(
+                "INSERT OR IGNORE INTO hits VALUES (?, ?, ?, ?)",
+                (key, event["aggregate"], event["version"], event["type"]),
+            )
+            return cur.rowcount == 1
+
+    def hits(self, search_id: str) -> list[tuple[str, int, str]]:
+        return self.query(
+            "SELECT aggregate, version, type FROM hits WHERE search = ?"
+            " ORDER BY aggregate, version",
+            (search_id,),
+        )
+
+
+def ensure_searches_topic(store: LogStore) -> None:
+    try:
+        store.create_topic(SEARCHES_TOPIC, 1, {"cleanup.policy": "compact"})
+    except TopicAlreadyExists:
+        pass
 
 
 class CustomersView(SqliteView):
@@ -386,7 +439,7 @@ def read_table(store: LogStore, topic: str) -> dict:
 
 
 class ShopViews:
-    """The shop's three views, each a job over ``shop-events`` (``directory``: where the
+    """The shop's four views, each a job over ``shop-events`` (``directory``: where the
     SQLite files go, in memory without it; `coordinator`: a ``GroupCoordinator`` keeping the
     jobs' offsets; `suffix` names a second, independent set — a rebuild)."""
 
@@ -394,22 +447,39 @@ class ShopViews:
         self, store: LogStore, coordinator, directory: str | None = None, *, suffix: str = ""
     ):
         self.store, self.coordinator, self.suffix = store, coordinator, suffix
+        self.durable = directory is not None
 
         def path(name: str) -> str:
             return os.path.join(directory, f"{name}{suffix}.sqlite3") if directory else ":memory:"
 
         self.read_model = ProductsReadModel(path("read-model"))
         self.search = ProductSearch(path("search"))
+        self.saved_searches = SavedSearchHits(path("saved-searches"))
         self.revenue_topic = f"{REVENUE_TOPIC}{suffix}"
+        ensure_searches_topic(store)
+        percolate = Job(f"shop-saved-searches{suffix}")
+        (
+            percolate.stream(TOPIC, key=TEXT, value=JSON)
+            .search(queries=SEARCHES_TOPIC)
+            .foreach(self.saved_searches.apply)
+        )
         self.jobs = [
             view_job(f"shop-read-model{suffix}", TOPIC, self.read_model.apply),
             view_job(f"shop-search{suffix}", TOPIC, self.search.apply),
+            percolate,
             revenue_job(f"shop-revenue{suffix}", to=self.revenue_topic),
         ]
 
     def catch_up(self) -> int:
-        """Run every view's job until it has read all of ``shop-events``."""
-        return sum(catch_up(job, self.store, self.coordinator) for job in self.jobs)
+        """Run every view's job until it has read all of ``shop-events``. The SQLite views'
+        jobs keep committed offsets only when their databases are files (in memory, a new
+        process starts them empty: they must read from offset 0 again, which they can, being
+        idempotent); the revenue job always does (its state is in its changelog)."""
+        total = 0
+        for job in self.jobs:
+            keeps_offsets = self.durable or job is self.jobs[-1]
+            total += catch_up(job, self.store, self.coordinator if keeps_offsets else None)
+        return total
 
     def revenue(self) -> dict:
         if self.revenue_topic not in self.store.list_topics():
@@ -421,12 +491,14 @@ class ShopViews:
         return {
             "read_model": self.read_model.dump(),
             "search": self.search.dump(),
+            "saved_searches": self.saved_searches.dump(),
             "revenue": self.revenue(),
         }
 
     def close(self) -> None:
         self.read_model.close()
         self.search.close()
+        self.saved_searches.close()
 
 
 def main() -> None:
@@ -445,6 +517,7 @@ def main() -> None:
             shop.list_product("pot", "Teapot", "Cast iron, for green tea", price_cents=3_900)
             shop.restock("tea", 10)
             shop.restock("pot", 1)
+            shop.save_search("big-sales", "type:Sold AND data.amount_cents:>=1000")
             for cart, customer in (("c1", "ann"), ("c2", "bob")):
                 shop.add_to_cart(cart, "tea", 2)
                 shop.add_to_cart(cart, "pot", 1)
@@ -454,6 +527,7 @@ def main() -> None:
             print("products:", views.read_model.query("SELECT * FROM products ORDER BY sku"))
             print("carts:", views.read_model.query("SELECT * FROM carts ORDER BY cart"))
             print("search 'green':", views.search.search("green"))
+            print("saved search 'big-sales':", views.saved_searches.hits("big-sales"))
             print("revenue:", views.revenue())
             views.close()
         finally:

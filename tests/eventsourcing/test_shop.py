@@ -20,9 +20,17 @@ from streams.eventsourcing import (
     catch_up,
     view_job,
 )
-from streams.examples.shop import TOPIC, CustomersView, ProductsReadModel, Shop, ShopViews
+from streams.examples.shop import (
+    SEARCHES_TOPIC,
+    TOPIC,
+    CustomersView,
+    ProductsReadModel,
+    Shop,
+    ShopViews,
+)
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Job
+from streams.jobs.search import QueryError
 from streams.jobs.testing import TestDriver
 from streams.log import LogStore
 
@@ -219,6 +227,8 @@ def workload(shop: Shop, seed: int, n: int) -> list:
 
 
 def test_views_rebuilt_from_offset_zero_give_the_same_state(store, coordinator, shop, tmp_path):
+    shop.save_search("bulk", "type:Sold AND data.qty:>=2")
+    shop.save_search("green", "type:Listed AND data.description:green")
     views = ShopViews(store, coordinator, str(tmp_path))
     for seed in range(4):  # the views follow the log while commands keep coming
         workload(shop, seed, 150)
@@ -234,6 +244,9 @@ def test_views_rebuilt_from_offset_zero_give_the_same_state(store, coordinator, 
         e["data"]["amount_cents"] for e in sold
     )
     assert live["search"]["product_text"]
+    bulk = [(e["aggregate"], e["version"]) for e in sold if e["data"]["qty"] >= 2]
+    assert [h[:2] for h in views.saved_searches.hits("bulk")] == sorted(bulk)
+    assert views.saved_searches.hits("green")
     rebuilt = ShopViews(store, coordinator, str(tmp_path), suffix="-rebuild")
     rebuilt.catch_up()
     assert rebuilt.state() == live
@@ -252,6 +265,24 @@ def test_search_view_finds_products_by_words(store, coordinator, shop):
     views.catch_up()
     assert sorted(views.search.search("green")) == ["pot", "tea"]
     assert views.search.search("brass") == ["lamp"]
+    views.close()
+
+
+def test_saved_searches_through_the_stream_search(store, coordinator, shop):
+    with pytest.raises(QueryError, match="ends too early"):
+        shop.save_search("bad", "type:(Sold")
+    shop.save_search("pricey", "type:Listed AND data.price_cents:[1000 TO *]")
+    shop.save_search("ann", "type:Sold AND data.customer:ann")
+    shop.list_product("tea", "Green tea", price_cents=450)
+    shop.list_product("pot", "Teapot", price_cents=3_900)
+    shop.restock("tea", 5)
+    shop.sell("tea", 1, customer="ann")
+    shop.sell("tea", 1, customer="bob")
+    views = ShopViews(store, coordinator)
+    views.catch_up()
+    assert views.saved_searches.hits("pricey") == [("product/pot", 1, "Listed")]
+    assert views.saved_searches.hits("ann") == [("product/tea", 3, "Sold")]
+    assert store.offsets(SEARCHES_TOPIC, 0)[1] == 2  # the bad one was not saved
     views.close()
 
 
@@ -369,3 +400,17 @@ def test_a_sqlite_view_applies_a_replayed_event_once_and_refuses_a_gap(store, sh
         view.apply("product/new", later, 0)
     assert view.dump() == once
     view.close()
+
+
+def test_views_in_memory_are_rebuilt_whole_by_the_next_process(store, coordinator, shop):
+    """In-memory SQLite views start empty in a new process: their jobs read from offset 0
+    again instead of resuming at committed offsets (which would leave them empty)."""
+    workload(shop, 11, 150)
+    first = ShopViews(store, coordinator)
+    first.catch_up()
+    before = first.state()
+    first.close()
+    second = ShopViews(store, coordinator)  # as a restarted process would
+    second.catch_up()
+    assert second.state() == before and before["read_model"]["products"]
+    second.close()

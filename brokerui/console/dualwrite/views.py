@@ -4,12 +4,14 @@ refreshed by htmx while it runs, then its results). Each view calls one service.
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
 
 from brokerui.console.dualwrite import services
+from brokerui.console.roles import is_operator
 from streams.errors import InvalidConfig
 from streams.eventsourcing.dualwrite import MAX_KEYS, MAX_UPDATES
 
@@ -30,6 +32,9 @@ class RunForm(forms.Form):
 
 @require_http_methods(["GET", "POST"])
 def dualwrite_page(request):
+    if request.method == "POST" and not is_operator(request.user):
+        # a run loads the server and, in the cdc mode, writes to the configured PostgreSQL
+        raise PermissionDenied("Starting a run needs the operator role.")
     form = RunForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

@@ -41,25 +41,34 @@ def test_a_second_run_is_refused_while_one_runs_and_bad_sizes_get_a_clear_error(
         services.dualwrite_start(keys=0, updates=10)
 
 
-def test_the_page_starts_a_run_and_shows_its_results(settings, viewer_client):
+def test_a_viewer_sees_the_page_but_cannot_start_a_run(settings, viewer_client):
     settings.TIDELOG_DUALWRITE_POSTGRES = None
     page = viewer_client.get(reverse("console:dualwrite"))
+    assert page.status_code == 200 and b"Operators start runs" in page.content
+    assert b"Run both" not in page.content
+    refused = viewer_client.post(reverse("console:dualwrite"), {"keys": "10", "updates": "50"})
+    assert refused.status_code == 403
+
+
+def test_the_page_starts_a_run_and_shows_its_results(settings, operator_client):
+    settings.TIDELOG_DUALWRITE_POSTGRES = None
+    page = operator_client.get(reverse("console:dualwrite"))
     assert page.status_code == 200 and b"Run both" in page.content
-    bad = viewer_client.post(reverse("console:dualwrite"), {"keys": "0", "updates": "10"})
+    bad = operator_client.post(reverse("console:dualwrite"), {"keys": "0", "updates": "10"})
     assert bad.status_code == 400 and b"greater than or equal to 1" in bad.content
-    started = viewer_client.post(reverse("console:dualwrite"), {"keys": "10", "updates": "50"})
+    started = operator_client.post(reverse("console:dualwrite"), {"keys": "10", "updates": "50"})
     assert started.status_code == 302
     run_id = started["Location"].rstrip("/").rsplit("/", 1)[1]
     services.dualwrite_wait(run_id=run_id, timeout_s=120)
-    done = viewer_client.get(started["Location"])
+    done = operator_client.get(started["Location"])
     assert done.status_code == 200
     text = done.content.decode()
     assert 'data-state="done"' in text and "writes/s" in text and " ms" in text
     assert "through the log" in text.lower() and "scratch directory" in text
     assert "not CDC: no PostgreSQL configured" in text
-    partial = viewer_client.get(started["Location"], HTTP_HX_REQUEST="true")
+    partial = operator_client.get(started["Location"], HTTP_HX_REQUEST="true")
     assert partial.content.decode().lstrip().startswith("<section")
-    assert viewer_client.get(reverse("console:dualwrite_run", args=["nope"])).status_code == 404
+    assert operator_client.get(reverse("console:dualwrite_run", args=["nope"])).status_code == 404
 
 
 def test_with_a_postgresql_the_service_goes_through_cdc_and_converges(
