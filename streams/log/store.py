@@ -769,6 +769,27 @@ class LogStore:
         (``PartitionLog.write_marker``); its offset."""
         return self.partition_log(topic, partition).write_marker(producer_id, epoch, commit)
 
+    def write_markers(
+        self, partitions, producer_id: int, epoch: int, commit: bool
+    ) -> list[tuple[str, int]]:
+        """COMMIT or ABORT markers of the producer's transaction into each of `partitions`,
+        on disk when this returns: all are appended first (each partition's last stable
+        offset moves at once), then each partition is synced (group commit: one fdatasync
+        per partition, shared with whatever else was written there). Returns the partitions
+        that no longer exist (nothing is written to those)."""
+        gone: list[tuple[str, int]] = []
+        written = []
+        for topic, partition in partitions:
+            try:
+                plog = self.partition_log(topic, partition)
+            except (UnknownTopic, UnknownPartition):
+                gone.append((topic, partition))
+                continue
+            written.append((plog, plog.append_marker(producer_id, epoch, commit)))
+        for plog, offset in written:
+            plog.sync_marker(offset, commit)
+        return gone
+
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before by this data directory (blocking: may wait
         for an fsync)."""

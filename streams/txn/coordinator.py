@@ -46,6 +46,7 @@ import dataclasses
 import enum
 import json
 import logging
+import queue
 import struct
 import threading
 from collections.abc import Callable
@@ -58,12 +59,13 @@ from streams.errors import (
     ProducerFenced,
     TidelogError,
     TransactionalProducerFenced,
-    UnknownPartition,
-    UnknownTopic,
     UnknownTransactionalId,
 )
 from streams.log import LogStore, ProducerRecord
-from streams.log.records import BatchHeader  # the type of what ``verify_produce`` is given
+from streams.log.records import (
+    BatchHeader,  # the type of what ``verify_produce`` is given
+    build_batch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,9 @@ TXN_STATE_TOPIC = "__transaction_state"
 TXN_STATE_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
 MAX_TIMEOUT_MS = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
 MAX_EPOCH = 32767
+# how long a request of a transactional id whose markers are being written waits for them
+# before answering CONCURRENT_TRANSACTIONS (the client retries then, as Kafka's clients do)
+COMPLETION_WAIT_S = 1.0
 _KEY_VERSION = struct.Struct(">hh")
 
 TopicPartition = tuple[str, int]
@@ -140,7 +145,13 @@ class TransactionCoordinator:
         self.clock = clock or store.clock
         self.abort_check_interval_s = abort_check_interval_s
         self._lock = threading.RLock()
+        self._done = threading.Condition(self._lock)  # a completion finished (or failed)
         self._txns: dict[str, TxnMetadata] = {}
+        # transactional ids whose markers the completer thread has yet to write
+        self._completing: set[str] = set()
+        self._queue: queue.SimpleQueue[TxnMetadata | None] = queue.SimpleQueue()
+        self._completer: threading.Thread | None = None
+        self._state_end = 0  # the end offset of what was appended to __transaction_state
         # producer id -> (epoch, partitions) of its ongoing transaction (see verify_produce)
         self._ongoing: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
         self._epochs: dict[int, int] = {}  # producer id of a transactional id -> its epoch
@@ -210,10 +221,17 @@ class TransactionCoordinator:
                 log.exception("aborting timed-out transactions failed")
 
     def close(self) -> None:
+        """Stop the timeout thread and the completer, after the completions already decided
+        (a transaction whose PrepareCommit was answered has its markers written first)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        with self._lock:
+            completer, self._completer = self._completer, None
+        if completer is not None:
+            self._queue.put(None)
+            completer.join()
 
     # ================================================================== requests
 
@@ -234,6 +252,7 @@ class TransactionCoordinator:
                 f"transaction timeout {timeout_ms} ms is not within 1..{MAX_TIMEOUT_MS} ms"
             )
         with self._lock:
+            self._await_completion(transactional_id)
             now = self.clock()
             meta = self._txns.get(transactional_id)
             if meta is None:
@@ -320,10 +339,19 @@ class TransactionCoordinator:
         epoch: int,
         commit: bool,
         bump_epoch: bool = False,
+        *,
+        wait_for_markers: bool = True,
     ) -> tuple[int, int]:
         """EndTxn: commit or abort the ongoing transaction; returns (producer id, epoch),
-        the epoch bumped when `bump_epoch` (EndTxn v5, KIP-890)."""
+        the epoch bumped when `bump_epoch` (EndTxn v5, KIP-890).
+
+        The decision (PrepareCommit or PrepareAbort) is on disk when this returns: that is
+        the commit point. With `wait_for_markers` the markers (and a commit's offsets) are
+        written and the transaction is Complete before it returns too; without (the
+        listener's EndTxn, as Kafka answers it), the completer thread writes them after, and
+        the transactional id's next request waits for that (``_checked``)."""
         with self._lock:
+            self._await_completion(transactional_id)  # a retry: answered by its outcome
             meta = self._checked(transactional_id, producer_id, epoch, prepared_ok=True)
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             if meta.state == done and not bump_epoch:
@@ -339,7 +367,7 @@ class TransactionCoordinator:
                 )
             if bump_epoch:
                 self._bump_epoch(meta)
-            self._end(meta, commit, self.clock())
+            self._end(meta, commit, self.clock(), wait=wait_for_markers)
             return meta.producer_id, meta.producer_epoch
 
     def abort_if_current(
@@ -416,7 +444,10 @@ class TransactionCoordinator:
         whose markers could not be written (a disk error)."""
         with self._lock:
             for meta in list(self._txns.values()):
-                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                if (
+                    meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                    and meta.transactional_id not in self._completing
+                ):
                     self._try_complete(meta)
             late = [
                 m
@@ -448,6 +479,8 @@ class TransactionCoordinator:
     def _checked(
         self, transactional_id: str, producer_id: int, epoch: int, prepared_ok: bool = False
     ) -> TxnMetadata:
+        if not prepared_ok:  # the next transaction starts only after the last one's markers
+            self._await_completion(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise InvalidProducerIdMapping(
@@ -462,6 +495,19 @@ class TransactionCoordinator:
         if not prepared_ok and meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise ConcurrentTransactions(f"{transactional_id!r} is completing a transaction")
         return meta
+
+    def _await_completion(self, transactional_id: str) -> None:
+        """Wait (under the lock, which the wait releases) until the completer has written the
+        markers of `transactional_id`'s decided transaction, at most COMPLETION_WAIT_S; if it
+        has not by then, ConcurrentTransactions (the client retries)."""
+        if transactional_id not in self._completing:
+            return
+        if not self._done.wait_for(
+            lambda: transactional_id not in self._completing, COMPLETION_WAIT_S
+        ):
+            raise ConcurrentTransactions(
+                f"{transactional_id!r} is still writing the markers of its last transaction"
+            )
 
     def _begin(self, meta: TxnMetadata) -> None:
         now = self.clock()
@@ -481,11 +527,53 @@ class TransactionCoordinator:
             meta.producer_epoch += 1
         self._epochs[meta.producer_id] = meta.producer_epoch
 
-    def _end(self, meta: TxnMetadata, commit: bool, now: int) -> None:
+    def _end(self, meta: TxnMetadata, commit: bool, now: int, wait: bool = True) -> None:
+        """Decide the transaction: Prepare* on disk (the commit point: a restart finishes
+        it), then its completion, here (`wait`) or by the completer thread."""
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         meta.update_ms = now
-        self._persist(meta)  # on disk before any marker: a restart finishes it
-        self._complete(meta)
+        # no batch of this transaction is written after its decision (see verify_produce)
+        self._ongoing.pop(meta.producer_id, None)
+        self._persist(meta)
+        if wait:
+            self._complete(meta)
+            return
+        self._completing.add(meta.transactional_id)
+        if self._completer is None:
+            self._completer = threading.Thread(
+                target=self._run_completer, name="tidelog-txn-markers", daemon=True
+            )
+            self._completer.start()
+        self._queue.put(meta)
+
+    def _run_completer(self) -> None:
+        """Complete decided transactions in order (markers, offsets, then Complete* without
+        an fsync of its own); when the queue runs dry, one fsync of ``__transaction_state``
+        covers the Complete* records written since (group commit). A completion the disk
+        refuses stays Prepare* and is retried by the timer thread or the producer's retry."""
+        unsynced = False
+        while True:
+            meta = self._queue.get()
+            if meta is None:
+                return
+            try:
+                self._complete(meta, durable=False)
+                unsynced = True
+            except Exception:  # noqa: BLE001 - left Prepare*, retried later
+                log.exception(
+                    "transaction %s: cannot write its markers yet; retrying",
+                    meta.transactional_id,
+                )
+            finally:
+                with self._lock:
+                    self._completing.discard(meta.transactional_id)
+                    self._done.notify_all()
+            if unsynced and self._queue.empty():
+                unsynced = False
+                try:
+                    self._sync_state()
+                except TidelogError as exc:
+                    log.error("cannot sync %s: %s", TXN_STATE_TOPIC, exc)
 
     def _try_complete(self, meta: TxnMetadata) -> None:
         """`_complete`, logging a failure: the transaction stays Prepare* and is retried."""
@@ -499,31 +587,41 @@ class TransactionCoordinator:
                 exc,
             )
 
-    def _complete(self, meta: TxnMetadata) -> None:
-        """Write the markers (and, for a commit, the offsets) of a Prepare* transaction, then
-        its Complete* state."""
-        commit = meta.state == TxnState.PREPARE_COMMIT
-        self._ongoing.pop(meta.producer_id, None)  # before the first marker: see the docstring
-        for topic, partition in sorted(meta.partitions):
-            try:
-                self.store.write_marker(
-                    topic, partition, meta.producer_id, meta.producer_epoch, commit
-                )
-            except (UnknownTopic, UnknownPartition):
-                txn_id = meta.transactional_id
-                log.warning("transaction %s: %s-%d is gone", txn_id, topic, partition)
+    def _complete(self, meta: TxnMetadata, durable: bool = True) -> None:
+        """Write the markers (and, for a commit, the offsets) of a Prepare* transaction, both
+        on disk, then its Complete* state: fsynced when `durable`, else left to the next
+        fsync of ``__transaction_state`` (a crash before it replays Prepare*, whose
+        completion is written again: the same markers and offsets). Called under the lock,
+        or by the completer without it (nothing else touches a transaction it holds)."""
+        with self._lock:
+            commit = meta.state == TxnState.PREPARE_COMMIT
+            pid, epoch = meta.producer_id, meta.producer_epoch
+            partitions = sorted(meta.partitions)
+            offsets = sorted((g, dict(o)) for g, o in meta.offsets.items() if o)
+        for topic, partition in self.store.write_markers(partitions, pid, epoch, commit):
+            log.warning("transaction %s: %s-%d is gone", meta.transactional_id, topic, partition)
         if commit and self.groups is not None:
-            for group, offsets in sorted(meta.offsets.items()):
-                if offsets:
-                    self.groups.commit_transactional_offsets(group, offsets)
-        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        meta.update_ms = self.clock()
-        self._persist(meta)
+            for group, group_offsets in offsets:
+                self.groups.commit_transactional_offsets(group, group_offsets)
+        with self._lock:
+            meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            meta.update_ms = self.clock()
+            self._persist(meta, durable=durable)
 
-    def _persist(self, meta: TxnMetadata) -> None:
+    def _persist(self, meta: TxnMetadata, durable: bool = True) -> None:
+        """Append the state record; with `durable`, wait until it (and every record before
+        it) is on disk."""
         record = ProducerRecord(_encode(meta), _encode_key(meta.transactional_id))
-        done = self.store.append_batch(TXN_STATE_TOPIC, [record], partition=0)
-        self.store.sync_to(TXN_STATE_TOPIC, 0, done[0].offset + 1)
+        data = build_batch([record], now_ms=self.clock())
+        done = self.store.produce(TXN_STATE_TOPIC, 0, data)
+        self._state_end = max(self._state_end, done.base_offset + 1)
+        if durable and done.sync_to is not None:
+            self.store.sync_to(TXN_STATE_TOPIC, 0, done.sync_to)
+
+    def _sync_state(self) -> None:
+        with self._lock:
+            end = self._state_end
+        self.store.sync_to(TXN_STATE_TOPIC, 0, end)
 
 
 def _describe(m: TxnMetadata) -> TransactionDescription:

@@ -300,7 +300,7 @@ def test_markers_the_disk_refused_are_written_by_the_next_timer_turn(tmp_path, c
         def refused(*args, **kwargs):
             raise StorageError("the disk refused the marker", 28)
 
-        monkeypatch.setattr(plog, "write_marker", refused)
+        monkeypatch.setattr(plog, "append_marker", refused)
         with pytest.raises(StorageError):
             b.txns.end_txn("disk", pid, epoch, commit=True)
         assert b.txns._txns["disk"].state == TxnState.PREPARE_COMMIT  # decided, not yet done
