@@ -309,7 +309,10 @@ class TransactionCoordinator:
                 return
             self._begin(meta)
             meta.offsets.setdefault(group, {})
-            self._persist(meta)
+            # no fsync of its own: the group matters only through TxnOffsetCommit, whose
+            # (fsynced) record carries it; a crash before that loses it and TxnOffsetCommit
+            # is refused (INVALID_TXN_STATE), so the client aborts, never commits without it
+            self._persist(meta, durable=False)
             self._ongoing[meta.producer_id] = (meta.producer_epoch, frozenset(meta.partitions))
 
     def txn_offset_commit(
