@@ -504,3 +504,34 @@ def test_a_restart_between_the_answered_commit_and_its_markers_completes_it(
         assert b.txns._txns["copier"].state == TxnState.COMPLETE_COMMIT
     finally:
         b.close()
+
+
+def test_two_threads_saving_the_aborted_index_write_each_entry_once(tmp_path, monkeypatch):
+    """The completer and the timer thread may both save a partition's aborted index (each
+    after its own marker); an entry written twice would make readers skip the producer's
+    records up to a second ABORT marker, committed ones included."""
+    from types import SimpleNamespace
+
+    txns = ptxn.PartitionTxns(str(tmp_path))
+    txns.begin_if_new(SimpleNamespace(producer_id=7), 0)
+    txns.end(7, commit=False, marker_offset=3, hw=3)
+    syncing = [threading.Event(), threading.Event()]
+    release = threading.Event()
+    fdatasync = os.fdatasync
+
+    def slow(fd):  # the first save is inside its fsync while the second one starts
+        syncing[syncing[0].is_set()].set()
+        release.wait(10)
+        fdatasync(fd)
+
+    monkeypatch.setattr(ptxn.os, "fdatasync", slow)
+    savers = [threading.Thread(target=txns.save) for _ in range(2)]
+    savers[0].start()
+    assert syncing[0].wait(10)
+    savers[1].start()
+    syncing[1].wait(0.5)  # the old save got here, with the same entry; the new one waits
+    release.set()
+    for t in savers:
+        t.join()
+    with open(os.path.join(tmp_path, ptxn.INDEX_FILE), "rb") as f:
+        assert len(f.read()) == ptxn._ENTRY.size  # one entry, once
