@@ -42,6 +42,7 @@ marker (the entry is removed before the first marker is written).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import enum
 import json
@@ -152,6 +153,8 @@ class TransactionCoordinator:
         self._queue: queue.SimpleQueue[TxnMetadata | None] = queue.SimpleQueue()
         self._completer: threading.Thread | None = None
         self._state_end = 0  # the end offset of what was appended to __transaction_state
+        # syncs a commit's markers while the completer commits its offsets (``_complete``)
+        self._sync_pool: concurrent.futures.ThreadPoolExecutor | None = None
         # producer id -> (epoch, partitions) of its ongoing transaction (see verify_produce)
         self._ongoing: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
         self._epochs: dict[int, int] = {}  # producer id of a transactional id -> its epoch
@@ -217,6 +220,7 @@ class TransactionCoordinator:
         while not self._stop.wait(self.abort_check_interval_s):
             try:
                 self.abort_timed_out(self.clock())
+                self._sync_state()  # Complete* records the completer left unsynced
             except Exception:  # noqa: BLE001 - try again next turn
                 log.exception("aborting timed-out transactions failed")
 
@@ -232,6 +236,8 @@ class TransactionCoordinator:
         if completer is not None:
             self._queue.put(None)
             completer.join()
+        if self._sync_pool is not None:
+            self._sync_pool.shutdown()
 
     # ================================================================== requests
 
@@ -551,17 +557,15 @@ class TransactionCoordinator:
 
     def _run_completer(self) -> None:
         """Complete decided transactions in order (markers, offsets, then Complete* without
-        an fsync of its own); when the queue runs dry, one fsync of ``__transaction_state``
-        covers the Complete* records written since (group commit). A completion the disk
+        an fsync of its own: the next fsync of ``__transaction_state`` covers it, at the
+        latest the timer thread's within ``abort_check_interval_s``). A completion the disk
         refuses stays Prepare* and is retried by the timer thread or the producer's retry."""
-        unsynced = False
         while True:
             meta = self._queue.get()
             if meta is None:
                 return
             try:
                 self._complete(meta, durable=False)
-                unsynced = True
             except Exception:  # noqa: BLE001 - left Prepare*, retried later
                 log.exception(
                     "transaction %s: cannot write its markers yet; retrying",
@@ -571,12 +575,6 @@ class TransactionCoordinator:
                 with self._lock:
                     self._completing.discard(meta.transactional_id)
                     self._done.notify_all()
-            if unsynced and self._queue.empty():
-                unsynced = False
-                try:
-                    self._sync_state()
-                except TidelogError as exc:
-                    log.error("cannot sync %s: %s", TXN_STATE_TOPIC, exc)
 
     def _try_complete(self, meta: TxnMetadata) -> None:
         """`_complete`, logging a failure: the transaction stays Prepare* and is retried."""
@@ -601,11 +599,19 @@ class TransactionCoordinator:
             pid, epoch = meta.producer_id, meta.producer_epoch
             partitions = sorted(meta.partitions)
             offsets = sorted((g, dict(o)) for g, o in meta.offsets.items() if o)
-        for topic, partition in self.store.write_markers(partitions, pid, epoch, commit):
+        markers, gone = self.store.append_markers(partitions, pid, epoch, commit)
+        for topic, partition in gone:
             log.warning("transaction %s: %s-%d is gone", meta.transactional_id, topic, partition)
-        if commit and self.groups is not None:
-            for group, group_offsets in offsets:
-                self.groups.commit_transactional_offsets(group, group_offsets)
+        if commit and offsets and self.groups is not None:
+            # the markers' fsyncs and the offsets' run side by side; both end before Complete*
+            synced = self._syncer().submit(self.store.sync_markers, markers, commit)
+            try:
+                for group, group_offsets in offsets:
+                    self.groups.commit_transactional_offsets(group, group_offsets)
+            finally:
+                synced.result()
+        else:
+            self.store.sync_markers(markers, commit)
         with self._lock:
             meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             meta.update_ms = self.clock()
@@ -622,9 +628,18 @@ class TransactionCoordinator:
             self.store.sync_to(TXN_STATE_TOPIC, 0, done.sync_to)
 
     def _sync_state(self) -> None:
+        """Put every state record appended so far on disk (nothing to do if it is)."""
         with self._lock:
             end = self._state_end
         self.store.sync_to(TXN_STATE_TOPIC, 0, end)
+
+    def _syncer(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._sync_pool is None:
+                self._sync_pool = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="tidelog-txn-sync"
+                )
+            return self._sync_pool
 
 
 def _describe(m: TxnMetadata) -> TransactionDescription:

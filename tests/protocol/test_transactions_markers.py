@@ -19,13 +19,13 @@ def test_commit_returns_before_the_markers_and_readers_wait_for_them(
 ):
     broker.store.create_topic("late-markers", 1)
     released = threading.Event()
-    write_markers = broker.store.write_markers
+    append_markers = broker.store.append_markers
 
     def held(*args, **kwargs):
         released.wait()
-        return write_markers(*args, **kwargs)
+        return append_markers(*args, **kwargs)
 
-    monkeypatch.setattr(broker.store, "write_markers", held)
+    monkeypatch.setattr(broker.store, "append_markers", held)
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "late"})
     c = Consumer(
         {

@@ -428,13 +428,13 @@ class MarkerGate:
 
     def __init__(self, store: LogStore, monkeypatch) -> None:
         self._event = threading.Event()
-        self._write = store.write_markers
+        self._write = store.append_markers
 
         def held(*args, **kwargs):
             self._event.wait()
             return self._write(*args, **kwargs)
 
-        monkeypatch.setattr(store, "write_markers", held)
+        monkeypatch.setattr(store, "append_markers", held)
 
     def open(self) -> None:
         self._event.set()
