@@ -9,11 +9,31 @@ consumer-group offsets of the ongoing transaction. States (Kafka's ``Transaction
     Complete* --AddPartitions--> Ongoing;  any --InitProducerId--> Empty (epoch + 1)
 
 Every transition is written to the compacted topic ``__transaction_state`` (key: Kafka's
-``TransactionLogKey`` v0, the transactional id; value: JSON, see ``_encode``) and is on disk
-before the coordinator acts on it, so a coordinator restarted after a crash (``load``) finishes
-what it had started as Kafka's does: a PrepareCommit is completed (markers written again, the
-offsets committed), a PrepareAbort aborted; an Ongoing transaction stays open and is aborted by
-the transaction timeout (its start time is in the record) unless its producer ends it first.
+``TransactionLogKey`` v0, the transactional id; value: JSON, see ``_encode``), so a coordinator
+restarted after a crash (``load``) finishes what it had started as Kafka's does: a
+PrepareCommit is completed (markers written again, the offsets committed), a PrepareAbort
+aborted; an Ongoing transaction stays open and is aborted by the transaction timeout (its start
+time is in the record) unless its producer ends it first.
+
+What is on disk before the coordinator answers or acts (each fsync is a group commit with
+whatever else was written to that log):
+
+- Empty (InitProducerId), Ongoing from AddPartitionsToTxn (before a produce may write there),
+  the offsets of TxnOffsetCommit, and PrepareCommit/PrepareAbort: fsynced before the answer.
+  The Prepare* record is the commit point: EndTxn is answered once it is durable.
+- The markers and a commit's offsets: written after EndTxn's answer by the completer thread
+  (all markers appended, then each partition synced, beside the offsets' fsync), then the
+  Complete* record, with no fsync of its own: a later fsync of ``__transaction_state`` (the
+  next state write or the timer thread's turn) covers it, and a crash before that replays
+  Prepare*, whose completion is written again. A partition's last stable offset moves when
+  its marker is appended; the transactional id's next request (AddPartitionsToTxn,
+  AddOffsetsToTxn, TxnOffsetCommit, InitProducerId, a retried EndTxn) waits for the markers,
+  up to ``COMPLETION_WAIT_S``, then is answered CONCURRENT_TRANSACTIONS and retried by the
+  client, as Kafka's coordinator answers it. A next transaction thus never writes behind a
+  missing marker.
+- AddOffsetsToTxn's Ongoing record is not fsynced on its own: the group only matters through
+  TxnOffsetCommit, whose fsynced record carries it (if a crash loses it, TxnOffsetCommit is
+  refused and the client aborts).
 
 - ``InitProducerId`` bumps the epoch every time, fencing the older instance: its next request
   gets PRODUCER_FENCED (INVALID_PRODUCER_EPOCH on old request versions; produce always
@@ -33,11 +53,13 @@ the transaction timeout (its start time is in the record) unless its producer en
 - The transaction timeout (``transaction.timeout.ms`` of the producer, at most
   ``MAX_TIMEOUT_MS``) aborts a transaction left open, bumping the epoch (``tick``).
 
-Thread-safety: one lock guards all state and is held while markers and state records are
-written (blocking: call from a worker thread, never an event loop). ``verify_produce`` takes no
+Thread-safety: one lock guards all state and is held while state records are written, and
+while markers are written except by the completer thread (blocking: call from a worker thread,
+never an event loop). The completer holds a decided transaction alone: every request of its
+transactional id waits for it, and the timer thread skips it. ``verify_produce`` takes no
 lock: it reads a dict replaced entry by entry, and the log calls it under the partition's write
-lock, which the marker writes also take, so a produce cannot slip in after its transaction's
-marker (the entry is removed before the first marker is written).
+lock; the entry is removed when the transaction is decided, before its Prepare* record and
+markers are written, so a produce cannot slip in after its transaction's marker.
 """
 
 from __future__ import annotations
