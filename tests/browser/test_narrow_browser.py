@@ -27,6 +27,8 @@ PAGES = [
     "/topics/orders/purge/",
     "/groups/",
     "/transactions/",
+    "/jobs/",
+    "/jobs/search-ctr/stop/",
     "/topics/orders/messages/?markers=1&read=committed",
     "/panels/",
     "/views/",
