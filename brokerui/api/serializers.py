@@ -830,3 +830,52 @@ class JobListSerializer(serializers.Serializer):
     as_of_ms = serializers.IntegerField(help_text="when the jobs were read, epoch ms")
     as_of = IsoTimestampField(source="as_of_ms")
     jobs = JobSerializer(many=True)
+
+
+# =============================================================================== capture
+
+
+class CaptureSnapshotSerializer(serializers.Serializer):
+    table = serializers.CharField(help_text="schema.table")
+    keys = serializers.IntegerField(allow_null=True, help_text="keys asked for (null: all rows)")
+    chunks = serializers.IntegerField()
+    rows_written = serializers.IntegerField(help_text="rows written as read events (op r)")
+    rows_dropped = serializers.IntegerField(help_text="read but changed inside their window")
+    done = serializers.BooleanField()
+    as_of_lsn = serializers.CharField(allow_null=True, help_text="last chunk's high watermark")
+    as_of_offset = serializers.IntegerField(
+        allow_null=True, help_text="log offset of its last record acknowledged so far"
+    )
+
+
+class CaptureSourceSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    dsn = serializers.CharField(help_text="the connection string, its password masked")
+    tables = serializers.ListField(child=serializers.CharField())
+    topics = serializers.ListField(child=serializers.CharField())
+    slot = serializers.CharField()
+    publication = serializers.CharField()
+    state = serializers.CharField(help_text="starting, running, stopped or failed")
+    error = serializers.CharField(allow_null=True)
+    started_ms = serializers.IntegerField(help_text="epoch ms")
+    as_of_ms = serializers.IntegerField(help_text="when these numbers were taken, epoch ms")
+    confirmed_lsn = serializers.CharField(help_text="the LSN confirmed to PostgreSQL")
+    lag_bytes = serializers.IntegerField(
+        allow_null=True, help_text="WAL bytes after the confirmed LSN (null: see lag_note)"
+    )
+    lag_note = serializers.CharField(allow_null=True, help_text="why lag_bytes is null")
+    lag_seconds = serializers.FloatField(
+        help_text="age of the oldest received transaction not yet in the log, seconds"
+    )
+    transactions = serializers.IntegerField()
+    records = serializers.IntegerField(help_text="records written to the log")
+    skipped_records = serializers.IntegerField(help_text="replays already in the log, skipped")
+    schema_changes = serializers.ListField(child=serializers.CharField())
+    snapshots = CaptureSnapshotSerializer(many=True)
+    snapshots_paused = serializers.BooleanField()
+
+
+class CaptureListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    as_of_ms = serializers.IntegerField(help_text="when the sources were read, epoch ms")
+    sources = CaptureSourceSerializer(many=True)

@@ -11,6 +11,7 @@ app_name = "api"
 router = SimpleRouter(trailing_slash=False)
 router.register("topics", views.TopicViewSet, basename="topic")
 router.register("jobs", views.JobViewSet, basename="job")
+router.register("capture", views.CaptureViewSet, basename="capture")
 # group ids go through the console's converter (brokerui/group_paths.py): Django path routes
 group_router = SimpleRouter(trailing_slash=False, use_regex_path=False)
 group_router.register("groups", views.GroupViewSet, basename="group")

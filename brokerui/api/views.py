@@ -36,9 +36,10 @@ from brokerui.api.errors import InternalTopic, error_body
 from brokerui.api.permissions import OPERATOR_CODE, OPERATOR_MESSAGE, IsOperatorOrReadOnly
 from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
+from brokerui.console.capture import services as capture_services
 from brokerui.console.groups import services as group_services
 from brokerui.console.jobs import services as job_services
-from brokerui.console.live.feeds import embedded_jobs
+from brokerui.console.live.feeds import capture_sources, embedded_jobs
 from brokerui.console.messages import services as message_services
 from brokerui.console.roles import is_operator
 from brokerui.console.topics import services as topic_services
@@ -609,6 +610,21 @@ class TransactionViewSet(ApiViewSet):
 
 
 @extend_schema(tags=["jobs"])
+class CaptureViewSet(ApiViewSet):
+    @extend_schema(
+        operation_id="capture_list",
+        summary="Change data capture sources in the broker's process: tables, slot, confirmed "
+        "LSN, lag in bytes and seconds, counts, snapshot progress, errors",
+        responses={200: s.CaptureListSerializer, **_errors(501)},
+    )
+    def list(self, request):
+        view = capture_services.capture_read(host=capture_sources(), now_ms=_now_ms())
+        if view.unavailable:
+            raise Unsupported(view.unavailable)
+        body = {"count": len(view.sources), "as_of_ms": view.as_of_ms, "sources": view.sources}
+        return Response(s.CaptureListSerializer(body).data)
+
+
 class JobViewSet(ApiViewSet):
     lookup_field = "name"
 

@@ -6,6 +6,7 @@ from django.urls import path
 from brokerui.console import views
 from brokerui.console.alerts import urls as alert_urls
 from brokerui.console.audit_log import urls as audit_urls
+from brokerui.console.capture import urls as capture_urls
 from brokerui.console.dualwrite import urls as dualwrite_urls
 from brokerui.console.groups import urls as group_urls
 from brokerui.console.jobs import urls as job_urls
@@ -31,4 +32,5 @@ urlpatterns = [
     *jobview_urls.urlpatterns,
     *dualwrite_urls.urlpatterns,
     *search_urls.urlpatterns,
+    *capture_urls.urlpatterns,
 ]

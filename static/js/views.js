@@ -61,6 +61,11 @@
       var empty = root.querySelector("[data-live-empty]");
       empty.hidden = false;
       empty.textContent = message.message;
+      var indicator = root.querySelector(".live-indicator");
+      if (indicator && message.type === "unavailable") {
+        indicator.dataset.liveState = "stale";
+        indicator.textContent = "stopped";
+      }
       return;
     } else {
       return;

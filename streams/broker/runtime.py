@@ -49,6 +49,7 @@ class Broker:
         self._alerts = alerts
         self._jobs = jobs
         self._listener = None  # the Kafka listener, set by open()
+        self._capture = None  # CaptureSources, made on first use (``capture``)
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -172,6 +173,21 @@ class Broker:
         return self._jobs
 
     @property
+    def capture(self):
+        """The `CaptureSources` (change data capture from PostgreSQL) run in this process;
+        they write through the Kafka listener (without one, a start says so)."""
+        with self._close_lock:
+            if self._capture is None:
+                from streams.capture.sources import CaptureSources
+
+                def bootstrap() -> str | None:
+                    address = self.kafka_address
+                    return f"{address[0]}:{address[1]}" if address else None
+
+                self._capture = CaptureSources(bootstrap)
+            return self._capture
+
+    @property
     def panels(self):
         """The `PanelJobs` running user-defined metric panels (None without metrics)."""
         return self._panels
@@ -205,7 +221,9 @@ class Broker:
             if self._closed:
                 return
             self._closed = True
-        if self._listener is not None:  # first: no client request may reach a closing engine
+        if self._capture is not None:  # before the listener: a capture flushes through it
+            self._capture.close()
+        if self._listener is not None:  # then: no client request may reach a closing engine
             self._listener.stop()
         if self._jobs is not None:  # before the demo: a job's last commit needs the store
             self._jobs.close()

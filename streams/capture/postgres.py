@@ -365,6 +365,10 @@ class PostgresCapture:
     def resume_snapshots(self) -> None:
         self._paused.clear()
 
+    @property
+    def snapshots_paused(self) -> bool:
+        return self._paused.is_set()
+
     def topic_for(self, table: TableInfo) -> str:
         return f"{self.server}.{table.schema}.{table.name}"
 
@@ -604,7 +608,7 @@ class PostgresCapture:
                 ts_ms=ts_ms,
                 snapshot="incremental",
             )
-            self._emit(txn, window.schema, key, value)
+            self._emit(txn, window.schema, key, value, snapshot=window.job)
         job = window.job
         job.chunks += 1
         job.rows_written += len(window.rows)
@@ -625,7 +629,12 @@ class PostgresCapture:
             )
 
     def _emit(
-        self, txn: _Transaction, schema: TableSchema, key: bytes, value: bytes | None
+        self,
+        txn: _Transaction,
+        schema: TableSchema,
+        key: bytes,
+        value: bytes | None,
+        snapshot: SnapshotJob | None = None,
     ) -> None:
         index = txn.records
         txn.records += 1
@@ -637,7 +646,7 @@ class PostgresCapture:
         txn.outstanding += 1
         producer = self.sink.producer
         headers = [(POSITION_HEADER, f"{txn.begin.final_lsn}:{index}".encode())]
-        on_delivery = self._delivery_callback(txn)
+        on_delivery = self._delivery_callback(txn, snapshot)
         while True:
             try:
                 producer.produce(
@@ -653,11 +662,29 @@ class PostgresCapture:
                 producer.poll(0.1)
         self.stats.records += 1
 
-    def _delivery_callback(self, txn: _Transaction) -> Callable[[Any, Any], None]:
-        def done(err: Any, _msg: Any) -> None:
+    def _delivery_callback(
+        self, txn: _Transaction, snapshot: SnapshotJob | None = None
+    ) -> Callable[[Any, Any], None]:
+        def done(err: Any, msg: Any) -> None:
             if err is not None:
                 self._failure = err
             else:
                 txn.outstanding -= 1
+                if snapshot is not None and msg is not None:
+                    offset = msg.offset()
+                    if offset is not None and offset >= 0:
+                        snapshot.as_of_offset = max(snapshot.as_of_offset or 0, offset)
 
         return done
+
+    def lag_seconds(self, now_us: int | None = None) -> float:
+        """Seconds since the commit of the oldest transaction received but not yet confirmed
+        (0.0: everything received is in the log). Changes PostgreSQL has not sent yet are not
+        counted here: the slot's lag in bytes shows those."""
+        pending = self._pending
+        try:
+            oldest = pending[0]
+        except IndexError:
+            return 0.0
+        now = now_us if now_us is not None else int(time.time() * 1_000_000)
+        return max(0.0, (now - oldest.begin.commit_ts_us) / 1_000_000)

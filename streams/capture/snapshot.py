@@ -42,6 +42,7 @@ class SnapshotJob:
     rows_dropped: int = 0
     done: bool = False
     as_of_lsn: int = 0  # the high watermark's commit LSN of the last chunk
+    as_of_offset: int | None = None  # the log offset of its last record acknowledged so far
 
 
 @dataclass

@@ -12,10 +12,14 @@ and any Kafka cluster.
   (see ``streams.jobs.runner`` for what each promises);
 - ``--checkpoint-interval-ms``: how often outputs, changelogs and offsets are committed
   (default 5000, as Quix);
-- ``-X key=value``: any librdkafka setting, for every client (security, timeouts ...).
+- ``-X key=value``: any librdkafka setting, for every client (security, timeouts ...);
+- ``--query-port P``: serve the job's views (interactive queries) on P and advertise it in the
+  group member's client id, so queries of this worker's partitions are routed here
+  (``streams.jobs.viewserver``).
 
 For the crash tests, ``TIDELOG_JOBS_CRASH_IN_CHECKPOINT=N`` makes the worker SIGKILL itself in
-the middle of its Nth checkpoint that writes records (``KafkaLog(crash_in_checkpoint=N)``).
+the middle of its first checkpoint that writes at least N records (``KafkaLog(
+crash_in_checkpoint=N)``).
 
 SIGTERM or SIGINT stops the worker cleanly: it checkpoints, closes its tasks and leaves the
 group, so the others take its tasks over at once. Exit status 0 after a clean stop, 2 for bad
@@ -86,6 +90,14 @@ def parser() -> argparse.ArgumentParser:
         "-X", dest="settings", action="append", default=[], metavar="KEY=VALUE",
         help="a librdkafka setting for every client (repeatable)",
     )  # fmt: skip
+    run.add_argument(
+        "--query-port",
+        type=int,
+        help="serve the job's views (interactive queries) on this port (0: any free one) and "
+        "advertise it in the group, so the console routes queries of this worker's partitions "
+        "here (streams.jobs.viewserver)",
+    )
+    run.add_argument("--query-host", default="127.0.0.1", help="the query endpoint's address")
     run.add_argument("--log-level", default="INFO")
     return p
 
@@ -111,18 +123,32 @@ def main(argv: list[str] | None = None) -> int:
     from streams.jobs.runner import Runner
 
     exactly_once = args.processing_guarantee == "exactly-once"
+    server = views = None
+    if args.query_port is not None:  # bound now: its address goes in the member's client id
+        from streams.jobs.viewserver import ViewServer, member_client_id
+
+        server = ViewServer(None, args.query_host, args.query_port)
+        settings = {**settings, "client.id": member_client_id(job.name, server.address)}
+    kafka_log = KafkaLog(
+        args.bootstrap,
+        exactly_once=exactly_once,
+        client_config=settings,
+        crash_in_checkpoint=crash_at,
+    )
+    if server is not None:
+        from streams.jobs.views import ViewRegistry
+
+        views = server.registry = ViewRegistry(kafka_log)
+        server.start()
     runner = Runner(
         job,
-        log=KafkaLog(
-            args.bootstrap,
-            exactly_once=exactly_once,
-            client_config=settings,
-            crash_in_checkpoint=crash_at,
-        ),
+        log=kafka_log,
         state_backend=args.state_backend,
         state_dir=args.state_dir,
         max_records=args.max_records,
         checkpoint_interval_ms=args.checkpoint_interval_ms,
+        views=views,
+        query_endpoint=server.address if server else None,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -144,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             runner.close()
         except Exception:  # noqa: BLE001 - already failing or stopping; say so, exit anyway
             log.exception("job %s: closing failed", job.name)
+        if server is not None:
+            server.close()
     log.info("job %s: stopped", job.name)
     return 0
 

@@ -82,7 +82,7 @@ class KafkaLog:
         exactly_once: bool = False,
         client_config: dict | None = None,
         transactional_id_prefix: str = "tidelog-job-",
-        commit_timeout_s: float = 120.0,
+        commit_timeout_s: float = 60.0,
         offsets_timeout_s: float = 10.0,
         poll_timeout_s: float = 0.1,
         crash_in_checkpoint: int | None = None,
@@ -99,9 +99,10 @@ class KafkaLog:
         self.prefix = transactional_id_prefix
         self.commit_timeout_s = commit_timeout_s
         self.offsets_timeout_s = offsets_timeout_s
-        # fault injection for the crash tests: SIGKILL this process in the middle of the Nth
-        # checkpoint that writes records, once they are on the broker (exactly-once: before
-        # commit_transaction; at-least-once: before the offset commit)
+        # fault injection for the crash tests: SIGKILL this process in the middle of the first
+        # checkpoint (exactly-once: task transaction) that writes at least N records, once
+        # they are on the broker (exactly-once: before commit_transaction; at-least-once:
+        # before the offset commit)
         self._crash_at = crash_in_checkpoint
         self.poll_timeout_s = poll_timeout_s
         self.admin = AdminClient(self._common)
@@ -155,7 +156,8 @@ class KafkaLog:
             {
                 **self.base,
                 "group.id": group,
-                "client.id": f"tidelog-job-{group}",
+                # a worker's client id may carry its views' query endpoint (viewserver)
+                "client.id": self.base.get("client.id", f"tidelog-job-{group}"),
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
@@ -366,7 +368,7 @@ class KafkaLog:
             producer.send_offsets_to_transaction(
                 offsets, self._member.consumer_group_metadata(), self.offsets_timeout_s
             )
-            if cp.records and self._crashing():
+            if self._crashing(sum(len(r) for r in cp.records.values())):
                 producer.flush(self.commit_timeout_s)
                 os.kill(os.getpid(), signal.SIGKILL)
             self._commit(producer)
@@ -386,7 +388,7 @@ class KafkaLog:
         deadline = time.monotonic() + self.commit_timeout_s
         while True:
             try:
-                producer.abort_transaction(self.commit_timeout_s)
+                producer.abort_transaction(max(1.0, deadline - time.monotonic()))
                 return
             except KafkaException as exc:
                 err = exc.args[0]
@@ -396,11 +398,12 @@ class KafkaLog:
                 raise TaskMigrated(f"task {p}: abort failed: {err.str()}") from exc
 
     def _commit(self, producer: Producer) -> None:
-        """commit_transaction, retried while the error is retriable (broker restarting)."""
+        """commit_transaction, retried while the error is retriable (broker restarting), for
+        `commit_timeout_s` in all; then the caller aborts."""
         deadline = time.monotonic() + self.commit_timeout_s
         while True:
             try:
-                producer.commit_transaction(self.commit_timeout_s)
+                producer.commit_transaction(max(1.0, deadline - time.monotonic()))
                 return
             except KafkaException as exc:
                 err = exc.args[0]
@@ -422,7 +425,7 @@ class KafkaLog:
         for cp in tasks.values():
             self._produce(self._producer, cp.records)
         left = self._producer.flush(self.commit_timeout_s)
-        if any(cp.records for cp in tasks.values()) and self._crashing():
+        if self._crashing(sum(len(r) for cp in tasks.values() for r in cp.records.values())):
             os.kill(os.getpid(), signal.SIGKILL)
         if left or self._failed:
             log.warning(
@@ -442,11 +445,8 @@ class KafkaLog:
                 )
         return set()
 
-    def _crashing(self) -> bool:
-        if self._crash_at is None:
-            return False
-        self._crash_at -= 1
-        return self._crash_at <= 0
+    def _crashing(self, records: int) -> bool:
+        return self._crash_at is not None and records >= self._crash_at
 
     def _delivered(self, err, msg) -> None:
         if err is not None:

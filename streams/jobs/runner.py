@@ -409,6 +409,8 @@ class Runner:
             self.joblog.rejoin()
 
     def _run_task(self, p: int, task: Task) -> int:
+        if len(self._inputs[p]) == 1:
+            return self._run_single(p, task, self._inputs[p][0])
         heads: list[tuple[int, int, int, list, int, str]] = []  # (ts, prio, seq, recs, i, topic)
         for prio, topic in enumerate(self._inputs[p]):
             recs = self._read(topic, p)
@@ -431,6 +433,20 @@ class Runner:
             elif self._positions[(topic, p)] < self.joblog.end_offset(topic, p):
                 break
         return n
+
+    def _run_single(self, p: int, task: Task, topic: str) -> int:
+        """A task with one input: its records in offset order, without the merge heap."""
+        recs = self._read(topic, p)
+        feed = task.feed
+        for offset, key, value, ts in recs:
+            try:
+                feed(topic, key, value, ts)
+            except Exception as exc:
+                self._positions[(topic, p)] = offset  # the records before it are done
+                raise RecordError(self.job.name, topic, p, offset, exc) from exc
+        if recs:
+            self._positions[(topic, p)] = recs[-1][0] + 1
+        return len(recs)
 
     def _read(self, topic: str, p: int) -> list[tuple[int, object, object, int]]:
         return self._read_at(topic, p, self._positions[(topic, p)], None)

@@ -20,8 +20,9 @@ key serde of the topic that partitioned the view's input (the repartition topic 
 ``key_by``, else the input topic) and hashed with murmur2, as Kafka's default partitioner
 (so a job reading an input keyed by its producer, not re-keyed, assumes the producer used the
 default partitioner). ``LocalViews`` answers for the tasks the runners of this process own; a
-partition owned by no runner here raises ``ViewUnavailable`` naming it (workers in other
-processes are not reached: see the module's closing note in DEVELOPERS.md).
+partition owned by no runner here raises ``ViewUnavailable`` naming it. Workers in other
+processes are reached by ``viewserver.RoutedViews`` (what the console uses) at the query
+endpoint each advertises.
 
 Read-your-writes. ``wait_for={topic: {partition: offset}}`` blocks (up to ``timeout_s``, then
 ``ViewTimeout``) until the view reflects every record of those input partitions below those
@@ -58,6 +59,7 @@ from streams.log.partitioner import partition_for_key
 VIEW_KINDS = ("aggregate", "window", "table_join")
 MAX_ROWS = 1000  # largest answer of a range query (``limit``)
 MAX_WAIT_S = 60.0
+_LOOKBACK = 256  # records read back from a partition's end to find its last data record
 VIEW_RETENTION_MS = 24 * 3600 * 1000  # a windowed view keeps a window a day past its end
 
 
@@ -141,6 +143,9 @@ class Changes:
     token: Token
 
 
+ENDED = Changes(0, [], 0, Token({}, None, None))  # a change stream's last item: the job stopped
+
+
 @dataclass(frozen=True)
 class Snapshot:
     time: int
@@ -157,8 +162,9 @@ class ViewInfo:
     windowed: bool
     partitions: int
     served: list[int]  # partitions a runner of this process serves
-    keys: int
+    keys: int  # rows in those partitions
     as_of_ms: int | None
+    served_elsewhere: list[int] = field(default_factory=list)  # by workers of other processes
 
 
 @dataclass
@@ -356,6 +362,15 @@ class View:
             t = self._tick()
             return Snapshot(t, rows, t + 1, self._token(self.parts))
 
+    def end(self) -> None:
+        """The job stopped here: listeners get ``ENDED`` and are dropped."""
+        with self._cond:
+            listeners, self._subscribers = self._subscribers, []
+            self.parts.clear()
+            self._cond.notify_all()
+        for callback in listeners:
+            callback(ENDED)
+
     def token(self) -> Token:
         with self._cond:
             return self._token(self.parts)
@@ -364,7 +379,7 @@ class View:
         with self._cond:
             served = sorted(p for p, part in self.parts.items() if part.owner is not None)
             as_of = max((part.as_of or 0 for part in self.parts.values()), default=0) or None
-            keys = sum(len(part.rows) for part in self.parts.values())
+            keys = sum(len(self.parts[p].rows) for p in served)
         return ViewInfo(
             self.job_name,
             self.name,
@@ -542,10 +557,28 @@ class ViewRegistry:
         self._runners: dict[str, set[int]] = {}
 
     def end_offset(self, topic: str, partition: int) -> int:
+        """Where a runner that has read all of the partition's committed records stands: one
+        past the last committed data record (a transaction's commit marker, or an aborted
+        record, at the end is never a runner's position: read_committed readers skip them)."""
         end_offset = getattr(self.log_store, "end_offset", None)
         if end_offset is not None:
             return end_offset(topic, partition)
-        return self.log_store.offsets(topic, partition)[1]
+        store = self.log_store
+        start, stable = store.offsets(topic, partition, committed=True)
+        upto = stable
+        while upto > start:
+            lo = pos = max(start, upto - _LOOKBACK)
+            last = None
+            while pos < upto:  # forward through the window (a read may stop early)
+                recs = store.read(topic, partition, pos, max_records=_LOOKBACK, committed=True)
+                if not recs:
+                    break
+                last = max([r.offset for r in recs if r.offset < upto], default=last)
+                pos = recs[-1].offset + 1
+            if last is not None:
+                return last + 1
+            upto = lo
+        return start
 
     def attach(self, runner, counts: dict[str, int]) -> RunnerViews:
         job = runner.job
@@ -565,12 +598,16 @@ class ViewRegistry:
         return RunnerViews(self, runner, views)
 
     def detach(self, runner) -> None:
+        """A runner stopped; when it was the job's last here, its views end."""
+        ended: dict[str, View] = {}
         with self._lock:
             members = self._runners.get(runner.job.name, set())
             members.discard(id(runner))
             if not members:
                 self._runners.pop(runner.job.name, None)
-                self._views.pop(runner.job.name, None)
+                ended = self._views.pop(runner.job.name, {})
+        for view in ended.values():
+            view.end()
 
     def jobs(self) -> dict[str, dict[str, View]]:
         with self._lock:

@@ -24,6 +24,7 @@ thread-safe as the views.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from streams.errors import InvalidConfig, TidelogError
+from streams.jobs.serde import BYTES, JSON, KEY, TEXT
 from streams.jobs.views import (
     MAX_ROWS,
     Answer,
@@ -41,6 +43,7 @@ from streams.jobs.views import (
     Token,
     UnknownView,
     View,
+    ViewInfo,
     ViewRegistry,
     ViewTimeout,
     ViewUnavailable,
@@ -49,6 +52,7 @@ from streams.jobs.views import (
     _parse_wait_for,
     order,
 )
+from streams.log.partitioner import partition_for_key
 
 MAX_BODY = 64 * 1024
 _ERRORS = {
@@ -91,9 +95,11 @@ def owners_from_group(description) -> dict[int, str]:
 
 
 class ViewServer:
-    """Serves `registry`'s views on ``host:port`` (port 0: a free one; ``address`` says)."""
+    """Serves `registry`'s views on ``host:port`` (port 0: a free one; ``address`` says). The
+    socket is bound at once (so the address can be advertised before the worker joins); the
+    registry may be set until ``start``."""
 
-    def __init__(self, registry: ViewRegistry, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, registry: ViewRegistry | None, host: str = "127.0.0.1", port: int = 0):
         self.registry = registry
         server = self
 
@@ -142,9 +148,18 @@ class ViewServer:
         self._httpd.server_close()
 
     def answer(self, body: dict) -> dict:
-        """One query: ``{"op": "get"|"range"|"windows"|"wait", "job", "view", ...}``."""
-        view = self.registry.view(str(body["job"]), str(body["view"]))
+        """One query: ``{"op": "describe"|"partition"|"get"|"range"|"windows"|"wait", "job",
+        "view", ...}``."""
+        if self.registry is None:
+            raise ViewUnavailable("this worker's views are not ready yet")
         op = body.get("op")
+        if op == "describe":
+            return {
+                "views": [_describe(v) for v in self.registry.jobs().get(body["job"], {}).values()]
+            }
+        view = self.registry.view(str(body["job"]), str(body["view"]))
+        if op == "partition":
+            return {"partition": view.partition_of(_key(body["key"]))}
         if op == "wait":
             view.wait_offsets(_parse_wait_for(body["targets"]), float(body["timeout_s"]))
             return {"ok": True}
@@ -168,6 +183,27 @@ class ViewServer:
             "truncated": ans.truncated,
             "token": ans.token.to_dict(),
         }
+
+
+def _describe(v: View) -> dict:
+    """A view's shape, for a router in a process without a worker of the job."""
+    info = v.info()
+    name = getattr(v.key_serde, "name", None)
+    return {
+        "name": v.name,
+        "kind": v.kind,
+        "windowed": v.windowed,
+        "partitions": v.partitions,
+        "key_serde": name if name in _SERDES else None,
+        "input_topics": sorted(v.input_topics),
+        "repartition_topics": v.repartition_topics,
+        "served": info.served,
+        "keys": info.keys,
+        "as_of_ms": info.as_of_ms,
+    }
+
+
+_SERDES = {"bytes": BYTES, "text": TEXT, "json": JSON, "key": KEY}
 
 
 # ------------------------------------------------------------------------------ the client
@@ -220,6 +256,46 @@ def merge_tokens(tokens: list[Token]) -> Token:
     return Token(offsets, wm, as_of)
 
 
+class RemoteView:
+    """The shape of a view whose workers all run in other processes (from their ``describe``):
+    enough to route a query. It serves nothing here and has no change stream here."""
+
+    def __init__(self, job: str, shape: dict, endpoint: str, end_offset, request, served):
+        self.job_name, self.name, self.kind = job, shape["name"], shape["kind"]
+        self.windowed, self.partitions = shape["windowed"], shape["partitions"]
+        self.input_topics = set(shape["input_topics"])
+        self.repartition_topics = list(shape["repartition_topics"])
+        self.key_serde = _SERDES.get(shape["key_serde"] or "")
+        self.end_offset, self._endpoint, self._request = end_offset, endpoint, request
+        self._served_elsewhere = sorted(served)
+        self._keys, self._as_of = shape["keys"], shape["as_of_ms"]
+
+    def served(self) -> set[int]:
+        return set()
+
+    def partition_of(self, key: object) -> int:
+        if self.key_serde is None:  # a serialiser of its own: the worker knows
+            body = {"op": "partition", "job": self.job_name, "view": self.name, "key": key}
+            return self._request(self._endpoint, body, 10.0)["partition"]
+        data = self.key_serde.serialize(key)
+        if data is None:
+            raise InvalidConfig("key", key, "a view has no row for a null key")
+        return partition_for_key(data, self.partitions)
+
+    def info(self) -> ViewInfo:
+        return ViewInfo(
+            self.job_name,
+            self.name,
+            self.kind,
+            self.windowed,
+            self.partitions,
+            [],
+            self._keys,
+            self._as_of,
+            self._served_elsewhere,
+        )
+
+
 class RoutedViews:
     """``ViewQuery`` over the local runners and, for partitions they do not serve, the
     owning workers' endpoints. `owners(job)` gives partition → endpoint (e.g. from the job's
@@ -230,16 +306,67 @@ class RoutedViews:
         log_store,
         owners: Callable[[str], dict[int, str]],
         *,
+        jobs: Callable[[], list[str]] = list,
         request: Callable[[str, dict, float], dict] = ask,
     ):
         self.local = LocalViews(log_store)
-        self.owners, self.request = owners, request
+        self.owners, self.jobs, self.request = owners, jobs, request
 
-    def list_views(self):
-        return self.local.list_views()
+    def list_views(self) -> list[ViewInfo]:
+        """This process's views (with the partitions other workers serve), then those of
+        jobs whose workers all run elsewhere (`jobs()`: the jobs with advertised workers)."""
+        out = []
+        local_jobs = set()
+        for info in self.local.list_views():
+            local_jobs.add(info.job)
+            elsewhere = sorted(set(self._owners_safe(info.job)) - set(info.served))
+            out.append(dataclasses.replace(info, served_elsewhere=elsewhere))
+        for job in sorted(set(self.jobs()) - local_jobs):
+            try:
+                out.extend(v.info() for v in self._remote_views(job).values())
+            except TidelogError:
+                continue  # its workers do not answer now: not listed
+        return out
 
     def view(self, job: str, view: str) -> View:
-        return self.local.view(job, view)
+        if job in self.local.registry.jobs():  # a worker of the job runs here: it knows
+            return self.local.view(job, view)
+        remote = self._remote_views(job)
+        if view not in remote:
+            have = ", ".join(sorted(remote)) or "none"
+            raise UnknownView(f"job {job!r} has no view {view!r} (its views: {have})")
+        return remote[view]  # type: ignore[return-value]
+
+    def _owners_safe(self, job: str) -> dict[int, str]:
+        try:
+            return self.owners(job)
+        except TidelogError:
+            return {}
+
+    def _remote_views(self, job: str) -> dict[str, RemoteView]:
+        owners = self._owners_safe(job)
+        if not owners:
+            raise UnknownView(
+                f"no job {job!r} runs in this process, nor a worker of it that advertises a "
+                "query endpoint"
+            )
+        served: dict[str, list[int]] = {}
+        for p, endpoint in owners.items():
+            served.setdefault(endpoint, []).append(p)
+        end_offset = self.local.registry.end_offset
+        error: TidelogError | None = None
+        for endpoint in sorted(served):
+            try:
+                shapes = self.request(endpoint, {"op": "describe", "job": job}, 10.0)["views"]
+            except TidelogError as exc:
+                error = exc
+                continue
+            return {
+                sh["name"]: RemoteView(job, sh, endpoint, end_offset, self.request, owners)
+                for sh in shapes
+            }
+        assert error is not None
+        raise error
 
     def subscribe(self, job: str, view: str, callback):
         return self.local.subscribe(job, view, callback)  # the local partitions' changes

@@ -41,6 +41,8 @@ def murmur2(data: bytes) -> int:
 
 
 def partition_for_key(key: bytes, partitions: int) -> int:
+    if partitions == 1:  # nothing to choose: skip the (pure Python) hash
+        return 0
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 

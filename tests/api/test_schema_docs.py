@@ -26,6 +26,7 @@ OPERATIONS = {
     "/api/v1/transactions": {"get"},
     "/api/v1/transactions/{transactional_id}/abort": {"post"},
     "/api/v1/jobs": {"get"},
+    "/api/v1/capture": {"get"},
     "/api/v1/jobs/{name}": {"get"},
     "/api/v1/jobs/{name}/start": {"post"},
     "/api/v1/jobs/{name}/stop": {"post"},

@@ -281,7 +281,7 @@ def search_section(rows: list[Row]) -> None:
     brute_rate = len(few) / (time.perf_counter() - started)
     if brute != [index.match(e) for e in few]:
         raise SystemExit("the index's matches differ from evaluating every query")
-    if brute[:50] != [brute_force_match(qs, e) for e in few[:50]]:  # parsed afresh
+    if brute[:5] != [brute_force_match(qs, e) for e in few[:5]]:  # parsed afresh (slow)
         raise SystemExit("the compiled queries differ from parsing them again")
     gc.unfreeze()
     base = median(rates[1_000])

@@ -8,9 +8,11 @@ every 5 s), so that it meets Quix on the same ground: the same listener, the sam
 The CLI runs until stopped; this script stops once it has processed N input records, then
 closes the runner (its final checkpoint: outputs flushed, changelogs and offsets committed;
 with exactly-once, each task's transaction committed). The job is ``bench_jobs.tidelog_job``,
-except that the join gets a grace of ``JOIN_GRACE_MS``: over Kafka the runner feeds whatever
-each input's fetch has brought (one input's batch may run ahead of the other's), and a record
-behind the watermark would be dropped as late (Quix keeps its join state 7 days by default).
+except that the join gets a grace (``--join-grace-ms``; the bench gives the span of its input's
+timestamps): over Kafka the runner feeds whatever each input's fetch has brought, and one
+input's fetches can run many seconds of event time ahead of the other's; a record behind the
+watermark would be dropped as late. (Quix keeps its join state for 7 days by default: it too
+holds the whole input.)
 On stdout, one JSON line: ``{"seconds": <first round with records .. close() returned>,
 "processed": N, "late": L}``.
 """
@@ -26,8 +28,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-JOIN_GRACE_MS = 10_000
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -37,6 +37,7 @@ def main() -> None:
     ap.add_argument("--output", required=True)
     ap.add_argument("--expect", type=int, required=True)
     ap.add_argument("--guarantee", default="at-least-once")
+    ap.add_argument("--join-grace-ms", type=int, default=0)
     args = ap.parse_args()
 
     from streams.jobs.kafka import KafkaLog
@@ -45,7 +46,9 @@ def main() -> None:
 
     job = tidelog_job(args.job, args.inputs, args.output)
     if args.job == "join":
-        next(n for n in job.nodes if n.kind == "interval_join").params["grace_ms"] = JOIN_GRACE_MS
+        next(n for n in job.nodes if n.kind == "interval_join").params["grace_ms"] = (
+            args.join_grace_ms
+        )
     log = KafkaLog(args.bootstrap, exactly_once=args.guarantee == "exactly-once")
     runner = Runner(job, log=log, checkpoint_interval_ms=CHECKPOINT_MS)
     runner.start()

@@ -168,3 +168,18 @@ def operator_login(server, tmp_path):
         timeout=120,
     )
     return server, "ops", OPERATOR_PASSWORD
+
+
+def logged_in_page(browser, operator_login, width: int = 1280, height: int = 900):
+    """(base url, a page logged in as the operator, the console errors it collects)."""
+    base, user, password = operator_login
+    page = browser.new_page(viewport={"width": width, "height": height})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(base + "/accounts/login/")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", password)
+    page.click("main button[type=submit]")
+    page.wait_for_url(base + "/")
+    return base, page, problems

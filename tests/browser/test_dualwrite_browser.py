@@ -10,7 +10,7 @@ import re
 import psycopg2
 import pytest
 
-from tests.browser.conftest import ServerProcess, _free_port
+from tests.browser.conftest import ServerProcess, _free_port, logged_in_page
 from tests.postgres_server import PostgresServer, require_postgres
 
 pytestmark = pytest.mark.browser
@@ -21,17 +21,7 @@ def _shot(page, name: str) -> None:
 
 
 def _login(browser, operator_login):
-    base, user, password = operator_login
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.click("main button[type=submit]")
-    page.wait_for_url(base + "/")
-    return base, page, problems
+    return logged_in_page(browser, operator_login)
 
 
 def test_dual_write_race_page(operator_login, browser):

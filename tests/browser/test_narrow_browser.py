@@ -28,6 +28,7 @@ PAGES = [
     "/groups/",
     "/transactions/",
     "/jobs/",
+    "/jobs/search-ctr/stop/",
     "/searches/",
     "/dual-writes/",
     "/topics/orders/messages/?markers=1&read=committed",

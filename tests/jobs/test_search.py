@@ -373,3 +373,63 @@ def test_every_task_reads_all_queries_and_a_restart_rebuilds_them(store, coordin
     later = _read(store, "found")[len(found) :]
     assert [(k, v["event"]["p"]) for k, v in later] == [("err", 9)]
     runner.close()
+
+
+def test_tasks_opened_by_a_rebalance_know_the_queries_read_before(store, coordinator):
+    """Two workers in the job's group: the first reads the queries and owns every task; when
+    the second joins, the first's tasks are closed and reopened (a rebalance) and must find
+    the queries again (replayed to a new task up to the runner's position), and the second's
+    read them from the start; every event after that matches on whichever worker owns it."""
+    import threading
+    import time
+
+    options = {
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 50,
+        "rebalance_timeout_ms": 10_000,
+    }
+    store.create_topic("logs", 4)
+    store.create_topic("saved", 1, {"cleanup.policy": "compact"})
+    _write(store, "saved", [("err", "status:error", 1)])
+
+    def worker():
+        runner = Runner(
+            search_job(), store, coordinator=coordinator, group=True, consumer_options=options
+        )
+        stop, errors = threading.Event(), []
+
+        def run():
+            try:
+                runner.run(stop.is_set, idle_sleep_s=0.01)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return runner, stop, thread, errors
+
+    def wait(cond, what):
+        deadline = time.monotonic() + 60
+        while not cond():
+            assert time.monotonic() < deadline, f"gave up waiting for {what}"
+            time.sleep(0.02)
+
+    first = worker()
+    wait(lambda: len(first[0].tasks) == 4, "the first worker to own every task")
+    wait(lambda: first[0]._global_pos.get(("saved", 0)) == 1, "the query to be read")
+    second = worker()
+    wait(
+        lambda: (
+            len(first[0].tasks) + len(second[0].tasks) == 4 and first[0].tasks and second[0].tasks
+        ),
+        "the two workers to share the tasks",
+    )
+    for p in range(4):
+        _write(store, "logs", [(f"k{p}", {"status": "error", "p": p}, 10 + p)], partition=p)
+    wait(lambda: len(_read(store, "found")) >= 4, "a match per event")
+    for runner, stop, thread, errors in (first, second):
+        stop.set()
+        thread.join(30)
+        assert not errors, errors
+        runner.close()
+    assert sorted(v["event"]["p"] for _, v in _read(store, "found")) == [0, 1, 2, 3]

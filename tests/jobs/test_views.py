@@ -14,9 +14,16 @@ from hypothesis import strategies as st
 
 from streams.errors import InvalidConfig
 from streams.groups import GroupCoordinator
-from streams.jobs import JSON, Count, Job, Max, Sum, Tumbling, field
+from streams.jobs import JSON, Count, Job, Max, Session, Sum, Tumbling, field
 from streams.jobs.runner import Runner
-from streams.jobs.views import LocalViews, UnknownView, ViewTimeout, ViewUnavailable, order
+from streams.jobs.views import (
+    ENDED,
+    LocalViews,
+    UnknownView,
+    ViewTimeout,
+    ViewUnavailable,
+    order,
+)
 from streams.log import LogStore
 
 COUNTRIES = ["at", "be", "ch", "de", "es", "fi", "fr", "gr", "ie", "it", "nl", "pt", "se"]
@@ -400,7 +407,10 @@ def test_change_stream_shows_an_update_as_retraction_then_insertion(store, coord
     produce(store, "orders", "o3", {"country": "fr", "amount": 12, "ts": 3})
     runner.run_until_idle()
     assert [c for b in seen for c in b.changes] == changes  # nothing after unsubscribing
-    runner.close()
+    again: list = []
+    view.subscribe(again.append)
+    runner.close()  # the job stops: its stream ends
+    assert again == [ENDED]
 
 
 def test_windowed_view_drops_windows_past_its_retention(store, coordinator):
@@ -432,3 +442,25 @@ def _retained_job() -> Job:
         Tumbling(1_000), grace_ms=10_000
     ).aggregate(name="w", emit="updates", view_retention_ms=2_000, n=Count())
     return job
+
+
+def test_session_view_replaces_merged_sessions(store, coordinator):
+    """Session windows (gap 100 ms, each update emitted): an event that bridges two sessions
+    merges them; the view keeps only the merged session's row, keyed by its start."""
+    store.create_topic("orders", 1)
+    job = Job("shop")
+    job.stream("orders", value=JSON, timestamp=field("ts")).key_by("country").window(
+        Session(100), grace_ms=10_000
+    ).aggregate(name="visits", emit="updates", n=Count())
+    runner = Runner(job, store, coordinator=coordinator)
+    views = LocalViews(store)
+    for i, ts in enumerate([0, 50, 200, 250]):  # two sessions: [0, 150) and [200, 350)
+        produce(store, "orders", f"o{i}", {"country": "fr", "amount": 1, "ts": ts})
+    runner.run_until_idle()
+    rows = views.windows("shop", "visits", "fr").rows
+    assert [(k[1], r["end"], r["n"]) for k, r in rows] == [(0, 150, 2), (200, 350, 2)]
+    produce(store, "orders", "o9", {"country": "fr", "amount": 1, "ts": 120})  # bridges both
+    runner.run_until_idle()
+    rows = views.windows("shop", "visits", "fr").rows
+    assert [(k[1], r["end"], r["n"]) for k, r in rows] == [(0, 350, 5)]
+    runner.close()

@@ -152,3 +152,44 @@ def test_queries_are_routed_to_the_owning_worker(live):
         remote.halt()
         local.halt()
         server.close()
+
+
+def test_a_job_whose_workers_all_run_elsewhere_is_listed_and_queried(live):
+    """No worker of the job in this process: the router learns the job from its group (a
+    member advertising an endpoint), the view's shape from that worker (``describe``), and
+    asks it for every partition."""
+    store, co = live
+    store.create_topic("orders", 3)
+    remote_registry = ViewRegistry(store)
+    server = ViewServer(remote_registry).start()
+    remote = Worker(store, co, views=remote_registry, query_endpoint=server.address)
+    try:
+        wait_until(lambda: set(remote.runner.tasks) == {0, 1, 2}, "the worker to own all tasks")
+        router = RoutedViews(
+            store,
+            lambda job: owners_from_group(co.describe_group(job)),
+            jobs=lambda: [g for g, _ in co.list_groups()],
+        )
+        ends: dict[int, int] = {}
+        for i in range(30):
+            p, off = produce(store, i, COUNTRIES[i % 4])
+            ends[p] = off + 1
+        [info] = router.list_views()
+        assert (info.job, info.name, info.served, info.served_elsewhere) == (
+            "shop",
+            "revenue",
+            [],
+            [0, 1, 2],
+        )
+        ans = router.get("shop", "revenue", "ch", wait_for={"orders": ends}, timeout_s=30)
+        assert ans.rows == [("ch", {"total": sum(i % 5 + 1 for i in range(2, 30, 4)), "n": 7})]
+        ans = router.range("shop", "revenue", wait_for={"orders": ends}, timeout_s=30)
+        assert [k for k, _ in ans.rows] == ["at", "be", "ch", "de"]
+        assert set(ans.token.offsets["orders"]) == {0, 1, 2}
+        with pytest.raises(UnknownView, match="its views: revenue"):
+            router.view("shop", "nope")
+        with pytest.raises(UnknownView, match="nor a worker of it"):
+            router.view("other", "revenue")
+    finally:
+        remote.halt()
+        server.close()

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from brokerui.cluster import is_external
 from streams.errors import InvalidConfig, TidelogError, UnknownGroup
 from streams.jobs.views import (
+    ENDED,
     MAX_ROWS,
     MAX_WAIT_S,
     Answer,
@@ -29,6 +30,7 @@ from streams.jobs.views import (
     View,
     ViewInfo,
     ViewQuery,
+    ViewUnavailable,
 )
 from streams.jobs.viewserver import RoutedViews, owners_from_group
 
@@ -44,7 +46,10 @@ def view_source() -> ViewQuery | None:
     from brokerui.broker import get_broker
 
     broker = get_broker()
-    return RoutedViews(broker.store, lambda job: _owners(broker.coordinator, job))
+    co = broker.coordinator
+    return RoutedViews(
+        broker.store, lambda job: _owners(co, job), jobs=lambda: _advertised_jobs(co)
+    )
 
 
 def _owners(coordinator, job: str) -> dict[int, str]:
@@ -52,6 +57,11 @@ def _owners(coordinator, job: str) -> dict[int, str]:
         return owners_from_group(coordinator.describe_group(job))
     except UnknownGroup:
         return {}
+
+
+def _advertised_jobs(coordinator) -> list[str]:
+    """The groups with a member that advertises a view query endpoint: jobs' workers."""
+    return [g for g, _ in coordinator.list_groups() if _owners(coordinator, g)]
 
 
 def _source_or_none(source: ViewQuery | None) -> ViewQuery:
@@ -79,6 +89,7 @@ def info_dict(info: ViewInfo) -> dict:
         "windowed": info.windowed,
         "partitions": info.partitions,
         "served_partitions": info.served,
+        "served_elsewhere": info.served_elsewhere,
         "rows": info.keys,
         "as_of_ms": info.as_of_ms,
     }
@@ -237,8 +248,15 @@ def view_group(job: str, view: str) -> str:
 
 
 def view_stream(*, source: ViewQuery | None, job: str, view: str) -> View:
-    """The view a WebSocket follows (its ``listen`` and ``snapshot``)."""
-    return _source_or_none(source).view(job, view)
+    """The view a WebSocket follows (its ``listen`` and ``snapshot``): one a worker of this
+    process serves (ViewUnavailable for a view whose workers all run elsewhere)."""
+    v = _source_or_none(source).view(job, view)
+    if not isinstance(v, View):
+        raise ViewUnavailable(
+            f"view {job}/{view} is served by workers in other processes only: it can be "
+            "queried here, but its live changes are not streamed to this console"
+        )
+    return v
 
 
 def snapshot_message(snap: Snapshot) -> dict:
@@ -254,7 +272,9 @@ def snapshot_message(snap: Snapshot) -> dict:
 
 
 def changes_event(batch: Changes) -> dict:
-    """A publish as a channel-layer event (plain data)."""
+    """A publish as a channel-layer event (plain data); ``ended`` when the job stopped."""
+    if batch is ENDED:
+        return {"type": VIEW_EVENT, "ended": True}
     return {
         "type": VIEW_EVENT,
         "time": batch.time,
@@ -268,6 +288,10 @@ def stream_messages(event: dict, since: int) -> list[dict]:
     """What a socket that took its snapshot at `since` sends for a publish: its changes
     (``[time, diff, key, row]``, an update as -1 old row then +1 new row) if any, then a
     progress mark; nothing for a publish the snapshot already holds."""
+    if event.get("ended"):
+        return [
+            {"type": "unavailable", "message": "The job stopped: this view is not kept any more."}
+        ]
     if event["time"] <= since:
         return []
     out = []

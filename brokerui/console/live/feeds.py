@@ -54,6 +54,14 @@ def embedded_jobs():
     return getattr(get_broker(), "jobs", None)
 
 
+def capture_sources():
+    """The broker's `CaptureSources` (change data capture in its process), or None on an
+    external cluster (TIDELOG_CLUSTER: run ``python -m streams.capture`` there)."""
+    if is_external():
+        return None
+    return getattr(get_broker(), "capture", None)
+
+
 def job_topics() -> JobTopics:
     """The embedded jobs' names and output topics (what the ``jobs`` scope draws)."""
     host = embedded_jobs()

@@ -142,6 +142,9 @@ def test_pause_stops_the_stream_and_resume_sends_a_fresh_snapshot(
         await until(ws, "resumed")
         snap = await until(ws, "snapshot")
         assert snap["rows"] == [["fr", {"total": 3, "n": 2}]]
+        await asyncio.to_thread(running.close)  # the job stops: the stream says so
+        ended = await until(ws, "unavailable")
+        assert "job stopped" in ended["message"]
         await ws.disconnect()
 
     async_to_sync(body)()
