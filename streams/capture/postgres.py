@@ -25,10 +25,15 @@ before that position. Effectively-once into the log, then, with one window left:
 request already on the wire when the process died could be appended after the restarted capture
 read the topic's end (a transactional producer would fence it; Tidelog's broker gains
 transactions in another change).
+
+Snapshots (`streams.capture.snapshot`) resume after a restart from their progress records in
+the compacted ``<server>.__snapshots`` topic, each written once the log has acknowledged the
+chunk it records.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import select
 import threading
@@ -49,6 +54,20 @@ DEFAULT_SLOT = "tidelog_capture"
 DEFAULT_PUBLICATION = "tidelog_capture"
 DEFAULT_SERVER = "tidelog"
 TIMEOUT_S = 30.0
+
+
+# what a chunk's progress record says as of its high watermark (the job may be further on when
+# the record is written)
+_CHUNK_COUNTERS = (
+    "last_key",
+    "chunks",
+    "rows_selected",
+    "rows_written",
+    "rows_dropped",
+    "done",
+    "as_of_lsn",
+    "as_of_offset",
+)
 
 
 class CaptureError(Exception):
@@ -265,6 +284,47 @@ class KafkaSink:
         finally:
             consumer.close()
 
+    def read_compacted(self, topic: str) -> dict[bytes, bytes]:
+        """A compacted topic's state: the last value of each key (tombstones delete)."""
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "tidelog-capture-snapshots",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        state: dict[bytes, bytes] = {}
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0), timeout=TIMEOUT_S, cached=False
+            )
+            if high <= low:
+                return state
+            consumer.assign([TopicPartition(topic, 0, low)])
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                if time.monotonic() > deadline:
+                    raise CaptureError(f"cannot read {topic!r} to its end (offset {high})")
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        break
+                    raise CaptureError(f"cannot read {topic!r}: {msg.error()}")
+                if msg.value() is None:
+                    state.pop(msg.key(), None)
+                else:
+                    state[msg.key()] = msg.value()
+                if msg.offset() >= high - 1:
+                    break
+            return state
+        finally:
+            consumer.close()
+
 
 @dataclass
 class _Transaction:
@@ -273,6 +333,10 @@ class _Transaction:
     committed: bool = False
     outstanding: int = 0
     records: int = 0
+    last_offset: int | None = None  # the greatest log offset acknowledged of its records
+    # snapshot chunks whose high watermark this transaction is: their progress is recorded
+    # once the transaction's records are all acknowledged
+    chunks: list[tuple[SnapshotJob, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -323,6 +387,7 @@ class PostgresCapture:
         self.chunk_rows = chunk_rows
         self.snapshots: list[SnapshotJob] = []  # every snapshot asked for, with its progress
         self._jobs: deque[SnapshotJob] = deque()  # those not done, in order
+        self._unrecorded: deque[SnapshotJob] = deque()  # asked for, no progress record yet
         self._window: ChunkWindow | None = None
         self._paused = threading.Event()
         self._lock = threading.Lock()
@@ -356,6 +421,7 @@ class PostgresCapture:
         with self._lock:
             self.snapshots.append(job)
             self._jobs.append(job)
+            self._unrecorded.append(job)
         return job
 
     def pause_snapshots(self) -> None:
@@ -371,6 +437,43 @@ class PostgresCapture:
 
     def topic_for(self, table: TableInfo) -> str:
         return f"{self.server}.{table.schema}.{table.name}"
+
+    @property
+    def progress_topic(self) -> str:
+        """The compacted topic of the snapshots' progress, read back to resume them."""
+        return f"{self.server}.__snapshots"
+
+    def _restore_snapshots(self, sink: KafkaSink) -> None:
+        """The snapshots recorded in the progress topic; unfinished ones queued to go on from
+        their last recorded key."""
+        by_name = {t.qualified_name: t for t in self._tables.values()}
+        restored = []
+        for value in sink.read_compacted(self.progress_topic).values():
+            doc = json.loads(value)
+            info = by_name.get(doc["table"])
+            if info is None:
+                if not doc["done"]:
+                    log.warning(
+                        "snapshot %s of %s not resumed: the table is not captured now",
+                        doc["id"],
+                        doc["table"],
+                    )
+                continue
+            restored.append(snapshot.job_from_progress(info.oid, doc))
+        restored.sort(key=lambda j: j.requested_ms)
+        with self._lock:
+            for job in restored:
+                self.snapshots.append(job)
+                if not job.done:
+                    self._jobs.append(job)
+                    log.info(
+                        "resuming snapshot of %s after key %s: %d chunks, %d rows written "
+                        "before the restart",
+                        job.table,
+                        job.last_key,
+                        job.chunks,
+                        job.rows_written,
+                    )
 
     def setup(self) -> tuple[Any, KafkaSink]:
         """Checks the tables, creates the publication, slot and topics; reads the positions."""
@@ -393,6 +496,8 @@ class PostgresCapture:
             position = sink.last_position(topic)
             if position is not None:
                 self._last_positions[topic] = position
+        sink.ensure_topic(self.progress_topic)
+        self._restore_snapshots(sink)
         return conn, sink
 
     def run(self) -> CaptureStats:
@@ -404,8 +509,11 @@ class PostgresCapture:
         conn.autocommit = True  # watermarks and snapshot chunks, each committed on its own
         self._db = conn
         self.sink = sink
+        resuming = {job.table for job in self._jobs if job.keys is None}
         for table in self._initial_snapshots:
-            self.request_snapshot(table)
+            schema_name, name = split_table_name(table)
+            if f"{schema_name}.{name}" not in resuming:  # else that one goes on
+                self.request_snapshot(table)
         repl = psycopg2.connect(self.dsn, connection_factory=LogicalReplicationConnection)
         cursor = repl.cursor()
         try:
@@ -428,6 +536,8 @@ class PostgresCapture:
             )
             while not self._stop.is_set():
                 msg = cursor.read_message()
+                if self._unrecorded:
+                    self._record_requested()
                 if self._window is None and self._jobs and not self._paused.is_set():
                     self._start_chunk()
                 if msg is not None:
@@ -441,6 +551,7 @@ class PostgresCapture:
                 self._advance(cursor)
             remaining = sink.producer.flush(TIMEOUT_S)
             self._advance(cursor, force=True)
+            remaining = sink.producer.flush(TIMEOUT_S)  # and the chunks' progress records
             if remaining:
                 log.warning("%d records not acknowledged at stop; they will be resent", remaining)
         finally:
@@ -457,7 +568,12 @@ class PostgresCapture:
         if self._failure is not None:
             raise CaptureError(f"the log refused a record: {self._failure}")
         while self._pending and self._pending[0].committed and self._pending[0].outstanding == 0:
-            self._confirmed = self._pending.popleft().end_lsn
+            txn = self._pending.popleft()
+            self._confirmed = txn.end_lsn
+            for job, counters in txn.chunks:
+                if txn.last_offset is not None:
+                    counters["as_of_offset"] = txn.last_offset
+                self._record_progress(job, **counters)
         if self._confirmed > self._sent_confirmed or force:
             cursor.send_feedback(flush_lsn=self._confirmed, write_lsn=self._confirmed, force=force)
             self._sent_confirmed = self._confirmed
@@ -566,9 +682,44 @@ class PostgresCapture:
 
     # -- DBLog chunks ------------------------------------------------------------------------
 
+    def _record_progress(self, job: SnapshotJob, **counters: Any) -> None:
+        """Writes the snapshot's progress record (not waited for: a lost one only means a chunk
+        is read again after a restart)."""
+
+        def done(err: Any, _msg: Any) -> None:
+            if err is not None:
+                self._failure = err
+
+        producer = self.sink.producer
+        while True:
+            try:
+                producer.produce(
+                    self.progress_topic,
+                    key=snapshot.progress_key(job),
+                    value=snapshot.progress_value(job, **counters),
+                    partition=0,
+                    on_delivery=done,
+                )
+                return
+            except BufferError:
+                producer.poll(0.1)
+
+    def _record_requested(self) -> None:
+        """The snapshots asked for since, recorded (so they survive a restart before or while
+        they wait for their first chunk: queued behind another snapshot, or paused)."""
+        with self._lock:
+            jobs = list(self._unrecorded)
+            self._unrecorded.clear()
+        for job in jobs:
+            if not job.recorded:
+                self._record_progress(job)
+                job.recorded = True
+
     def _start_chunk(self) -> None:
         with self._lock:
             job = self._jobs[0]
+        if not job.recorded:  # asked for since this loop's `_record_requested`
+            self._record_requested()
         info = self._tables[job.oid]
         schema = snapshot.table_schema(
             self._db,
@@ -617,6 +768,10 @@ class PostgresCapture:
         self._window = None
         if not window.full:
             job.done = True
+        # this chunk's progress, recorded once its records are acknowledged (in `_advance`)
+        recorded = json.loads(snapshot.progress_value(job))
+        txn.chunks.append((job, {k: recorded[k] for k in _CHUNK_COUNTERS}))
+        if job.done:
             with self._lock:
                 self._jobs.popleft()
             log.info(
@@ -670,9 +825,10 @@ class PostgresCapture:
                 self._failure = err
             else:
                 txn.outstanding -= 1
-                if snapshot is not None and msg is not None:
-                    offset = msg.offset()
-                    if offset is not None and offset >= 0:
+                offset = msg.offset() if msg is not None else None
+                if offset is not None and offset >= 0:
+                    txn.last_offset = max(txn.last_offset or 0, offset)
+                    if snapshot is not None:
                         snapshot.as_of_offset = max(snapshot.as_of_offset or 0, offset)
 
         return done

@@ -11,11 +11,31 @@ events (``op: "r"``) -- after every change committed before the select, before e
 committed after it -- so a consumer folding the topic by key ends with the table's state, while
 writes go on. Snapshots can be paused (between chunks) and resumed, run for a whole table or for
 chosen keys.
+
+Resuming after a restart. A snapshot's progress (table, chosen keys, chunk size, the greatest
+key read, the counters) is a small JSON document, `progress_value`, written to a compacted
+topic ``<server>.__snapshots`` keyed by the snapshot's id (`progress_key`): once when it
+starts, then after each chunk -- and only once every record of that chunk has been
+acknowledged by the log, so the progress never gets ahead of the records. A capture that starts
+(after a kill -9 or a clean stop) reads that topic back and queues each unfinished snapshot
+again from its last recorded key, with its counters, its ``resumed_from`` saying where it picked
+up. A crash between a chunk's acknowledgement and its progress record means that chunk (or the
+few acknowledged since the last record) is read again: harmless, as each re-read chunk goes
+through its own watermarks and so writes rows no older than the stream; no row is skipped.
+
+Why a topic of its own rather than a header on the read records (as the capture position
+is): the position is recovered from a topic's *last* record, but a chunk's records are followed
+by any number of change events of the same topic, so the last chunk would have to be searched
+for backwards through the log; a snapshot of chosen keys writes no record at all when every key
+is gone; and a compacted progress topic gives the console the state of every snapshot, finished
+ones included, in one small read. It holds one record per snapshot ever requested (kept, so
+"snapshot as of offset N" survives a restart).
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +63,84 @@ class SnapshotJob:
     done: bool = False
     as_of_lsn: int = 0  # the high watermark's commit LSN of the last chunk
     as_of_offset: int | None = None  # the log offset of its last record acknowledged so far
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    requested_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    # where a snapshot restored from the progress topic picked up after a restart: its last
+    # recorded key and counters then (None: not resumed); chunks - resumed_from["chunks"] is
+    # what this run has read
+    resumed_from: dict[str, Any] | None = None
+    recorded: bool = False  # its progress record has been written once
+
+
+def _json_key_value(value: Any) -> Any:
+    """A primary key value as JSON that PostgreSQL reads back as that value: numbers and text as
+    they are, anything else (numeric, uuid, dates, bytea) as its text form, a literal PostgreSQL
+    casts to the key column's type in the chunk's ``WHERE (key) > (...)``."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, memoryview | bytes):
+        return "\\x" + bytes(value).hex()
+    return str(value)
+
+
+def progress_key(job: SnapshotJob) -> bytes:
+    return json.dumps({"table": job.table, "id": job.id}, sort_keys=True).encode()
+
+
+def progress_value(job: SnapshotJob, **overrides: Any) -> bytes:
+    """The snapshot's progress document (`overrides` replace counters, e.g. those of the chunk
+    just acknowledged rather than of the chunk now being read)."""
+    doc = {
+        "id": job.id,
+        "table": job.table,
+        "keys": job.keys,
+        "chunk_rows": job.chunk_rows,
+        "last_key": [_json_key_value(v) for v in job.last_key] if job.last_key else None,
+        "chunks": job.chunks,
+        "rows_selected": job.rows_selected,
+        "rows_written": job.rows_written,
+        "rows_dropped": job.rows_dropped,
+        "done": job.done,
+        "as_of_lsn": job.as_of_lsn,
+        "as_of_offset": job.as_of_offset,
+        "requested_ms": job.requested_ms,
+        "resumed_from": job.resumed_from,
+        "ts_ms": int(time.time() * 1000),
+    }
+    doc.update(overrides)
+    return json.dumps(doc, default=str).encode()
+
+
+def job_from_progress(oid: int, doc: dict[str, Any]) -> SnapshotJob:
+    """The snapshot a progress document describes, ready to go on from its last key."""
+    last_key = tuple(doc["last_key"]) if doc.get("last_key") is not None else None
+    job = SnapshotJob(
+        oid=oid,
+        table=doc["table"],
+        keys=doc.get("keys"),
+        chunk_rows=int(doc["chunk_rows"]),
+        last_key=last_key,
+        chunks=int(doc["chunks"]),
+        rows_selected=int(doc["rows_selected"]),
+        rows_written=int(doc["rows_written"]),
+        rows_dropped=int(doc["rows_dropped"]),
+        done=bool(doc["done"]),
+        as_of_lsn=int(doc["as_of_lsn"]),
+        as_of_offset=doc.get("as_of_offset"),
+        id=doc["id"],
+        requested_ms=int(doc.get("requested_ms") or 0),
+        resumed_from=doc.get("resumed_from"),
+        recorded=True,
+    )
+    if not job.done:
+        job.resumed_from = {
+            "last_key": doc.get("last_key"),
+            "chunks": job.chunks,
+            "rows_selected": job.rows_selected,
+            "rows_written": job.rows_written,
+            "as_of_offset": job.as_of_offset,
+        }
+    return job
 
 
 @dataclass

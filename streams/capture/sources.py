@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from streams.capture.pgoutput import format_lsn
 from streams.capture.postgres import CaptureError, PostgresCapture, split_table_name
@@ -46,6 +47,9 @@ class SnapshotStatus:
     done: bool
     as_of_lsn: str | None  # the last chunk's high watermark (None: no chunk yet)
     as_of_offset: int | None  # the log offset of its last record acknowledged so far
+    # a snapshot that went on after a restart: its last key and counters then (None: not
+    # resumed; chunks - resumed_from["chunks"] were read since)
+    resumed_from: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,7 @@ def _snapshot_status(job: SnapshotJob) -> SnapshotStatus:
         done=job.done,
         as_of_lsn=format_lsn(job.as_of_lsn) if job.as_of_lsn else None,
         as_of_offset=job.as_of_offset,
+        resumed_from=job.resumed_from,
     )
 
 

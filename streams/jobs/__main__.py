@@ -23,7 +23,10 @@ crash_in_checkpoint=N)``).
 
 SIGTERM or SIGINT stops the worker cleanly: it checkpoints, closes its tasks and leaves the
 group, so the others take its tasks over at once. Exit status 0 after a clean stop, 2 for bad
-arguments, 1 when the job failed (the error names the record's topic, partition and offset).
+arguments, 1 when the job failed (the error names the record's topic, partition and offset),
+3 when a transactional call blocked inside librdkafka long past its timeout (seen after repeated
+broker restarts; ``streams.jobs.kafka.KafkaLog._watchdog``): run workers under a supervisor that
+restarts them — a crash loses nothing.
 """
 
 from __future__ import annotations

@@ -250,7 +250,9 @@ class CepOperator:
 
     Speed (``make bench BENCH=cep``): the pattern is compiled once into per-stage tables
     (condition, taking ``(event)`` or ``(event, matched)``; strictness; the options and
-    negations after each stage), so stepping a run is table look-ups and condition calls.
+    negations after each stage), so stepping a run is table look-ups and condition calls; a
+    *chain* (``begin`` then ``followed_by`` stages only) takes a short cut (one open stage
+    per run, no guards: the run takes the event in place or ignores it).
     Wake-ups are a heap of ``(due, sequence, key)``: one entry per buffered event (due when
     the watermark passes it) and one per run started (due when its ``within`` ends), pushed
     once; the watermark is kept in attributes and written to the store by ``sync()`` (the
@@ -284,6 +286,13 @@ class CepOperator:
             self._after[i] = self._options(i)
         # a new run from stage 0 can be built inline: more stages follow, no loop on stage 0
         self._simple_start = bool(self._after[0][0]) and not self.stages[0].loop
+        # a chain: begin then followed_by stages only (times(n) included), nothing optional,
+        # looping or negated: a run has one open stage and no guards; `_step` takes a short cut
+        self._chain = len(self.stages) > 1 and all(
+            s.kind == ("begin" if i == 0 else "followed_by") and not s.optional and not s.loop
+            for i, s in enumerate(self.stages)
+        )
+        self._last = len(self.stages) - 1
         self._heap: list[tuple[int, int, object]] = []
         self._seq = 0
         self._mx, self._wm = self.store.get(_WM) or [MIN_TIME, MIN_TIME]
@@ -468,7 +477,31 @@ class CepOperator:
     def _step(self, key, runs: list, ts: int, value: object, matches: Out) -> list:
         stages = self.stages
         out_runs: list = []
-        if runs:
+        if runs and self._chain:
+            # the same rules as below, for a run whose only option is its next stage (relaxed
+            # contiguity): it takes the event (and moves on, or matches) or ignores it
+            unary, conds, after, last = self._unary, self._conds, self._after, self._last
+            within = self.within
+            for r in runs:
+                i = r["o"][0]
+                f = unary[i]
+                if f is not None:
+                    took = f(value)
+                else:
+                    took = conds[i](value, self._value(r) if self._uses_matched else _NOTHING)
+                if not took:
+                    r["f"] = False
+                    out_runs.append(r)
+                    continue
+                if within is not None and ts - r["s"] >= within:
+                    continue  # too late to take: the run cannot complete
+                r["t"].append([i, [ts, value]])  # a chain never branches: t is its own
+                if i == last:
+                    matches.append((key, self._value(r), ts))
+                    continue
+                r["o"], r["f"] = after[i][0], True
+                out_runs.append(r)
+        elif runs:
             conds, unary, strict_of = self._conds, self._unary, self._strict
             uses_matched = self._uses_matched
             for r in runs:

@@ -40,9 +40,11 @@ Thread-safety: one thread drives a ``KafkaLog`` (the runner's).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -63,7 +65,9 @@ from streams.jobs.logs import TP, KeyValue, LogRecord, TaskCheckpoint, TaskMigra
 log = logging.getLogger(__name__)
 
 FETCH_BATCH = 2000  # records taken from the consumer per poll
-UNAVAILABLE_S = 120.0  # how long a restore or topic creation waits for an unreachable cluster
+UNAVAILABLE_S = 120.0
+STUCK_S = 30.0  # past a transactional call's own timeout: the worker exits (see _watchdog)
+STUCK_EXIT_STATUS = 3  # how long a restore or topic creation waits for an unreachable cluster
 
 
 class KafkaLogError(TidelogError):
@@ -365,13 +369,15 @@ class KafkaLog:
             offsets = [TopicPartition(t, q, off) for (t, q), off in cp.offsets.items()]
             # a short wait: while the group rebalances, the offsets cannot be committed until
             # this worker polls its consumer again (e.g. after a broker restart); abort instead
-            producer.send_offsets_to_transaction(
-                offsets, self._member.consumer_group_metadata(), self.offsets_timeout_s
-            )
+            with self._watchdog("send_offsets_to_transaction", self.offsets_timeout_s):
+                producer.send_offsets_to_transaction(
+                    offsets, self._member.consumer_group_metadata(), self.offsets_timeout_s
+                )
             if self._crashing(sum(len(r) for r in cp.records.values())):
                 producer.flush(self.commit_timeout_s)
                 os.kill(os.getpid(), signal.SIGKILL)
-            self._commit(producer)
+            with self._watchdog("commit_transaction", self.commit_timeout_s):
+                self._commit(producer)
             return True
         except KafkaException as exc:
             err = exc.args[0]
@@ -396,6 +402,30 @@ class KafkaLog:
                     continue
                 self._producers.pop(p, None)
                 raise TaskMigrated(f"task {p}: abort failed: {err.str()}") from exc
+
+    @contextlib.contextmanager
+    def _watchdog(self, what: str, timeout_s: float) -> Iterator[None]:
+        """librdkafka 2.16 was seen blocking in send_offsets_to_transaction past its timeout
+        after repeated broker restarts (waiting on a condition with no deadline). A call that
+        outlives `timeout_s` + ``STUCK_S`` ends the process (exit status 3, after a critical
+        log line): a crash loses nothing under either guarantee, and the supervisor (systemd,
+        Kubernetes, the tests) starts the worker again."""
+        timer = threading.Timer(timeout_s + STUCK_S, self._stuck, (what, timeout_s + STUCK_S))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _stuck(self, what: str, waited_s: float) -> None:
+        log.critical(
+            "job %s: %s blocked for %.0f s inside librdkafka; exiting (status 3) for a "
+            "supervisor to restart this worker",
+            self._group, what, waited_s,
+        )  # fmt: skip
+        logging.shutdown()
+        os._exit(STUCK_EXIT_STATUS)
 
     def _commit(self, producer: Producer) -> None:
         """commit_transaction, retried while the error is retriable (broker restarting), for

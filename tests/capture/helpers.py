@@ -28,8 +28,9 @@ class Record:
     position: str | None
 
 
-def read_topic(bootstrap: str, topic: str) -> list[Record]:
-    """Every record of partition 0 of `topic`, from offset 0 to its end."""
+def read_topic(bootstrap: str, topic: str, *, envelopes: bool = True) -> list[Record]:
+    """Every record of partition 0 of `topic`, from offset 0 to its end (`envelopes`: values
+    are change events, `value` their payload; else `value` is the whole JSON document)."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "capture-test", "enable.auto.commit": False}
     )
@@ -51,8 +52,8 @@ def read_topic(bootstrap: str, topic: str) -> list[Record]:
                     Record(
                         m.offset(),
                         json.loads(m.key()) if m.key() is not None else None,
-                        doc["payload"] if doc else None,
-                        doc["schema"] if doc else None,
+                        (doc["payload"] if envelopes else doc) if doc else None,
+                        doc["schema"] if doc and envelopes else None,
                         (headers.get(POSITION_HEADER) or b"").decode() or None,
                     )
                 )
