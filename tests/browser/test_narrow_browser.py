@@ -166,6 +166,24 @@ def test_every_page_of_the_nav_fits_a_desktop_window(operator_login, browser):
     assert wider == {}, f"pages wider than the 1280 px window: {wider}"
 
 
+def _overlap(a: dict, b: dict) -> bool:
+    """Two boxes share some area."""
+    across = min(a["x"] + a["width"], b["x"] + b["width"]) - max(a["x"], b["x"])
+    down = min(a["y"] + a["height"], b["y"] + b["height"]) - max(a["y"], b["y"])
+    return across > 0 and down > 0
+
+
+def test_the_capture_forms_checkbox_text_and_its_note_do_not_overlap(operator_login, browser):
+    base, user, password = operator_login
+    page = _login(browser, base, user, password, DESKTOP)
+    page.goto(base + "/capture/start/")
+    label = page.locator("label", has=page.locator("input[name=snapshot]"))
+    text = label.get_by_text("Snapshot the tables' current rows too").bounding_box()
+    note = label.locator("small").bounding_box()
+    assert not _overlap(text, note), (text, note)
+    page.context.close()
+
+
 def test_the_streams_menu_works_from_the_keyboard(operator_login, browser):
     base, user, password = operator_login
     page = _login(browser, base, user, password, DESKTOP)
