@@ -180,6 +180,8 @@ def test_the_capture_forms_checkbox_text_and_its_note_do_not_overlap(operator_lo
     label = page.locator("label", has=page.locator("input[name=snapshot]"))
     text = label.get_by_text("Snapshot the tables' current rows too").bounding_box()
     note = label.locator("small").bounding_box()
+    box = page.locator("input[name=snapshot]").bounding_box()
+    assert not _overlap(box, note), (box, note)  # the note once covered the checkbox itself
     assert not _overlap(text, note), (text, note)
     page.context.close()
 
