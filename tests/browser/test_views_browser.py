@@ -30,7 +30,8 @@ def test_views_list_live_table_and_query(operator_login, browser):
     page.click("main button[type=submit]")
     page.wait_for_url(base + "/")
 
-    page.click("nav a:has-text('Views')")
+    page.click("#nav-menu .nav-streams summary")  # the Streams dropdown of the top bar
+    page.click("#nav-menu .nav-streams a:has-text('Views')")
     page.wait_for_url(base + "/views/")
     row = page.locator('tr[data-view="revenue-by-country/totals"]')
     assert "windowed aggregate" in row.inner_text()
