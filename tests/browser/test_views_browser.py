@@ -77,7 +77,7 @@ def test_views_list_live_table_and_query(operator_login, browser):
 
     # a wait that cannot be met says so (bounded, here 100 ms)
     page.fill("#q-key", country)
-    page.locator("details summary").click()
+    page.locator("main details summary").click()
     page.fill("#q-wait-for", "orders-enriched:0:999999999")
     page.fill("input[name=timeout_ms]", "100")
     page.click("#q-submit")
