@@ -26,6 +26,13 @@
   });
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape") return;
+    // an open dropdown of the top bar (<details data-nav-dropdown>) closes first
+    var dropdown = document.querySelector("details[data-nav-dropdown][open]");
+    if (dropdown) {
+      dropdown.open = false;
+      dropdown.querySelector("summary").focus();
+      return;
+    }
     var header = document.querySelector("[data-nav][data-nav-open]");
     if (!header) return;
     setNavOpen(header, false);

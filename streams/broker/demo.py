@@ -70,6 +70,7 @@ class DemoEvents:
         self._search_seq = 0
         self._open_orders: deque[dict] = deque(maxlen=50)
         self._recent_searches: deque[dict] = deque(maxlen=30)
+        self._recent_click_sessions: deque[str] = deque(maxlen=30)
 
     def customers(self, now_ms: int) -> list[tuple[str, bytes, bytes]]:
         """Every customer's first row, (topic, key, value) as `next` gives them."""
@@ -122,6 +123,7 @@ class DemoEvents:
             "position": self._rng.randint(1, 3),
             "ts": _iso(now_ms),
         }
+        self._recent_click_sessions.append(search["session_id"])
         return CLICKS.name, search["session_id"].encode(), _json(event)
 
     def _order_event(self, now_ms: int) -> tuple[str, bytes, bytes]:
@@ -141,9 +143,15 @@ class DemoEvents:
         self._order_seq += 1
         lines = [self._order_line() for _ in range(self._rng.randint(1, 3))]
         total = round(sum(line["qty"] * line["unit_price"] for line in lines), 2)
+        clicked = self._recent_click_sessions
+        if clicked and self._rng.random() < 0.5:  # half the orders follow a click on a result
+            session = self._rng.choice(list(clicked))
+        else:
+            session = f"sess-{self._rng.randint(1, 500):05d}"
         return {
             "order_id": f"ord-{self._order_seq:06d}",
             "customer_id": f"cust-{self._rng.randint(1, 200):04d}",
+            "session_id": session,
             "status": "placed",
             "items": lines,
             "total": total,

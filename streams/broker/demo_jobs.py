@@ -12,6 +12,15 @@
   `orders-enriched` summed per customer country per 1-minute window, updated as orders come
   in (``emit="updates"``), into `revenue-by-country` (compacted: the current window of each
   country); orders that come after their window closed go to `revenue-late-orders`.
+- ``session-activity`` + ``abandoned-searches`` (complex event processing): searches, clicks
+  and placed orders tagged with their kind and keyed by session into `session-activity`; then
+  per session the pattern "a search, then a click on one of its results, and no order within
+  10 minutes of the search" (``Pattern.begin("search").followed_by("click")
+  .not_followed_by("order").within(10 min)``, on event time), each match written to
+  `abandoned-searches` once the 10 minutes have passed.
+
+The demo also saves a search over `page-views` (slow checkout pages), so the Searches page has
+one to show (``ensure_demo_saved_search``).
 
 Event times are the records' timestamps (the demo writes them as it goes). The topics the
 jobs write are created here first, so the tables are compacted.
@@ -23,7 +32,7 @@ import logging
 
 from streams.broker.demo import CLICKS, CUSTOMERS, DEMO_TOPIC_CONFIG, ORDERS, SEARCHES
 from streams.errors import TopicAlreadyExists
-from streams.jobs import JSON, TEXT, Count, Job, Sum, Tumbling
+from streams.jobs import JSON, TEXT, Count, Job, Pattern, Sum, Tumbling
 from streams.jobs.embedded import EmbeddedJobs, JobSpec
 
 log = logging.getLogger(__name__)
@@ -32,12 +41,16 @@ ENRICHED = "orders-enriched"
 CTR = "ctr-by-query"
 REVENUE = "revenue-by-country"
 REVENUE_LATE = "revenue-late-orders"
+SESSION_ACTIVITY = "session-activity"
+ABANDONED = "abandoned-searches"
 COMPACT = {"cleanup.policy": "compact"}
 OUTPUT_TOPICS = {  # topic -> config; 3 partitions, as their inputs
     ENRICHED: DEMO_TOPIC_CONFIG,
     CTR: COMPACT,
     REVENUE: COMPACT,
     REVENUE_LATE: DEMO_TOPIC_CONFIG,
+    SESSION_ACTIVITY: DEMO_TOPIC_CONFIG,
+    ABANDONED: DEMO_TOPIC_CONFIG,
 }
 CLICK_WINDOW_MS = 10 * 60 * 1000
 GRACE_MS = 5_000  # records are stamped as written; repartitioning mixes them a little
@@ -102,6 +115,54 @@ def _rounded(total: dict) -> dict:
     return {**total, "revenue_eur": round(total["revenue_eur"], 2)}
 
 
+def session_activity() -> Job:
+    """Searches, clicks and placed orders as one stream of session events (keyed by session)."""
+    job = Job("session-activity")
+    for topic, kind in ((SEARCHES, "search"), (CLICKS, "click"), (ORDERS, "order")):
+        events = job.stream(topic.name, key=TEXT, value=JSON)
+        if topic is ORDERS:
+            events = events.filter(lambda o: o.get("event") == "order_placed" and "session_id" in o)
+        events.map(lambda v, kind=kind: _session_event(kind, v)).key_by("session_id").to(
+            SESSION_ACTIVITY, key=TEXT
+        )
+    return job
+
+
+def _session_event(kind: str, v: dict) -> dict:
+    keep = ("session_id", "search_id", "query", "sku", "order_id", "total")
+    return {"kind": kind, **{k: v[k] for k in keep if k in v}}
+
+
+ABANDONED_PATTERN = (
+    Pattern.begin("search", where=lambda e: e["kind"] == "search")
+    .followed_by(
+        "click",
+        where=lambda e, m: e["kind"] == "click" and e["search_id"] == m["search"][0]["search_id"],
+    )
+    .not_followed_by("order", where=lambda e: e["kind"] == "order")
+    .within(CLICK_WINDOW_MS)
+)
+
+
+def abandoned_searches() -> Job:
+    job = Job("abandoned-searches")
+    activity = job.stream(SESSION_ACTIVITY, key=TEXT, value=JSON)
+    activity.match(ABANDONED_PATTERN, out_of_orderness_ms=GRACE_MS, name="abandoned").map(
+        _abandoned
+    ).to(ABANDONED, key=TEXT)
+    return job
+
+
+def _abandoned(match: dict) -> dict:
+    search, click = match["search"][0], match["click"][0]
+    return {
+        "session_id": search["session_id"],
+        "search_id": search["search_id"],
+        "query": search["query"],
+        "clicked_sku": click["sku"],
+    }
+
+
 DEMO_JOBS = [
     JobSpec(
         "enrich-orders",
@@ -121,7 +182,34 @@ DEMO_JOBS = [
         "Windowed aggregate: revenue (EUR) and orders per customer country per minute, "
         f"updated as orders come in → {REVENUE} (compacted); late orders → {REVENUE_LATE}",
     ),
+    JobSpec(
+        "session-activity",
+        session_activity,
+        "Searches, clicks and placed orders as one stream of session events, keyed by "
+        f"session → {SESSION_ACTIVITY}",
+    ),
+    JobSpec(
+        "abandoned-searches",
+        abandoned_searches,
+        "Complex event processing: per session, a search, a click on one of its results and "
+        f"no order within 10 minutes of the search → {ABANDONED}",
+    ),
 ]
+
+DEMO_SAVED_SEARCH = {
+    "name": "slow checkout page views",
+    "topic": "page-views",
+    "query": 'path:"/checkout" AND duration_ms:[8000 TO *]',
+}
+
+
+def ensure_demo_saved_search(store) -> None:
+    """Save the demo's search over page views unless one of that name exists."""
+    from streams.jobs.saved import SavedSearches
+
+    saved = SavedSearches(store)
+    if not any(s.name == DEMO_SAVED_SEARCH["name"] for s in saved.list()):
+        saved.save(**DEMO_SAVED_SEARCH)
 
 
 def ensure_job_topics(store) -> None:
@@ -140,6 +228,10 @@ def start_demo_jobs(jobs: EmbeddedJobs, store) -> None:
     job reads its output). One that cannot start is logged and left stopped (the console
     shows it, and an operator can start it)."""
     ensure_job_topics(store)
+    try:
+        ensure_demo_saved_search(store)
+    except Exception:
+        log.exception("the demo's saved search could not be saved")
     for spec in DEMO_JOBS:
         jobs.register(spec)
     for spec in DEMO_JOBS:

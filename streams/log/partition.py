@@ -299,16 +299,30 @@ class PartitionLog:
     def write_marker(
         self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0
     ) -> int:
-        """Write a COMMIT or ABORT control batch for `producer_id` (``append_batches``) and
-        wait for the disk; its transaction here ends (an abort joins the aborted index, saved
-        after the marker is on disk). Returns the marker's offset."""
+        """Write a COMMIT or ABORT control batch for `producer_id` and wait for the disk
+        (``append_marker`` then ``sync_marker``). Returns the marker's offset."""
+        offset = self.append_marker(producer_id, epoch, commit, coordinator_epoch)
+        self.sync_marker(offset, commit)
+        return offset
+
+    def append_marker(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0
+    ) -> int:
+        """Write a COMMIT or ABORT control batch for `producer_id` (``append_batches``)
+        without waiting for the disk: its transaction here ends (the last stable offset moves
+        past it; an abort joins the aborted index in memory). Returns the marker's offset;
+        ``sync_marker`` it before relying on it."""
         now = self.clock()
         batch = txn.marker_batch(producer_id, epoch, commit, coordinator_epoch, now)
         (written,) = self.append_batches([(rb.parse_header(batch), batch)], now)
-        self.sync_to(written.base_offset + 1)
+        return written.base_offset
+
+    def sync_marker(self, offset: int, commit: bool) -> None:
+        """Return once the marker at `offset` is on disk (group commit), and for an abort its
+        aborted-index entry too (saved after the marker)."""
+        self.sync_to(offset + 1)
         if not commit:
             self.txns.save()
-        return written.base_offset
 
     def append_batches(
         self,

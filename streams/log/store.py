@@ -814,6 +814,41 @@ class LogStore:
         (``PartitionLog.write_marker``); its offset."""
         return self.partition_log(topic, partition).write_marker(producer_id, epoch, commit)
 
+    def write_markers(
+        self, partitions, producer_id: int, epoch: int, commit: bool
+    ) -> list[tuple[str, int]]:
+        """COMMIT or ABORT markers of the producer's transaction into each of `partitions`,
+        on disk when this returns (``append_markers`` then ``sync_markers``). Returns the
+        partitions that no longer exist (nothing is written to those)."""
+        markers, gone = self.append_markers(partitions, producer_id, epoch, commit)
+        self.sync_markers(markers, commit)
+        return gone
+
+    def append_markers(
+        self, partitions, producer_id: int, epoch: int, commit: bool
+    ) -> tuple[list[tuple[str, int, int]], list[tuple[str, int]]]:
+        """Append COMMIT or ABORT markers of the producer's transaction to each of
+        `partitions` without waiting for the disk (each partition's last stable offset moves
+        at once). Returns ((topic, partition, marker offset) of each, the partitions that no
+        longer exist); ``sync_markers`` them before relying on them."""
+        gone: list[tuple[str, int]] = []
+        markers = []
+        for topic, partition in partitions:
+            try:
+                plog = self.partition_log(topic, partition)
+            except (UnknownTopic, UnknownPartition):
+                gone.append((topic, partition))
+                continue
+            markers.append((topic, partition, plog.append_marker(producer_id, epoch, commit)))
+        return markers, gone
+
+    def sync_markers(self, markers: list[tuple[str, int, int]], commit: bool) -> None:
+        """Return once the markers ``append_markers`` wrote are on disk (group commit: one
+        fdatasync per partition, shared with whatever else was written there), with an
+        abort's aborted-index entries."""
+        for topic, partition, offset in markers:
+            self.partition_log(topic, partition).sync_marker(offset, commit)
+
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before by this data directory (blocking: may wait
         for an fsync)."""

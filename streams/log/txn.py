@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 from typing import NamedTuple
 
 from streams.log import checkpoint
@@ -102,6 +103,9 @@ class PartitionTxns:
         self.aborted: tuple[AbortedTxn, ...] = ()
         self.active = os.path.exists(os.path.join(directory, CHECKPOINT_FILE))
         self._unsaved: list[AbortedTxn] = []
+        # save() runs outside the write lock, after the marker's fsync, from whichever thread
+        # wrote the marker: one at a time, or two would append the same entries twice
+        self._save_lock = threading.Lock()
 
     # ------------------------------------------------------------------ under the write lock
 
@@ -143,19 +147,22 @@ class PartitionTxns:
     # ------------------------------------------------------------------ files
 
     def save(self) -> None:
-        """Append the aborts not yet on disk to the index file (fsynced)."""
-        pending = list(self._unsaved)  # kept until written: the checkpoint stays below them
-        if not pending:
-            return
-        data = b"".join(_ENTRY.pack(0, *a) for a in pending)
-        fd = os.open(os.path.join(self.directory, INDEX_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, data)
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        self._unsaved = self._unsaved[len(pending) :]
+        """Append the aborts not yet on disk to the index file (fsynced). Thread-safe: one
+        saver at a time, and ``end`` may add entries meanwhile (kept for the next save)."""
+        with self._save_lock:
+            pending = list(self._unsaved)  # kept until written: the checkpoint stays below them
+            if not pending:
+                return
+            data = b"".join(_ENTRY.pack(0, *a) for a in pending)
+            path = os.path.join(self.directory, INDEX_FILE)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.lseek(fd, 0, os.SEEK_END)
+                os.write(fd, data)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            del self._unsaved[: len(pending)]  # in place: `end` appends to this list
 
     def save_checkpoint(self, lso: int) -> None:
         """Record where the next open scans from: `lso`, or the first offset of an abort
@@ -178,13 +185,17 @@ class PartitionTxns:
             start = 0
         end = plog.log_end_offset
         entries = []
+        seen: set[tuple[int, int]] = set()
         try:
             with open(os.path.join(self.directory, INDEX_FILE), "rb") as f:
                 data = f.read()
             for pos in range(0, len(data) - _ENTRY.size + 1, _ENTRY.size):
                 _, *fields = _ENTRY.unpack_from(data, pos)
                 a = AbortedTxn(*fields)
-                if a.last_offset < end:  # the rest was cut by recovery
+                # past the log end: cut by recovery; twice: an index an older version wrote
+                # from two threads (a reader would skip the producer up to a second marker)
+                if a.last_offset < end and (a.producer_id, a.first_offset) not in seen:
+                    seen.add((a.producer_id, a.first_offset))
                     entries.append(a)
         except FileNotFoundError:
             pass

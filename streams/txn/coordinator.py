@@ -9,11 +9,31 @@ consumer-group offsets of the ongoing transaction. States (Kafka's ``Transaction
     Complete* --AddPartitions--> Ongoing;  any --InitProducerId--> Empty (epoch + 1)
 
 Every transition is written to the compacted topic ``__transaction_state`` (key: Kafka's
-``TransactionLogKey`` v0, the transactional id; value: JSON, see ``_encode``) and is on disk
-before the coordinator acts on it, so a coordinator restarted after a crash (``load``) finishes
-what it had started as Kafka's does: a PrepareCommit is completed (markers written again, the
-offsets committed), a PrepareAbort aborted; an Ongoing transaction stays open and is aborted by
-the transaction timeout (its start time is in the record) unless its producer ends it first.
+``TransactionLogKey`` v0, the transactional id; value: JSON, see ``_encode``), so a coordinator
+restarted after a crash (``load``) finishes what it had started as Kafka's does: a
+PrepareCommit is completed (markers written again, the offsets committed), a PrepareAbort
+aborted; an Ongoing transaction stays open and is aborted by the transaction timeout (its start
+time is in the record) unless its producer ends it first.
+
+What is on disk before the coordinator answers or acts (each fsync is a group commit with
+whatever else was written to that log):
+
+- Empty (InitProducerId), Ongoing from AddPartitionsToTxn (before a produce may write there),
+  the offsets of TxnOffsetCommit, and PrepareCommit/PrepareAbort: fsynced before the answer.
+  The Prepare* record is the commit point: EndTxn is answered once it is durable.
+- The markers and a commit's offsets: written after EndTxn's answer by the completer thread
+  (all markers appended, then each partition synced, beside the offsets' fsync), then the
+  Complete* record, with no fsync of its own: a later fsync of ``__transaction_state`` (the
+  next state write or the timer thread's turn) covers it, and a crash before that replays
+  Prepare*, whose completion is written again. A partition's last stable offset moves when
+  its marker is appended; the transactional id's next request (AddPartitionsToTxn,
+  AddOffsetsToTxn, TxnOffsetCommit, InitProducerId, a retried EndTxn) waits for the markers,
+  up to ``COMPLETION_WAIT_S``, then is answered CONCURRENT_TRANSACTIONS and retried by the
+  client, as Kafka's coordinator answers it. A next transaction thus never writes behind a
+  missing marker.
+- AddOffsetsToTxn's Ongoing record is not fsynced on its own: the group only matters through
+  TxnOffsetCommit, whose fsynced record carries it (if a crash loses it, TxnOffsetCommit is
+  refused and the client aborts).
 
 - ``InitProducerId`` bumps the epoch every time, fencing the older instance: its next request
   gets PRODUCER_FENCED (INVALID_PRODUCER_EPOCH on old request versions; produce always
@@ -33,19 +53,23 @@ the transaction timeout (its start time is in the record) unless its producer en
 - The transaction timeout (``transaction.timeout.ms`` of the producer, at most
   ``MAX_TIMEOUT_MS``) aborts a transaction left open, bumping the epoch (``tick``).
 
-Thread-safety: one lock guards all state and is held while markers and state records are
-written (blocking: call from a worker thread, never an event loop). ``verify_produce`` takes no
+Thread-safety: one lock guards all state and is held while state records are written, and
+while markers are written except by the completer thread (blocking: call from a worker thread,
+never an event loop). The completer holds a decided transaction alone: every request of its
+transactional id waits for it, and the timer thread skips it. ``verify_produce`` takes no
 lock: it reads a dict replaced entry by entry, and the log calls it under the partition's write
-lock, which the marker writes also take, so a produce cannot slip in after its transaction's
-marker (the entry is removed before the first marker is written).
+lock; the entry is removed when the transaction is decided, before its Prepare* record and
+markers are written, so a produce cannot slip in after its transaction's marker.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import enum
 import json
 import logging
+import queue
 import struct
 import threading
 from collections.abc import Callable
@@ -58,12 +82,13 @@ from streams.errors import (
     ProducerFenced,
     TidelogError,
     TransactionalProducerFenced,
-    UnknownPartition,
-    UnknownTopic,
     UnknownTransactionalId,
 )
 from streams.log import LogStore, ProducerRecord
-from streams.log.records import BatchHeader  # the type of what ``verify_produce`` is given
+from streams.log.records import (
+    BatchHeader,  # the type of what ``verify_produce`` is given
+    build_batch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +96,9 @@ TXN_STATE_TOPIC = "__transaction_state"
 TXN_STATE_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
 MAX_TIMEOUT_MS = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
 MAX_EPOCH = 32767
+# how long a request of a transactional id whose markers are being written waits for them
+# before answering CONCURRENT_TRANSACTIONS (the client retries then, as Kafka's clients do)
+COMPLETION_WAIT_S = 1.0
 _KEY_VERSION = struct.Struct(">hh")
 
 TopicPartition = tuple[str, int]
@@ -140,7 +168,15 @@ class TransactionCoordinator:
         self.clock = clock or store.clock
         self.abort_check_interval_s = abort_check_interval_s
         self._lock = threading.RLock()
+        self._done = threading.Condition(self._lock)  # a completion finished (or failed)
         self._txns: dict[str, TxnMetadata] = {}
+        # transactional ids whose markers the completer thread has yet to write
+        self._completing: set[str] = set()
+        self._queue: queue.SimpleQueue[TxnMetadata | None] = queue.SimpleQueue()
+        self._completer: threading.Thread | None = None
+        self._state_end = 0  # the end offset of what was appended to __transaction_state
+        # syncs a commit's markers while the completer commits its offsets (``_complete``)
+        self._sync_pool: concurrent.futures.ThreadPoolExecutor | None = None
         # producer id -> (epoch, partitions) of its ongoing transaction (see verify_produce)
         self._ongoing: dict[int, tuple[int, frozenset[TopicPartition]]] = {}
         self._epochs: dict[int, int] = {}  # producer id of a transactional id -> its epoch
@@ -206,14 +242,24 @@ class TransactionCoordinator:
         while not self._stop.wait(self.abort_check_interval_s):
             try:
                 self.abort_timed_out(self.clock())
+                self._sync_state()  # Complete* records the completer left unsynced
             except Exception:  # noqa: BLE001 - try again next turn
                 log.exception("aborting timed-out transactions failed")
 
     def close(self) -> None:
+        """Stop the timeout thread and the completer, after the completions already decided
+        (a transaction whose PrepareCommit was answered has its markers written first)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        with self._lock:
+            completer, self._completer = self._completer, None
+        if completer is not None:
+            self._queue.put(None)
+            completer.join()
+        if self._sync_pool is not None:
+            self._sync_pool.shutdown()
 
     # ================================================================== requests
 
@@ -234,6 +280,7 @@ class TransactionCoordinator:
                 f"transaction timeout {timeout_ms} ms is not within 1..{MAX_TIMEOUT_MS} ms"
             )
         with self._lock:
+            self._await_completion(transactional_id)
             now = self.clock()
             meta = self._txns.get(transactional_id)
             if meta is None:
@@ -290,7 +337,10 @@ class TransactionCoordinator:
                 return
             self._begin(meta)
             meta.offsets.setdefault(group, {})
-            self._persist(meta)
+            # no fsync of its own: the group matters only through TxnOffsetCommit, whose
+            # (fsynced) record carries it; a crash before that loses it and TxnOffsetCommit
+            # is refused (INVALID_TXN_STATE), so the client aborts, never commits without it
+            self._persist(meta, durable=False)
             self._ongoing[meta.producer_id] = (meta.producer_epoch, frozenset(meta.partitions))
 
     def txn_offset_commit(
@@ -320,10 +370,19 @@ class TransactionCoordinator:
         epoch: int,
         commit: bool,
         bump_epoch: bool = False,
+        *,
+        wait_for_markers: bool = True,
     ) -> tuple[int, int]:
         """EndTxn: commit or abort the ongoing transaction; returns (producer id, epoch),
-        the epoch bumped when `bump_epoch` (EndTxn v5, KIP-890)."""
+        the epoch bumped when `bump_epoch` (EndTxn v5, KIP-890).
+
+        The decision (PrepareCommit or PrepareAbort) is on disk when this returns: that is
+        the commit point. With `wait_for_markers` the markers (and a commit's offsets) are
+        written and the transaction is Complete before it returns too; without (the
+        listener's EndTxn, as Kafka answers it), the completer thread writes them after, and
+        the transactional id's next request waits for that (``_checked``)."""
         with self._lock:
+            self._await_completion(transactional_id)  # a retry: answered by its outcome
             meta = self._checked(transactional_id, producer_id, epoch, prepared_ok=True)
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             if meta.state == done and not bump_epoch:
@@ -339,7 +398,7 @@ class TransactionCoordinator:
                 )
             if bump_epoch:
                 self._bump_epoch(meta)
-            self._end(meta, commit, self.clock())
+            self._end(meta, commit, self.clock(), wait=wait_for_markers)
             return meta.producer_id, meta.producer_epoch
 
     def abort_if_current(
@@ -416,7 +475,10 @@ class TransactionCoordinator:
         whose markers could not be written (a disk error)."""
         with self._lock:
             for meta in list(self._txns.values()):
-                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                if (
+                    meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                    and meta.transactional_id not in self._completing
+                ):
                     self._try_complete(meta)
             late = [
                 m
@@ -448,6 +510,8 @@ class TransactionCoordinator:
     def _checked(
         self, transactional_id: str, producer_id: int, epoch: int, prepared_ok: bool = False
     ) -> TxnMetadata:
+        if not prepared_ok:  # the next transaction starts only after the last one's markers
+            self._await_completion(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise InvalidProducerIdMapping(
@@ -462,6 +526,19 @@ class TransactionCoordinator:
         if not prepared_ok and meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise ConcurrentTransactions(f"{transactional_id!r} is completing a transaction")
         return meta
+
+    def _await_completion(self, transactional_id: str) -> None:
+        """Wait (under the lock, which the wait releases) until the completer has written the
+        markers of `transactional_id`'s decided transaction, at most COMPLETION_WAIT_S; if it
+        has not by then, ConcurrentTransactions (the client retries)."""
+        if transactional_id not in self._completing:
+            return
+        if not self._done.wait_for(
+            lambda: transactional_id not in self._completing, COMPLETION_WAIT_S
+        ):
+            raise ConcurrentTransactions(
+                f"{transactional_id!r} is still writing the markers of its last transaction"
+            )
 
     def _begin(self, meta: TxnMetadata) -> None:
         now = self.clock()
@@ -481,11 +558,45 @@ class TransactionCoordinator:
             meta.producer_epoch += 1
         self._epochs[meta.producer_id] = meta.producer_epoch
 
-    def _end(self, meta: TxnMetadata, commit: bool, now: int) -> None:
+    def _end(self, meta: TxnMetadata, commit: bool, now: int, wait: bool = True) -> None:
+        """Decide the transaction: Prepare* on disk (the commit point: a restart finishes
+        it), then its completion, here (`wait`) or by the completer thread."""
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         meta.update_ms = now
-        self._persist(meta)  # on disk before any marker: a restart finishes it
-        self._complete(meta)
+        # no batch of this transaction is written after its decision (see verify_produce)
+        self._ongoing.pop(meta.producer_id, None)
+        self._persist(meta)
+        if wait:
+            self._complete(meta)
+            return
+        self._completing.add(meta.transactional_id)
+        if self._completer is None:
+            self._completer = threading.Thread(
+                target=self._run_completer, name="tidelog-txn-markers", daemon=True
+            )
+            self._completer.start()
+        self._queue.put(meta)
+
+    def _run_completer(self) -> None:
+        """Complete decided transactions in order (markers, offsets, then Complete* without
+        an fsync of its own: the next fsync of ``__transaction_state`` covers it, at the
+        latest the timer thread's within ``abort_check_interval_s``). A completion the disk
+        refuses stays Prepare* and is retried by the timer thread or the producer's retry."""
+        while True:
+            meta = self._queue.get()
+            if meta is None:
+                return
+            try:
+                self._complete(meta, durable=False)
+            except Exception:  # noqa: BLE001 - left Prepare*, retried later
+                log.exception(
+                    "transaction %s: cannot write its markers yet; retrying",
+                    meta.transactional_id,
+                )
+            finally:
+                with self._lock:
+                    self._completing.discard(meta.transactional_id)
+                    self._done.notify_all()
 
     def _try_complete(self, meta: TxnMetadata) -> None:
         """`_complete`, logging a failure: the transaction stays Prepare* and is retried."""
@@ -499,31 +610,58 @@ class TransactionCoordinator:
                 exc,
             )
 
-    def _complete(self, meta: TxnMetadata) -> None:
-        """Write the markers (and, for a commit, the offsets) of a Prepare* transaction, then
-        its Complete* state."""
-        commit = meta.state == TxnState.PREPARE_COMMIT
-        self._ongoing.pop(meta.producer_id, None)  # before the first marker: see the docstring
-        for topic, partition in sorted(meta.partitions):
+    def _complete(self, meta: TxnMetadata, durable: bool = True) -> None:
+        """Write the markers (and, for a commit, the offsets) of a Prepare* transaction, both
+        on disk, then its Complete* state: fsynced when `durable`, else left to the next
+        fsync of ``__transaction_state`` (a crash before it replays Prepare*, whose
+        completion is written again: the same markers and offsets). Called under the lock,
+        or by the completer without it (nothing else touches a transaction it holds)."""
+        with self._lock:
+            commit = meta.state == TxnState.PREPARE_COMMIT
+            pid, epoch = meta.producer_id, meta.producer_epoch
+            partitions = sorted(meta.partitions)
+            offsets = sorted((g, dict(o)) for g, o in meta.offsets.items() if o)
+        markers, gone = self.store.append_markers(partitions, pid, epoch, commit)
+        for topic, partition in gone:
+            log.warning("transaction %s: %s-%d is gone", meta.transactional_id, topic, partition)
+        if commit and offsets and self.groups is not None:
+            # the markers' fsyncs and the offsets' run side by side; both end before Complete*
+            synced = self._syncer().submit(self.store.sync_markers, markers, commit)
             try:
-                self.store.write_marker(
-                    topic, partition, meta.producer_id, meta.producer_epoch, commit
-                )
-            except (UnknownTopic, UnknownPartition):
-                txn_id = meta.transactional_id
-                log.warning("transaction %s: %s-%d is gone", txn_id, topic, partition)
-        if commit and self.groups is not None:
-            for group, offsets in sorted(meta.offsets.items()):
-                if offsets:
-                    self.groups.commit_transactional_offsets(group, offsets)
-        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        meta.update_ms = self.clock()
-        self._persist(meta)
+                for group, group_offsets in offsets:
+                    self.groups.commit_transactional_offsets(group, group_offsets)
+            finally:
+                synced.result()
+        else:
+            self.store.sync_markers(markers, commit)
+        with self._lock:
+            meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            meta.update_ms = self.clock()
+            self._persist(meta, durable=durable)
 
-    def _persist(self, meta: TxnMetadata) -> None:
+    def _persist(self, meta: TxnMetadata, durable: bool = True) -> None:
+        """Append the state record; with `durable`, wait until it (and every record before
+        it) is on disk."""
         record = ProducerRecord(_encode(meta), _encode_key(meta.transactional_id))
-        done = self.store.append_batch(TXN_STATE_TOPIC, [record], partition=0)
-        self.store.sync_to(TXN_STATE_TOPIC, 0, done[0].offset + 1)
+        data = build_batch([record], now_ms=self.clock())
+        done = self.store.produce(TXN_STATE_TOPIC, 0, data)
+        self._state_end = max(self._state_end, done.base_offset + 1)
+        if durable and done.sync_to is not None:
+            self.store.sync_to(TXN_STATE_TOPIC, 0, done.sync_to)
+
+    def _sync_state(self) -> None:
+        """Put every state record appended so far on disk (nothing to do if it is)."""
+        with self._lock:
+            end = self._state_end
+        self.store.sync_to(TXN_STATE_TOPIC, 0, end)
+
+    def _syncer(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._sync_pool is None:
+                self._sync_pool = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="tidelog-txn-sync"
+                )
+            return self._sync_pool
 
 
 def _describe(m: TxnMetadata) -> TransactionDescription:

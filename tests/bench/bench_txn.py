@@ -276,9 +276,9 @@ def rows(results: dict, failures: dict) -> list[Row]:
             higher_is_better=False,
             note="user+system time of the server process during the produce runs: against "
                  "the run's duration it shows how much of it the server spent computing rather "
-                 "than waiting (for Tidelog: on fdatasync, at least 5 per transaction: "
-                 "AddPartitions, the records, PrepareCommit, the COMMIT marker, "
-                 "CompleteCommit)"),
+                 "than waiting (for Tidelog: on fdatasync, 4 in a row per transaction: "
+                 "AddPartitions, the records, PrepareCommit, then the COMMIT marker, "
+                 "written after EndTxn's answer, which the next AddPartitions waits for)"),
         Row("copier exactly-once, end to end", "records/s", value("tidelog", "eos") or 0.0,
             "tansu", value("tansu", "eos"), ">= 1x tansu", at_least_ratio(1.0),
             note=note("eos", f"{copy_records():,} records, read_committed, up to {PER_TXN:,} per "

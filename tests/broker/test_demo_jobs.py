@@ -110,3 +110,50 @@ def test_revenue_per_country_per_minute(shop):
         assert latest[key]["orders"] == n
         assert latest[key]["revenue_eur"] == round(revenue, 2)
     assert records(store, demo_jobs.REVENUE_LATE) == []  # in time order: nothing late
+
+
+def test_abandoned_searches_match_the_brute_force_patterns(shop):
+    """Searched, clicked one of its results, no order within 10 minutes of the search: the
+    job's matches equal the brute-force matcher's (tests/jobs/test_cep.py) per session, over
+    the searches whose 10 minutes the watermark has passed (with a minute to spare)."""
+    from tests.jobs.test_cep import oracle
+
+    store, coordinator, written = shop
+    run(store, coordinator, demo_jobs.session_activity)
+    run(store, coordinator, demo_jobs.abandoned_searches)
+    kinds = {SEARCHES.name: "search", CLICKS.name: "click", ORDERS.name: "order"}
+    sessions: dict[str, list[dict]] = {}
+    for topic, _, v, ts in written:
+        if topic not in kinds or (topic == ORDERS.name and v.get("event") != "order_placed"):
+            continue
+        e = {**demo_jobs._session_event(kinds[topic], v), "ts": ts}
+        sessions.setdefault(v["session_id"], []).append(e)
+    watermark = max(ts for *_, ts in written) - demo_jobs.GRACE_MS
+    settled = watermark - demo_jobs.CLICK_WINDOW_MS - 60_000
+    expected = set()
+    for session, events in sessions.items():
+        for m in oracle(demo_jobs.ABANDONED_PATTERN, events):
+            if m["search"][0]["ts"] <= settled:
+                expected.add((session, m["search"][0]["search_id"], m["click"][0]["sku"]))
+    got = set()
+    searched_at = {v["search_id"]: ts for t, _, v, ts in written if t == SEARCHES.name}
+    for key, v, _ in records(store, demo_jobs.ABANDONED):
+        assert key == v["session_id"]
+        if searched_at[v["search_id"]] <= settled:
+            got.add((v["session_id"], v["search_id"], v["clicked_sku"]))
+    assert got == expected
+    # the pattern's negation mattered: some clicked searches were followed by an order
+    clicked = {
+        (s, e["search_id"]) for s, es in sessions.items() for e in es if e["kind"] == "click"
+    }
+    assert len(expected) < len(clicked) and expected
+
+
+def test_the_demo_saves_a_search_over_page_views_once(shop):
+    from streams.jobs.saved import SavedSearches
+
+    store, _, _ = shop
+    demo_jobs.ensure_demo_saved_search(store)
+    demo_jobs.ensure_demo_saved_search(store)
+    (saved,) = SavedSearches(store).list()
+    assert saved.topic == "page-views" and saved.name == demo_jobs.DEMO_SAVED_SEARCH["name"]

@@ -196,7 +196,7 @@ def test_viewer_cannot_abort_in_the_console(client, viewer, open_txn):
 
 def test_without_a_listener_no_transactions(client, viewer, broker):
     client.force_login(viewer)
-    assert b"No open transactions." in client.get("/transactions/").content
+    assert b"No open transactions right now." in client.get("/transactions/").content
     assert _client(viewer).get(f"{API}/transactions").json()["count"] == 0
 
 

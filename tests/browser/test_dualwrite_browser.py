@@ -27,7 +27,8 @@ def _login(browser, operator_login):
 def test_dual_write_race_page(operator_login, browser):
     base, page, problems = _login(browser, operator_login)
 
-    page.click("nav a:has-text('Jobs')")
+    page.click("#nav-menu .nav-streams summary")  # the Streams dropdown of the top bar
+    page.click("#nav-menu .nav-streams a:has-text('Jobs')")
     page.click("#jobs-dualwrite-link a")
     page.wait_for_url(base + "/dual-writes/")
     _shot(page, "form")

@@ -45,7 +45,8 @@ def test_jobs_page_start_watch_and_stop(operator_login, browser):
     page.click("main button[type=submit]")
     page.wait_for_url(base + "/")
 
-    page.click("nav a:has-text('Jobs')")
+    page.click("#nav-menu .nav-streams summary")  # the Streams dropdown of the top bar
+    page.click("#nav-menu .nav-streams a:has-text('Jobs')")
     page.wait_for_url(base + "/jobs/")
     for name in ("enrich-orders", "search-ctr", "revenue-by-country"):
         assert page.locator(f'article[data-job="{name}"]').get_attribute("data-state") == "running"

@@ -29,6 +29,9 @@ PAGES = [
     "/transactions/",
     "/jobs/",
     "/jobs/search-ctr/stop/",
+    "/searches/",
+    "/dual-writes/",
+    "/capture/",
     "/topics/orders/messages/?markers=1&read=committed",
     "/panels/",
     "/views/",
@@ -120,13 +123,111 @@ def test_the_top_bar_is_a_menu_on_a_phone(operator_login, browser):
     page = _login(browser, base, user, password, DESKTOP)
     assert not page.locator("[data-nav-toggle]").is_visible()
     assert page.locator("#nav-menu a", has_text="Consumer groups").is_visible()
-    assert len({round(b["y"]) for b in _nav_boxes(page)}) == 1  # one row
+    assert _one_row(_nav_boxes(page))
     _shot(page, "desktop-overview-light")
     page.context.close()
 
 
 def _nav_boxes(page) -> list[dict]:
-    return [a.bounding_box() for a in page.locator("#nav-menu .nav-pages a").all()]
+    return [li.bounding_box() for li in page.locator("#nav-menu .nav-pages > li").all()]
+
+
+def _one_row(boxes: list[dict]) -> bool:
+    """The boxes share a horizontal band: the bar did not wrap onto a second row."""
+    return max(b["y"] for b in boxes) < min(b["y"] + b["height"] for b in boxes)
+
+
+def _nav_hrefs(page) -> list[str]:
+    """Every page the top bar links to, those in its dropdowns included."""
+    return [a.get_attribute("href") for a in page.locator("#nav-menu .nav-pages a").all()]
+
+
+STREAM_PAGES = ["/jobs/", "/views/", "/searches/", "/capture/", "/dual-writes/"]
+
+
+def test_every_page_of_the_nav_fits_a_desktop_window(operator_login, browser):
+    base, user, password = operator_login
+    page = _login(browser, base, user, password, DESKTOP)
+    hrefs = _nav_hrefs(page)
+    for path in ["/", "/topics/", "/groups/", "/transactions/", *STREAM_PAGES, "/panels/"]:
+        assert path in hrefs, (path, hrefs)  # every page reachable from the top bar
+    wider = {}
+    for href in hrefs:
+        response = page.goto(base + href)
+        assert response is not None and response.status == 200, href
+        page.wait_for_load_state("networkidle")
+        scroll_width, inner_width = _page_overflow(page)
+        if scroll_width > inner_width:
+            wider[href] = scroll_width
+        assert _one_row(_nav_boxes(page)), href
+        current = page.locator("#nav-menu a[aria-current=page]")
+        assert current.count() == 1 and current.get_attribute("href") == href, href
+    assert inner_width == DESKTOP["width"]
+    assert wider == {}, f"pages wider than the 1280 px window: {wider}"
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    """Two boxes share some area."""
+    across = min(a["x"] + a["width"], b["x"] + b["width"]) - max(a["x"], b["x"])
+    down = min(a["y"] + a["height"], b["y"] + b["height"]) - max(a["y"], b["y"])
+    return across > 0 and down > 0
+
+
+def test_the_capture_forms_checkbox_text_and_its_note_do_not_overlap(operator_login, browser):
+    base, user, password = operator_login
+    page = _login(browser, base, user, password, DESKTOP)
+    page.goto(base + "/capture/start/")
+    label = page.locator("label", has=page.locator("input[name=snapshot]"))
+    text = label.get_by_text("Snapshot the tables' current rows too").bounding_box()
+    note = label.locator("small").bounding_box()
+    box = page.locator("input[name=snapshot]").bounding_box()
+    assert not _overlap(box, note), (box, note)  # the note once covered the checkbox itself
+    assert not _overlap(text, note), (text, note)
+    page.context.close()
+
+
+def test_the_streams_menu_works_from_the_keyboard(operator_login, browser):
+    base, user, password = operator_login
+    page = _login(browser, base, user, password, DESKTOP)
+    page.goto(base + "/topics/")
+    summary = page.locator("#nav-menu .nav-streams summary")
+    dual_writes = page.locator("#nav-menu .nav-streams a", has_text="Dual writes")
+    assert not dual_writes.is_visible()  # folded away
+    assert page.locator("nav[aria-label=Streams]").count() == 0  # no sub-navigation here
+    summary.focus()
+    page.keyboard.press("Enter")
+    assert dual_writes.is_visible()
+    page.keyboard.press("Escape")  # closes, focus back on the item
+    assert not dual_writes.is_visible()
+    assert page.evaluate("() => document.activeElement.textContent.trim()") == "Streams"
+    page.keyboard.press("Enter")
+    for _ in range(len(STREAM_PAGES) + 1):  # Tab through the dropdown to its last link
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.textContent.trim()") == "Dual writes":
+            break
+    page.keyboard.press("Enter")
+    page.wait_for_url(base + "/dual-writes/")
+    # the page is marked in the bar (the Streams item) and in the sub-navigation of its siblings
+    assert "current" in (summary.get_attribute("class") or "")
+    subnav = page.locator("nav[aria-label=Streams]")
+    assert subnav.locator("a[aria-current=page]").inner_text() == "Dual writes"
+    assert [a.get_attribute("href") for a in subnav.locator("a").all()] == STREAM_PAGES
+    subnav.locator("a", has_text="Views").click()
+    page.wait_for_url(base + "/views/")
+    assert subnav.locator("a[aria-current=page]").inner_text() == "Views"
+    _shot(page, "desktop-streams-subnav")
+    page.context.close()
+
+    page = _login(browser, base, user, password, PHONE)  # the phone menu: Streams opens in place
+    page.locator("[data-nav-toggle]").click()
+    page.locator("#nav-menu .nav-streams summary").click()
+    jobs = page.locator("#nav-menu .nav-streams a", has_text="Jobs")
+    assert jobs.is_visible()
+    assert _page_overflow(page)[0] <= PHONE["width"]
+    _shot(page, "phone-streams-open")
+    jobs.click()
+    page.wait_for_url(base + "/jobs/")
+    page.context.close()
 
 
 def test_wide_tables_scroll_inside_their_wrapper(operator_login, browser):

@@ -30,7 +30,8 @@ def test_views_list_live_table_and_query(operator_login, browser):
     page.click("main button[type=submit]")
     page.wait_for_url(base + "/")
 
-    page.click("nav a:has-text('Views')")
+    page.click("#nav-menu .nav-streams summary")  # the Streams dropdown of the top bar
+    page.click("#nav-menu .nav-streams a:has-text('Views')")
     page.wait_for_url(base + "/views/")
     row = page.locator('tr[data-view="revenue-by-country/totals"]')
     assert "windowed aggregate" in row.inner_text()
@@ -76,7 +77,7 @@ def test_views_list_live_table_and_query(operator_login, browser):
 
     # a wait that cannot be met says so (bounded, here 100 ms)
     page.fill("#q-key", country)
-    page.locator("details summary").click()
+    page.locator("main details summary").click()
     page.fill("#q-wait-for", "orders-enriched:0:999999999")
     page.fill("input[name=timeout_ms]", "100")
     page.click("#q-submit")

@@ -5,6 +5,8 @@ aborted-transactions list."""
 
 from __future__ import annotations
 
+import time
+
 from streams.log import records as rb
 from streams.log.records import ProducerRecord
 from streams.protocol import codec
@@ -62,6 +64,18 @@ def _add(c: WireClient, txn_id: str, pid: int, epoch: int, topic: str, version: 
     return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
 
+def _settled(broker, txn_id: str) -> None:
+    """Wait until the coordinator wrote the markers of `txn_id`'s ended transaction (EndTxn
+    is answered before them, as Kafka's)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = {t.transactional_id: t.state for t in broker.transactions.describe()}
+        if states.get(txn_id) in ("CompleteCommit", "CompleteAbort"):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{txn_id}: markers not written within 30 s")
+
+
 def _end(c: WireClient, txn_id: str, pid: int, epoch: int, commit: bool, version: int):
     return c.call(
         END_TXN,
@@ -85,6 +99,7 @@ def test_a_transactional_produce_needs_its_partition_added_first(broker, bootstr
         assert _add(c, "v-txn", pid, epoch, "verify") == 0
         assert _produce(c, "verify", _txn_batch([b"in"], pid, epoch, 0), "v-txn") == 0
         assert _end(c, "v-txn", pid, epoch, True, 3).error_code == 0
+        _settled(broker, "v-txn")
         # the same producer and epoch, after the commit: refused, nothing opened
         assert _produce(c, "verify", _txn_batch([b"late"], pid, epoch, 1), "v-txn") == (
             INVALID_TXN_STATE
@@ -131,6 +146,7 @@ def test_fetch_read_committed_lists_the_aborted_transactions_in_range(broker, bo
         assert _add(c, "ab-txn", pid, epoch, "ab") == 0
         assert _produce(c, "ab", _txn_batch([b"x", b"y"], pid, epoch, 0), "ab-txn") == 0
         assert _end(c, "ab-txn", pid, epoch, False, 3).error_code == 0
+        _settled(broker, "ab-txn")
 
         def fetch(isolation: int):
             r = c.call(

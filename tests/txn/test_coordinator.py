@@ -6,6 +6,7 @@ transactions of a partition rebuilt from the log when its files lag behind."""
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -300,7 +301,7 @@ def test_markers_the_disk_refused_are_written_by_the_next_timer_turn(tmp_path, c
         def refused(*args, **kwargs):
             raise StorageError("the disk refused the marker", 28)
 
-        monkeypatch.setattr(plog, "write_marker", refused)
+        monkeypatch.setattr(plog, "append_marker", refused)
         with pytest.raises(StorageError):
             b.txns.end_txn("disk", pid, epoch, commit=True)
         assert b.txns._txns["disk"].state == TxnState.PREPARE_COMMIT  # decided, not yet done
@@ -416,3 +417,121 @@ def test_the_embedded_producer_commits_aborts_and_is_fenced(tmp_path, clock):
         assert read("read_uncommitted") == committed | aborted
     finally:
         b.close()
+
+
+# ---------------------------------------------------------------------- markers after EndTxn
+
+
+class MarkerGate:
+    """Holds the store's marker writes until `open()`: the window between EndTxn's answer
+    (Prepare* on disk) and the completer's markers, made as long as a test needs."""
+
+    def __init__(self, store: LogStore, monkeypatch) -> None:
+        self._event = threading.Event()
+        self._write = store.append_markers
+
+        def held(*args, **kwargs):
+            self._event.wait()
+            return self._write(*args, **kwargs)
+
+        monkeypatch.setattr(store, "append_markers", held)
+
+    def open(self) -> None:
+        self._event.set()
+
+
+def test_end_txn_answers_at_prepare_and_the_next_transaction_waits_for_the_markers(
+    tmp_path, clock, monkeypatch
+):
+    from streams.errors import ConcurrentTransactions
+    from streams.txn import coordinator
+
+    b = Broker(tmp_path, clock)
+    gate = MarkerGate(b.store, monkeypatch)
+    try:
+        pid, epoch = b.txns.init_producer_id("w", 60_000)
+        b.txns.add_partitions("w", pid, epoch, [("t", 0)])
+        b.produce(0, [b"a", b"b"], pid, epoch, 0)
+        plog = b.store.partition_log("t", 0)
+        # answered with no marker written: the decision is on disk, nothing is visible yet
+        assert b.txns.end_txn("w", pid, epoch, commit=True, wait_for_markers=False) == (
+            pid,
+            epoch,
+        )
+        assert b.txns._txns["w"].state == TxnState.PREPARE_COMMIT
+        assert plog.last_stable_offset == 0  # read_committed readers see none of it
+        assert b.store.fetch("t", 0, 0, 1 << 20, committed=True).records == b""
+        # the producer's next transaction waits for the markers, then is refused for now
+        monkeypatch.setattr(coordinator, "COMPLETION_WAIT_S", 0.01)
+        with pytest.raises(ConcurrentTransactions):
+            b.txns.add_partitions("w", pid, epoch, [("t", 0)])
+        with pytest.raises(ConcurrentTransactions):
+            b.txns.init_producer_id("w", 60_000)
+        monkeypatch.setattr(coordinator, "COMPLETION_WAIT_S", 60.0)
+        gate.open()
+        b.txns.add_partitions("w", pid, epoch, [("t", 0)])  # waits for them: then goes on
+        assert b.txns._txns["w"].state == TxnState.ONGOING
+        assert plog.last_stable_offset == plog.high_watermark == 3
+        assert b.values(0) == [b"a", b"b"]
+    finally:
+        gate.open()
+        b.txns.close()
+        b.close()
+
+
+def test_a_restart_between_the_answered_commit_and_its_markers_completes_it(
+    tmp_path, clock, monkeypatch
+):
+    b = Broker(tmp_path, clock)
+    gate = MarkerGate(b.store, monkeypatch)
+    pid, epoch = b.txns.init_producer_id("copier", 60_000)
+    b.txns.add_partitions("copier", pid, epoch, [("t", 0), ("t", 1)])
+    b.txns.add_offsets("copier", pid, epoch, "group")
+    b.produce(0, [b"a"], pid, epoch, 0)
+    b.produce(1, [b"b"], pid, epoch, 0)
+    b.txns.txn_offset_commit("copier", pid, epoch, "group", {("in", 0): (7, "")})
+    b.txns.end_txn("copier", pid, epoch, commit=True, wait_for_markers=False)
+    b.close()  # a crash: the markers were never written
+    gate.open()  # the old completer now finds its store closed (logged)
+
+    b = Broker(tmp_path, clock)  # load() writes the markers and the offsets
+    try:
+        for p, values in ((0, [b"a"]), (1, [b"b"])):
+            plog = b.store.partition_log("t", p)
+            assert plog.last_stable_offset == plog.high_watermark == 2
+            assert b.values(p) == values
+        assert b.groups.committed("group")[("in", 0)].offset == 7
+        assert b.txns._txns["copier"].state == TxnState.COMPLETE_COMMIT
+    finally:
+        b.close()
+
+
+def test_two_threads_saving_the_aborted_index_write_each_entry_once(tmp_path, monkeypatch):
+    """The completer and the timer thread may both save a partition's aborted index (each
+    after its own marker); an entry written twice would make readers skip the producer's
+    records up to a second ABORT marker, committed ones included."""
+    from types import SimpleNamespace
+
+    txns = ptxn.PartitionTxns(str(tmp_path))
+    txns.begin_if_new(SimpleNamespace(producer_id=7), 0)
+    txns.end(7, commit=False, marker_offset=3, hw=3)
+    syncing = [threading.Event(), threading.Event()]
+    release = threading.Event()
+    fdatasync = os.fdatasync
+
+    def slow(fd):  # the first save is inside its fsync while the second one starts
+        syncing[syncing[0].is_set()].set()
+        release.wait(10)
+        fdatasync(fd)
+
+    monkeypatch.setattr(ptxn.os, "fdatasync", slow)
+    savers = [threading.Thread(target=txns.save) for _ in range(2)]
+    savers[0].start()
+    assert syncing[0].wait(10)
+    savers[1].start()
+    syncing[1].wait(0.5)  # the old save got here, with the same entry; the new one waits
+    release.set()
+    for t in savers:
+        t.join()
+    with open(os.path.join(tmp_path, ptxn.INDEX_FILE), "rb") as f:
+        assert len(f.read()) == ptxn._ENTRY.size  # one entry, once

@@ -44,7 +44,7 @@ def dualwrite_page(request):
         else:
             return redirect("console:dualwrite_run", run_id=run_id)
     run, through = services.dualwrite_overview()
-    context = {"nav": "jobs", "form": form, "run": run, "through": through, "poll_ms": POLL_MS}
+    context = {"nav": "dualwrite", "form": form, "run": run, "through": through, "poll_ms": POLL_MS}
     return render(
         request, "console/dualwrite/page.html", context, status=400 if form.errors else 200
     )
@@ -60,7 +60,7 @@ def dualwrite_run(request, run_id: str):
     template = "console/dualwrite/partials/run.html" if partial else "console/dualwrite/page.html"
     form = RunForm(initial={"keys": run.keys, "updates": run.updates})
     context = {
-        "nav": "jobs",
+        "nav": "dualwrite",
         "form": form,
         "run": run,
         "through": run.through,

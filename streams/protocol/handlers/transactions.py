@@ -13,6 +13,7 @@ records and markers are fsynced) and runs through ``BrokerContext.blocking``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from streams.errors import GroupError, TidelogError, TransactionalProducerFenced
@@ -159,11 +160,14 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
 
 
 async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
+    """EndTxn, answered as Kafka's coordinator does once the decision (PrepareCommit or
+    PrepareAbort) is on disk; the markers follow from the coordinator's completer thread and
+    the producer's next transaction waits for them (CONCURRENT_TRANSACTIONS meanwhile)."""
     b = req.body
     bump = req.api_version >= MIN_EPOCH_BUMP_END_TXN
     try:
         pid, epoch = await ctx.blocking(
-            ctx.transactions.end_txn,
+            functools.partial(ctx.transactions.end_txn, wait_for_markers=False),
             b.transactional_id,
             b.producer_id,
             b.producer_epoch,
