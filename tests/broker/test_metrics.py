@@ -283,3 +283,33 @@ def test_event_times_come_from_batch_headers_split_by_window(tmp_path):
     assert reached == 25
     assert per_window(counts) == {T0: 5, T0 + 1000: 10, T0 + 2000: 5}
     store.close()
+
+
+def test_damaged_history_is_skipped_and_the_hub_still_starts(tmp_path, clock):
+    """A damaged batch of ``__metrics`` (a CRC that fails, or offsets missing below the
+    recovery point) made the hub's history load raise LogDamaged, and with it the broker's
+    start: lost metrics history costs only the damaged seconds."""
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    store.create_topic("orders", 1, {})
+    hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    hub.tick()
+    for n in (4, 5, 7):
+        for _ in range(n):
+            store.append("orders", b"v")
+        _second(clock, hub)
+    want = hub.history(T0, match=lambda s: s == series("records_in", "orders"))
+    assert [(p.t, p.v) for p in want] == [(T0, 4), (T0 + 1000, 5), (T0 + 2000, 7)]
+    store.close()
+    log_file = tmp_path / "data" / f"{METRICS_TOPIC}-0" / "00000000000000000000.log"
+    data = bytearray(log_file.read_bytes())
+    first = 12 + int.from_bytes(data[8:12], "big")  # the second batch starts here
+    second_end = first + 12 + int.from_bytes(data[first + 8 : first + 12], "big")
+    data[second_end - 1] ^= 0xFF  # its last byte: its CRC-32C no longer matches
+    log_file.write_bytes(bytes(data))
+
+    store = LogStore.open(tmp_path / "data", clock=clock, background=False)
+    assert store.partition_log(METRICS_TOPIC, 0).damaged
+    hub = MetricsHub(store, GroupCoordinator(store, clock=clock), clock=clock)
+    got = hub.history(T0, match=lambda s: s == series("records_in", "orders"))
+    assert [(p.t, p.v) for p in got] == [(T0, 4), (T0 + 2000, 7)]
+    store.close()

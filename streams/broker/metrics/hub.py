@@ -38,7 +38,7 @@ from streams.broker.metrics.series import (
     Point,
     series,
 )
-from streams.errors import StorageError, TopicAlreadyExists
+from streams.errors import LogDamaged, StorageError, TopicAlreadyExists
 from streams.processing import Count, Max, Sum, Tumbling, WindowOperator
 
 log = logging.getLogger(__name__)
@@ -301,7 +301,12 @@ class MetricsHub:
             return []
         out: list[tuple[int, list[Point]]] = []
         while True:
-            records = self._store.read(METRICS_TOPIC, partition, offset, 1000, 8 << 20)
+            try:
+                records = self._store.read(METRICS_TOPIC, partition, offset, 1000, 8 << 20)
+            except LogDamaged as exc:  # lost history must not keep the broker from starting
+                log.warning("metrics: skipping damaged history (%s)", exc)
+                offset = max(exc.end_offset, offset + 1)
+                continue
             if not records:
                 return out
             for r in records:
