@@ -124,6 +124,19 @@ def test_confluent_kafka_zombie_is_fenced(broker, bootstrap):
     _check_isolation(bootstrap, "zombie", _values("new", 10), _values("old", 10))
 
 
+def _settled(broker, txn_id: str) -> None:
+    """Wait until the coordinator completed `txn_id`'s ended transaction: EndTxn is answered
+    once PrepareCommit/PrepareAbort is durable, and the markers and offsets follow (Kafka's
+    order)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        states = {t.transactional_id: t.state for t in broker.transactions.describe()}
+        if states.get(txn_id) in ("CompleteCommit", "CompleteAbort"):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{txn_id}: not completed within {DEADLINE_S} s")
+
+
 def test_offsets_sent_in_a_transaction_appear_only_at_commit(broker, bootstrap):
     broker.store.create_topic("offs-in", 1)
     broker.store.create_topic("offs-out", 1)
@@ -139,10 +152,12 @@ def test_offsets_sent_in_a_transaction_appear_only_at_commit(broker, bootstrap):
         assert p.flush(DEADLINE_S) == 0
         assert broker.coordinator.committed("copier") == {}  # not before the commit
         p.commit_transaction(DEADLINE_S)
+        _settled(broker, "offs-txn")  # EndTxn is answered at the commit point, offsets after
         assert broker.coordinator.committed("copier")[("offs-in", 0)].offset == 7
         p.begin_transaction()
         p.send_offsets_to_transaction([TopicPartition("offs-in", 0, 9)], metadata, DEADLINE_S)
         p.abort_transaction(DEADLINE_S)
+        _settled(broker, "offs-txn")
         assert broker.coordinator.committed("copier")[("offs-in", 0)].offset == 7  # never 9
     finally:
         consumer.close()
@@ -174,6 +189,7 @@ def test_last_stable_offset_holds_read_committed_readers_back(broker, bootstrap)
     assert end_offsets("read_uncommitted") == 15
     assert _consume_confluent(bootstrap, "lso", "read_committed", 5) == _values("plain", 5)
     p.commit_transaction(DEADLINE_S)
+    _settled(broker, "lso-txn")  # the LSO moves when the COMMIT marker is written
     assert end_offsets("read_committed") == 16
     got = _consume_confluent(bootstrap, "lso", "read_committed", 15)
     assert sorted(got) == sorted(_values("plain", 5) + _values("open", 5) + _values("after", 5))
@@ -418,6 +434,7 @@ def test_kafka_python_admin_lists_and_describes_transactions_and_producers(broke
         assert (state.producer_id, state.producer_epoch) == (d.producer_id, d.producer_epoch)
         assert state.current_transaction_start_offset == 0  # the open transaction begins at 0
         p.commit_transaction(DEADLINE_S)
+        _settled(broker, "adm-txn")  # the COMMIT marker follows the answer
         tp = KpTopicPartition("adm", 0)
         (state,) = admin.describe_producers([tp])[tp].active_producers
         assert state.current_transaction_start_offset == -1
