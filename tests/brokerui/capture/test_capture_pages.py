@@ -12,8 +12,8 @@ from tests.capture.helpers import execute, wait_for
 
 # The broker's Kafka listener audits the captures' CreateTopics from its own thread and database
 # connection, outside a test transaction: transactional tests, whose tables are emptied after
-# each (and the migrations' data restored), so no audit row leaks into later tests.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# each, so no audit row leaks into later tests.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -73,8 +73,8 @@ def test_the_page_starts_a_run_and_shows_its_results(settings, operator_client):
 
 # The broker's Kafka listener audits the capture's CreateTopics from its own thread and database
 # connection, outside a test transaction: a transactional test, whose tables are emptied after
-# it (and its migrations' data restored), so no audit row leaks into later tests.
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# it, so no audit row leaks into later tests.
+@pytest.mark.django_db(transaction=True)
 def test_with_a_postgresql_the_service_goes_through_cdc_and_converges(
     settings, listening_broker, pg_dsn
 ):
