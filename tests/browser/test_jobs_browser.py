@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+from tests.browser.conftest import logged_in_page
+
 pytestmark = pytest.mark.browser
 JOB = "search-ctr"
 
@@ -34,16 +36,7 @@ def _stop(page, base) -> None:
 
 
 def test_jobs_page_start_watch_and_stop(operator_login, browser):
-    base, user, password = operator_login
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.click("main button[type=submit]")
-    page.wait_for_url(base + "/")
+    base, page, problems = logged_in_page(browser, operator_login)
 
     page.click("#nav-menu .nav-streams summary")  # the Streams dropdown of the top bar
     page.click("#nav-menu .nav-streams a:has-text('Jobs')")

@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from tests.browser.conftest import logged_in_page
+
 pytestmark = pytest.mark.browser
 DEADLINE_MS = 60_000
 
@@ -19,16 +21,7 @@ def _shot(page, name: str) -> None:
 
 
 def test_views_list_live_table_and_query(operator_login, browser):
-    base, user, password = operator_login
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.click("main button[type=submit]")
-    page.wait_for_url(base + "/")
+    base, page, problems = logged_in_page(browser, operator_login)
 
     page.click("#nav-menu .nav-streams summary")  # the Streams dropdown of the top bar
     page.click("#nav-menu .nav-streams a:has-text('Views')")
