@@ -71,6 +71,9 @@ _CHUNK_COUNTERS = (
 )
 
 
+_CHANGES = frozenset((pgoutput.Insert, pgoutput.Update, pgoutput.Delete))
+
+
 class CaptureError(Exception):
     """A setup problem the user must fix (a table without a primary key, a bad topic...)."""
 
@@ -591,7 +594,9 @@ class PostgresCapture:
     # -- messages ----------------------------------------------------------------------------
 
     def _handle(self, msg: pgoutput.PgOutputMessage, lsn: int) -> None:
-        if isinstance(msg, pgoutput.Begin):
+        if type(msg) in _CHANGES:  # most messages: no isinstance chain for them
+            self._change(msg, lsn)  # type: ignore[arg-type]
+        elif isinstance(msg, pgoutput.Begin):
             self._current = _Transaction(msg)
             self._pending.append(self._current)
         elif isinstance(msg, pgoutput.Commit):
@@ -601,8 +606,6 @@ class PostgresCapture:
             self.stats.transactions += 1
         elif isinstance(msg, pgoutput.Relation):
             self._relation(msg)
-        elif isinstance(msg, pgoutput.Insert | pgoutput.Update | pgoutput.Delete):
-            self._change(msg, lsn)
         elif isinstance(msg, pgoutput.Message):
             self._watermark(msg, lsn)
         elif isinstance(msg, pgoutput.Truncate):
@@ -661,7 +664,7 @@ class PostgresCapture:
                 schema, op=op, before=before, after=after, lsn=lsn, begin=begin, ts_ms=ts_ms
             )
 
-        if type(msg) is pgoutput.Insert:  # the common case first, without the closure
+        if isinstance(msg, pgoutput.Insert):  # the common case first, without the closure
             after = schema.row(msg.new)
             key = schema.key_of(after)
             if self._window is not None:
@@ -816,7 +819,9 @@ class PostgresCapture:
             return
         txn.outstanding += 1
         produce = self.sink.producer.produce
-        headers = [(POSITION_HEADER, b"%d:%d" % (txn.begin.final_lsn, index))]
+        headers: list[tuple[str, str | bytes | None]] = [
+            (POSITION_HEADER, b"%d:%d" % (txn.begin.final_lsn, index))
+        ]
         if snapshot is None:  # one callback per transaction, not one made per record
             on_delivery = txn.on_delivery
             if on_delivery is None:
