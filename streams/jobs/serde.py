@@ -12,8 +12,11 @@ runner does not skip it silently.
 from __future__ import annotations
 
 import json as _json
+import re
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
+
+import orjson
 
 from streams.errors import TidelogError
 
@@ -65,10 +68,17 @@ class TextSerde:
 # new encoder per call, and ``json.loads(bytes)`` sniffs the encoding of each record first.
 _encode = _json.JSONEncoder(separators=(",", ":")).encode
 _decode = _json.JSONDecoder().decode
+# orjson (pinned, 3.13) reads JSON several times faster than the json module, with the same
+# result, except: integers beyond 64 bits (orjson returns a float), and what it rejects and
+# json accepts (NaN, Infinity, 1e400, lone surrogate escapes). A run of 19 digits sends a
+# record to the json module, as does any orjson error, so the result is json.loads's.
+_orjson_loads, _OrjsonError = orjson.loads, orjson.JSONDecodeError
+_LONG_DIGITS = re.compile(rb"[0-9]{19}").search
 
 
 class JsonSerde:
-    """JSON (UTF-8, compact, keys in insertion order). Tuples come back as lists."""
+    """JSON (UTF-8, compact, keys in insertion order). Tuples come back as lists. Reading
+    gives what ``json.loads`` gives (orjson first, see ``_LONG_DIGITS``)."""
 
     name = "json"
 
@@ -83,6 +93,11 @@ class JsonSerde:
     def deserialize(self, data: bytes | None) -> object:
         if data is None:
             return None
+        try:
+            if _LONG_DIGITS(data) is None:  # type: ignore[arg-type]
+                return _orjson_loads(data)  # type: ignore[arg-type]
+        except (_OrjsonError, TypeError):
+            pass  # json decides (TypeError: not bytes-like)
         try:
             return _decode(data.decode())  # type: ignore[union-attr]
         except (AttributeError, ValueError):
