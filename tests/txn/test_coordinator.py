@@ -184,6 +184,31 @@ def test_add_partitions_waits_for_no_disk_and_a_transaction_it_lost_is_aborted_a
         b.close()
 
 
+def test_the_embedded_producer_acknowledges_after_its_transaction_state_is_on_disk(
+    tmp_path, clock, monkeypatch
+):
+    from streams.client.producer import Producer
+    from tests.log.test_durability import SyncLog
+
+    b = Broker(tmp_path, clock)
+    try:
+        p = Producer(b.store, transactional_id="emb", transactions=b.txns, linger_ms=1)
+        p.init_transactions()
+        syncs = SyncLog(monkeypatch)
+        p.begin_transaction()
+        assert p.send("t", b"v", partition=0).result(10).offset == 0
+        done = list(syncs.syncs)
+        state = b.store.partition_log("__transaction_state", 0).segments[-1].path
+        size = os.path.getsize(state)
+        assert any(path == os.path.realpath(state) and covered >= size for path, covered in done), (
+            "the record was acknowledged before its AddPartitionsToTxn record was on disk"
+        )
+        p.commit_transaction(10)
+        p.close()
+    finally:
+        b.close()
+
+
 def _header_only(pid: int, epoch: int) -> bytes:
     return rb.build_batch(
         [ProducerRecord(b"z")],
