@@ -251,7 +251,10 @@ class TransactionCoordinator:
         them was acknowledged then (``sync_state``), and no commit can have been decided
         (PrepareCommit follows in the same log), so aborting is the only outcome. Without it
         the partition's last stable offset would stay behind them for good."""
-        ongoing = {m.producer_id: m for m in self._txns.values() if m.state == TxnState.ONGOING}
+        # a Prepare* transaction whose markers could not be written yet (``_try_complete``
+        # failed) still holds its partitions: they are completed as decided, never aborted
+        holding = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+        ongoing = {m.producer_id: m for m in self._txns.values() if m.state in holding}
         for topic in self.store.list_topics():
             for partition in range(self.store.partition_count(topic)):
                 for p in self.store.describe_producers(topic, partition):

@@ -102,6 +102,42 @@ def test_a_restarted_coordinator_completes_a_prepared_commit(tmp_path, clock):
         b.close()
 
 
+def test_a_prepared_commit_whose_markers_fail_at_load_is_not_taken_for_hanging(
+    tmp_path, clock, monkeypatch
+):
+    """At load, a PrepareCommit whose markers cannot be written yet stays PrepareCommit (and
+    is retried): its open partitions belong to it, so the hanging-transaction sweep must not
+    abort them behind its back (a COMMIT marker would then follow an ABORT)."""
+    from streams.errors import StorageError
+
+    b = Broker(tmp_path, clock)
+    pid, _ = _prepared(b, commit=True)
+    b.close()
+    real = LogStore.append_markers
+
+    def refused(self, partitions, producer_id, epoch, commit, *args, **kwargs):
+        if commit:  # the COMMIT markers fail; an ABORT (the sweep's) would go through
+            raise StorageError("the disk is not ready")
+        return real(self, partitions, producer_id, epoch, commit, *args, **kwargs)
+
+    monkeypatch.setattr(LogStore, "append_markers", refused)
+    b = Broker(tmp_path, clock)
+    try:
+        monkeypatch.setattr(LogStore, "append_markers", real)
+        meta = b.txns._txns["copier"]
+        assert meta.state == TxnState.PREPARE_COMMIT
+        for p in (0, 1):
+            plog = b.store.partition_log("t", p)
+            assert plog.txns.open == {pid: 0}, "the prepared commit's partition was aborted"
+            assert plog.txns.aborted == ()
+        b.txns._try_complete(meta)  # the retry
+        assert meta.state == TxnState.COMPLETE_COMMIT
+        assert b.values(0) == [b"a", b"b"] and b.values(1) == [b"c"]
+        assert b.groups.committed("group")[("in", 0)].offset == 42
+    finally:
+        b.close()
+
+
 def test_a_restarted_coordinator_completes_a_prepared_abort(tmp_path, clock):
     b = Broker(tmp_path, clock)
     pid, _ = _prepared(b, commit=False)
