@@ -842,7 +842,7 @@ class QueryIndex:
         self._df: dict[Key, int] = {}  # (field, word) -> live queries using it (anywhere)
         self._matchers: dict[str, Matcher] = {}
         # ids of the queries an event matches whenever it has one of their keys (see `_sure`)
-        self._sure: set[str] = set()
+        self.exact: set[str] = set()
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -868,7 +868,7 @@ class QueryIndex:
             self.always.add(qid)
         else:
             if _sure(q.node):
-                self._sure.add(qid)
+                self.exact.add(qid)
             for field, word in q.keys:
                 self.postings.setdefault(field, {}).setdefault(word, set()).add(qid)
 
@@ -890,7 +890,7 @@ class QueryIndex:
         if q is None:
             return
         del self._matchers[qid]
-        self._sure.discard(qid)
+        self.exact.discard(qid)
         self._count(q.node, -1)
         if q.keys is None:
             self.always.discard(qid)
@@ -929,7 +929,7 @@ class QueryIndex:
     def match(self, event: object) -> list[str]:
         """Ids of the live queries `event` matches, sorted."""
         doc = Doc(event)
-        matchers, sure = self._matchers, self._sure
+        matchers, sure = self._matchers, self.exact
         return sorted([qid for qid in self.candidates(doc) if qid in sure or matchers[qid](doc)])
 
     def describe(self) -> dict:
