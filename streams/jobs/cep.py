@@ -302,9 +302,10 @@ class CepOperator:
             for i, s in enumerate(self.stages)
         )
         self._last = len(self.stages) - 1
-        # wake-ups (due, key): of events that arrived in order (due in arrival order), of
-        # runs' ends while they come in order, and of everything else (a heap)
-        self._qe: deque[tuple[int, object]] = deque()
+        # events that arrived in order, (ts, key, value), not yet in their keys' states
+        self._pend: deque[tuple[int, object, object]] = deque()
+        # wake-ups (due, key): of runs' ends while they come in order; of everything else
+        # (events buffered out of order, restored state; a heap)
         self._qx: deque[tuple[int, object]] = deque()
         self._heap: list[tuple[int, int, object]] = []
         self._seq = 0
@@ -355,6 +356,7 @@ class CepOperator:
     def sync(self) -> None:
         """Write the state of the keys touched since the last sync, and the watermark, to the
         store (before the store is snapshotted)."""
+        self._unqueue()
         store = self.store
         for key, st in self._live.items():
             skey = (key,)
@@ -372,22 +374,33 @@ class CepOperator:
         if ts < wm:
             self.late_count += 1
             return _NONE
+        if ts >= self._mx:  # in order: it waits in the arrival queue
+            self._pend.append((ts, key, value))
+            if ts > self._mx:
+                self._mx = ts
+                if ts - self.ooo > wm:
+                    wm = self._wm = ts - self.ooo
+                    return self.advance(wm)
+            return _NONE
+        self._buffer(key, ts, value)
+        return _NONE
+
+    def _buffer(self, key: object, ts: int, value: object) -> None:
+        """`key`'s event waits in the key's state, with a wake-up when the watermark passes."""
         st = self._live.get(key)
         if st is None:
             raw = self.store.get((key,))
             st = self._live[key] = [[], []] if raw is None else self._decode(raw)
         st[0].append([ts, value])
-        if ts >= self._mx:  # in order: its wake-up is the latest
-            self._qe.append((ts + 1, key))
-            if ts > self._mx:
-                self._mx = ts
-                if ts - self.ooo > wm:
-                    self._wm = ts - self.ooo
-                    return self.advance(ts - self.ooo)
-        else:
-            self._seq += 1
-            heapq.heappush(self._heap, (ts + 1, self._seq, key))
-        return _NONE
+        self._seq += 1
+        heapq.heappush(self._heap, (ts + 1, self._seq, key))
+
+    def _unqueue(self) -> None:
+        """The events waiting in the arrival queue go to their keys' states (which the store
+        holds)."""
+        for ts, key, value in self._pend:
+            self._buffer(key, ts, value)
+        self._pend.clear()
 
     def _schedule(self, key: object, st: list) -> None:
         """Wake-ups for a restored key: each buffered event, each run's end."""
@@ -403,23 +416,40 @@ class CepOperator:
     def advance(self, wm: int) -> tuple[Out, Out]:
         """Release the events before `wm` and expire what `wm` passed, key by key (in the
         order of ``repr(key)``)."""
+        pend, qx, heap = self._pend, self._qx, self._heap
+        if (
+            pend
+            and pend[0][0] < wm
+            and (len(pend) == 1 or pend[1][0] >= wm)
+            and not (qx and qx[0][0] <= wm)
+            and not (heap and heap[0][0] <= wm)
+        ):  # one event released, nothing else due: the common case of in-order input
+            ts, key, value = pend.popleft()
+            matches: Out = []
+            timeouts: Out = []
+            if self._chain:
+                self._chain_one(key, ts, value, wm, matches, timeouts)
+            else:
+                self._run_key(key, wm, matches, timeouts, [[ts, value]])
+            return matches, timeouts
         keys: dict = {}
-        for q in (self._qe, self._qx):
-            while q and q[0][0] <= wm:
-                keys[q.popleft()[1]] = None
-        heap = self._heap
+        while pend and pend[0][0] < wm:
+            ts, key, value = pend.popleft()
+            got = keys.get(key)
+            if got is None:
+                keys[key] = [[ts, value]]
+            else:
+                got.append([ts, value])
+        while qx and qx[0][0] <= wm:
+            keys.setdefault(qx.popleft()[1], None)
         while heap and heap[0][0] <= wm:
-            keys[heapq.heappop(heap)[2]] = None
+            keys.setdefault(heapq.heappop(heap)[2], None)
         if not keys:
             return _NONE
-        matches: Out = []
-        timeouts: Out = []
-        if len(keys) == 1:  # the common case of in-order input
-            for k in keys:
-                self._run_key(k, wm, matches, timeouts)
-        else:
-            for k in sorted(keys, key=repr):
-                self._run_key(k, wm, matches, timeouts)
+        matches = []
+        timeouts = []
+        for k in sorted(keys, key=repr) if len(keys) > 1 else keys:
+            self._run_key(k, wm, matches, timeouts, keys[k])
         return matches, timeouts
 
     def _ends(self, due: int, key: object) -> None:
@@ -435,6 +465,7 @@ class CepOperator:
         """End of a bounded input: everything is released, then time runs out."""
         matches: Out = []
         timeouts: Out = []
+        self._unqueue()
         keys = {repr(k[0]): k[0] for k in list(self.store.keys()) if k != _WM}
         keys.update((repr(k), k) for k in self._live)
         for rk in sorted(keys):
@@ -442,7 +473,6 @@ class CepOperator:
         for k in list(self.store.keys()):
             del self.store[k]
         self._live.clear()
-        self._qe.clear()
         self._qx.clear()
         self._heap.clear()
         self._mx = self._wm = MIN_TIME
@@ -450,37 +480,42 @@ class CepOperator:
 
     # -------------------------------------------------------------- matching
 
-    def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> None:
-        """Release `key`'s events before `wm`, expire its runs."""
+    def _run_key(
+        self, key: object, wm: int, matches: Out, timeouts: Out, queued: list | None = None
+    ) -> None:
+        """Release `key`'s events before `wm` (those in its state and `queued`, from the
+        arrival queue, in time order), expire its runs."""
         st = self._live.get(key)
         if st is None:
             raw = self.store.get((key,))
-            if raw is None:
+            if raw is not None:
+                st = self._live[key] = self._decode(raw)
+            elif queued:
+                st = self._live[key] = [[], []]
+            else:
                 return
-            st = self._live[key] = self._decode(raw)
         buf, runs = st
         within = self.within
+        ready: list
         if buf:
-            if len(buf) == 1:  # the common case
-                if buf[0][0] < wm:
-                    ready = buf
-                    st[0] = []
-                else:
-                    ready = []
-            else:
-                ready = [e for e in buf if e[0] < wm]
-                st[0] = [e for e in buf if e[0] >= wm] if len(ready) < len(buf) else []
+            ready = [e for e in buf if e[0] < wm]
+            st[0] = [e for e in buf if e[0] >= wm] if len(ready) < len(buf) else []
+            if queued:
+                ready += queued
+            if len(ready) > 1:
                 ready.sort(key=_ts)
-                if any(a[0] == b[0] for a, b in zip(ready, ready[1:], strict=False)):
-                    ready.sort(key=_order)  # ties: by value
-            if ready:
-                if self._chain:
-                    runs = self._chain_steps(key, runs, ready, matches, timeouts)
-                else:
-                    for ts, value in ready:
-                        if runs and within is not None and runs[0]["s"] + within <= ts:
-                            runs = self._expire(key, runs, ts, matches, timeouts)
-                        runs = self._step(key, runs, ts, value, matches)
+        else:
+            ready = queued or []
+        if len(ready) > 1 and any(a[0] == b[0] for a, b in zip(ready, ready[1:], strict=False)):
+            ready.sort(key=_order)  # ties: by value
+        if ready:
+            if self._chain:
+                runs = self._chain_steps(key, runs, ready, matches, timeouts)
+            else:
+                for ts, value in ready:
+                    if runs and within is not None and runs[0]["s"] + within <= ts:
+                        runs = self._expire(key, runs, ts, matches, timeouts)
+                    runs = self._step(key, runs, ts, value, matches)
         if runs:
             if within is not None:
                 if (runs[0][0] if self._chain else runs[0]["s"]) + within <= wm:
@@ -513,6 +548,52 @@ class CepOperator:
                 timeouts.append((key, self._chain_value(r[2]), r[0] + within - 1))
             n += 1
         return runs[n:]
+
+    def _chain_one(self, key, ts: int, value, wm: int, matches: Out, timeouts: Out) -> None:
+        """`_run_key` for one event of a chain's key and nothing else of the key's released
+        (the common case, inlined: the same steps as `_chain_steps`)."""
+        st = self._live.get(key)
+        if st is None:
+            raw = self.store.get((key,))
+            st = self._live[key] = [[], []] if raw is None else self._decode(raw)
+        elif st[0]:  # events buffered out of order: the general way
+            self._run_key(key, wm, matches, timeouts, [[ts, value]])
+            return
+        runs = st[1]
+        within = self.within
+        if runs:
+            if within is not None and runs[0][0] + within <= ts:
+                runs = self._chain_expire(key, runs, ts, timeouts)
+            unary = self._unary
+            ended = False
+            for r in runs:
+                i = r[1]
+                f = unary[i]
+                if not (
+                    f(value)
+                    if f is not None
+                    else self._conds[i](
+                        value, self._chain_value(r[2]) if self._uses_matched else _NOTHING
+                    )
+                ):
+                    continue
+                r[2].append([ts, value])
+                if i == self._last:
+                    matches.append((key, self._chain_value(r[2]), ts))
+                    r[1] = -1
+                    ended = True
+                else:
+                    r[1] = i + 1
+            if ended:
+                runs = [r for r in runs if r[1] >= 0]
+        f = self._unary[0]
+        if f(value) if f is not None else self._conds[0](value, {}):
+            runs.append([ts, 1, [[ts, value]]])
+            if within is not None:
+                self._ends(ts + within, key)
+        if runs and within is not None and runs[0][0] + within <= wm:
+            runs = self._chain_expire(key, runs, wm, timeouts)
+        st[1] = runs
 
     def _chain_steps(self, key, runs: list, ready, matches: Out, timeouts: Out) -> list:
         """The same rules as `_step`, for runs whose only option is their next stage (relaxed

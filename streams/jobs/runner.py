@@ -425,35 +425,67 @@ class Runner:
             self.joblog.rejoin()
 
     def _run_task(self, p: int, task: Task) -> int:
-        if len(self._inputs[p]) == 1:
-            return self._run_single(p, task, self._inputs[p][0])
-        heads: list[tuple[int, int, int, list, str]] = []  # (ts, prio, i, recs, topic)
-        batches: dict[str, list] = {}
-        for prio, topic in enumerate(self._inputs[p]):
-            recs = batches[topic] = self._read(topic, p)
-            if recs:
-                heads.append((recs[0][2], prio, 0, recs, topic))
-        heapq.heapify(heads)
-        merged: list[tuple[str, tuple]] = []  # (topic, record) in the order they are fed
-        # a partition whose batch ran out may hold smaller timestamps in its next batch: stop
-        # merging once any partition with more to read has no buffered record left
-        while heads:
-            ts, prio, i, recs, topic = heapq.heappop(heads)
-            merged.append((topic, recs[i]))
-            if i + 1 < len(recs):
-                heapq.heappush(heads, (recs[i + 1][2], prio, i + 1, recs, topic))
-            elif recs[i][3] + 1 < self.joblog.end_offset(topic, p):
-                break
+        inputs = self._inputs[p]
+        if len(inputs) == 1:
+            return self._run_single(p, task, inputs[0])
+        batches = [self._read(topic, p) for topic in inputs]
+        merged = self._merge(p, inputs, batches)
+        if not merged:
+            return 0
         try:
-            task.feed_merged(merged)
+            task.feed_merged(inputs, merged)
         except Exception as exc:
-            raise self._record_error(p, task, exc, [merged[0][1]], merged[0][0]) from exc
-        done: dict[str, int] = {}
-        for topic, r in merged:
-            done[topic] = r[3]
-        for topic, offset in done.items():
-            self._positions[(topic, p)] = offset + 1
+            first = merged[0]
+            raise self._record_error(p, task, exc, [first[1]], inputs[first[0]]) from exc
+        last: dict[int, int] = {}
+        for i, r in merged:
+            last[i] = r[3]
+        for i, offset in last.items():
+            self._positions[(inputs[i], p)] = offset + 1
         return len(merged)
+
+    def _merge(self, p: int, inputs: list[str], batches: list[list]) -> list[tuple[int, tuple]]:
+        """The order a task with several inputs is fed their records: ``(input index,
+        record)``, the smallest timestamp first (of equal ones, the earlier input's first).
+        A partition whose batch ran out may hold smaller timestamps in its next batch: the
+        merge stops once a partition with more to read has no buffered record left (an empty
+        batch holds nothing back: nothing of it was fetched)."""
+        merged: list[tuple[int, tuple]] = []
+        append = merged.append
+        live = [i for i, recs in enumerate(batches) if recs]
+        if len(live) == 2:  # the common case (a join of two inputs): a plain two-way merge
+            ia, ib = live
+            a, b = batches[ia], batches[ib]
+            i = j = 0
+            na, nb = len(a), len(b)
+            while i < na and j < nb:
+                if b[j][2] < a[i][2]:
+                    append((ib, b[j]))
+                    j += 1
+                else:  # of equal timestamps, the earlier input's first
+                    append((ia, a[i]))
+                    i += 1
+            if i == na:  # a ran out first
+                if a[-1][3] + 1 < self.joblog.end_offset(inputs[ia], p):
+                    return merged
+                rest, k, ir = b, j, ib
+            else:
+                if b[-1][3] + 1 < self.joblog.end_offset(inputs[ib], p):
+                    return merged
+                rest, k, ir = a, i, ia
+            merged.extend([(ir, r) for r in rest[k:]])
+            return merged
+        heads = [(batches[i][0][2], i, 0) for i in live]
+        heapq.heapify(heads)
+        while heads:
+            _, i, n = heapq.heappop(heads)
+            recs = batches[i]
+            append((i, recs[n]))
+            if n + 1 < len(recs):
+                heapq.heappush(heads, (recs[n + 1][2], i, n + 1))
+            elif recs[n][3] + 1 < self.joblog.end_offset(inputs[i], p):
+                break
+        return merged
 
     def _run_single(self, p: int, task: Task, topic: str) -> int:
         """A task with one input: its records in offset order, as one batch."""

@@ -146,25 +146,29 @@ class Task:
             self.blame(r)
             raise
 
-    def feed_merged(self, items: list[tuple[str, Rec]]) -> None:
-        """Records of several inputs, ``(topic, record)`` already merged in the order they are
-        to be processed (the runner's timestamp order). A join fed straight by its inputs gets
-        them as one batch; any other graph gets each run of one topic's records as a batch."""
+    def feed_merged(self, topics: list[str], items: list[tuple[int, Rec]]) -> None:
+        """Records of several inputs, ``(index in topics, record)``, already merged in the
+        order they are to be processed (the runner's timestamp order). A join fed straight
+        by its inputs gets them as one batch; any other graph gets each run of one topic's
+        records as a batch."""
         if not items:
             return
         if self._direct_join is not None:
             join, sides = self._direct_join
             self.metrics["in"] += len(items)
             self.failed, self._feeding = None, None
-            join.push_sides([(sides[t], r) for t, r in items], sides)
+            by_index = [sides[t] for t in topics]
+            if by_index != list(range(len(topics))):  # inputs listed in another order
+                items = [(by_index[i], r) for i, r in items]
+            join.push_sides(items, sides)
             return
-        run_topic, run = items[0][0], []
-        for topic, r in items:
-            if topic != run_topic:
-                self.feed_many(run_topic, run)
-                run_topic, run = topic, []
+        run_index, run = items[0][0], []
+        for i, r in items:
+            if i != run_index:
+                self.feed_many(topics[run_index], run)
+                run_index, run = i, []
             run.append(r)
-        self.feed_many(run_topic, run)
+        self.feed_many(topics[run_index], run)
 
     def blame(self, rec, topic: str | None = None) -> None:
         """Note the record a batch failed on (the first noted stands: the innermost step)."""

@@ -119,7 +119,8 @@ def test_a_task_fed_in_batches_does_what_it_does_record_by_record(shape, evs, cu
         for topic, (key, value, ts, _) in batch:
             one.feed(topic, key, value, ts)
         if len(inputs) > 1:
-            many.feed_merged(batch)
+            topics = ["in", "in2"]
+            many.feed_merged(topics, [(topics.index(t), r) for t, r in batch])
         else:
             many.feed_many("in", [r for _, r in batch])
         if c % 3 == 2:  # a checkpoint now and then, between batches
@@ -142,3 +143,43 @@ def test_a_failing_step_names_its_record():
     with pytest.raises(ZeroDivisionError):
         task.feed_many("in", [("a", {"x": 1}, 1, 10), ("b", {"x": 0}, 2, 11), ("c", {}, 3, 12)])
     assert task.failed == ("in", 11)
+
+
+def reference_merge(batches, ends):
+    """The runner's merge as it was, record by record through a heap of heads."""
+    import heapq
+
+    heads = [(recs[0][2], i, 0) for i, recs in enumerate(batches) if recs]
+    heapq.heapify(heads)
+    out = []
+    while heads:
+        _, i, n = heapq.heappop(heads)
+        out.append((i, batches[i][n]))
+        if n + 1 < len(batches[i]):
+            heapq.heappush(heads, (batches[i][n + 1][2], i, n + 1))
+        elif batches[i][n][3] + 1 < ends[i]:
+            break
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 20), max_size=8), min_size=2, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+)
+def test_the_runners_merge_feeds_the_smallest_head_first_and_stops_at_a_gap(times, more):
+    """``Runner._merge`` (a two-way merge for two inputs): the order of the heap of heads,
+    and it stops where an input whose batch ran out has more to read."""
+    from streams.jobs.runner import Runner
+
+    batches = [[("k", None, t, n) for n, t in enumerate(ts)] for ts in times]
+    ends = [len(b) + int(m) for b, m in zip(batches, more, strict=False)]
+    inputs = [f"t{i}" for i in range(len(batches))]
+
+    class Ends:
+        def end_offset(self, topic, p):
+            return ends[inputs.index(topic)]
+
+    runner = Runner.__new__(Runner)
+    runner.joblog = Ends()
+    assert runner._merge(0, inputs, batches) == reference_merge(batches, ends)
