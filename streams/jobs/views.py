@@ -29,7 +29,10 @@ Read-your-writes. ``wait_for={topic: {partition: offset}}`` blocks (up to ``time
 offsets: first until the owning tasks' positions reach them, then, for each repartition topic
 upstream of the view in order, until the tasks have read up to its end offsets as they were
 once the previous stage was reached (a record's re-keyed copy is appended by the commit that
-read it, which happens before its positions are published).
+read it, which happens before its positions are published). An end is read once the
+transactions with records below the high watermark have their markers: EndTxn is answered
+before they are written (as Kafka's), so a committed checkpoint's records can still be above
+the last stable offset for a moment (``ViewRegistry.end_offset``).
 
 Change streams. ``View.subscribe(callback)`` returns a snapshot (rows at time T) and then calls
 ``callback(Changes)`` after each publish: ``(time, diff, key, row)`` updates — an update of a row
