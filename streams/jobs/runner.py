@@ -16,7 +16,11 @@ Each ``poll_once``:
    task in timestamp order (the smallest head first; a partition with unread records holds
    the others back until it has been read, so a join's inputs meet in time order), at most
    `max_records` per partition. (Over Kafka, a partition whose next records have not been
-   fetched yet does not hold the others back: a join's or window's grace covers that.)
+   fetched yet does not hold the others back: a join's or window's grace covers that.) The
+   round's records go to the task as one batch (``Task.feed_many``/``feed_merged``: the same
+   outcome as one record at a time, see ``streams.jobs.task``); if a step fails, the
+   ``RecordError`` names the record it failed on (or, inside a window's aggregation, the
+   batch's offsets) and nothing of the batch counts as processed.
 2. buffers what the tasks emit — sink records (partitioned by key), repartition records (read
    back in a later round, by whichever task owns their partition);
 3. every `checkpoint_interval_ms` (0: after every round, the embedded default) checkpoints.
@@ -162,6 +166,7 @@ class Runner:
         self._global_pos: dict[tuple[str, int], int] = {}
         self._sinks = {n.params["topic"]: n.params for n in job.nodes if n.kind == "sink"}
         self._started = False
+        self.failed: RecordError | None = None  # a failed round's; close() commits nothing
         self.group = group
         # topic configs of new changelog topics (always compacted), e.g. {"segment.bytes": ...}
         self._changelog_config = {**(changelog_config or {}), **CHANGELOG_CONFIG}
@@ -409,6 +414,10 @@ class Runner:
             for p, task in list(self.tasks.items()):
                 n += self._run_task(p, task)
         except RecordError as exc:
+            # part of the failed batch may be in the task's state and outputs already: none
+            # of it may be committed (close() will not checkpoint), so that on restart the
+            # inputs since the last checkpoint are processed once, from its state
+            self.failed = exc
             self.metrics.record_error(exc.topic, exc.partition, exc.offset, exc.cause)
             raise
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_s:
@@ -641,8 +650,9 @@ class Runner:
 
     def close(self) -> None:
         """Checkpoint, close the tasks and, in a group, leave it (the others rebalance at
-        once)."""
-        if self._started:
+        once). After a ``RecordError`` (``failed``) there is no checkpoint: what was done
+        since the last one is redone by the next run, from that checkpoint."""
+        if self._started and self.failed is None:
             try:
                 self.commit()
             except TaskMigrated:
