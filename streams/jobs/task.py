@@ -754,6 +754,7 @@ class _Cep(_Step):
             self.p["pattern"],
             out_of_orderness_ms=self.p["ooo"],
             store=self.task.stores[self.p["stores"][0]],
+            timeouts=any(isinstance(c, _CepTimeouts) for c, _ in self.children),
         )
 
     def _out(self, matches, timeouts) -> None:
