@@ -158,6 +158,9 @@ class Runner:
         self._inputs: dict[int, list[str]] = {}  # task -> its input topics
         self._positions: dict[tuple[str, int], int] = {}
         self._out: dict[int, Records] = {}  # task -> its outputs since the last checkpoint
+        # (topic, partition) -> records read and deserialised that a merge stopped before
+        # (``_merge``): the next round starts with them instead of reading them again
+        self._unfed: dict[tuple[str, int], list] = {}
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
         # global sources (a search's queries): every task reads every partition from the start
         self._globals = sorted(
@@ -305,6 +308,7 @@ class Runner:
                 store.close()
             for t in self._inputs.pop(p):
                 self._positions.pop((t, p), None)
+                self._unfed.pop((t, p), None)
             self._out.pop(p, None)
         self.joblog.release(numbers)
 
@@ -446,11 +450,14 @@ class Runner:
         except Exception as exc:
             first = merged[0]
             raise self._record_error(p, task, exc, [first[1]], inputs[first[0]]) from exc
-        last: dict[int, int] = {}
-        for i, r in merged:
-            last[i] = r[3]
-        for i, offset in last.items():
-            self._positions[(inputs[i], p)] = offset + 1
+        fed = [0] * len(inputs)  # the merge takes a prefix of each batch
+        for i, _ in merged:
+            fed[i] += 1
+        for i, n in enumerate(fed):
+            if n:
+                self._positions[(inputs[i], p)] = batches[i][n - 1][3] + 1
+            if n < len(batches[i]):
+                self._unfed[(inputs[i], p)] = batches[i][n:]
         return len(merged)
 
     def _merge(self, p: int, inputs: list[str], batches: list[list]) -> list[tuple[int, tuple]]:
@@ -525,12 +532,23 @@ class Runner:
         return err
 
     def _read(self, topic: str, p: int) -> list[tuple[object, object, int, int]]:
-        return self._read_at(topic, p, self._positions[(topic, p)], None)
+        """The next records of `topic`-`p` from its position (at most `max_records`),
+        starting with those the last merge left unfed."""
+        pos = self._positions[(topic, p)]
+        kept = self._unfed.pop((topic, p), None)
+        if not kept or kept[0][3] != pos:
+            return self._read_at(topic, p, pos, None)
+        room = self.max_records - len(kept)
+        if room > 0:
+            kept += self._read_at(topic, p, kept[-1][3] + 1, None, room)
+        return kept
 
-    def _read_at(self, topic: str, p: int, pos: int, end: int | None) -> list:
-        """Deserialised ``(key, value, ts, offset)`` from `pos` (at most `max_records`, none
-        at or past `end`): the tasks' record shape (``streams.jobs.task``)."""
-        recs = self.joblog.read(topic, p, pos, self.max_records)
+    def _read_at(
+        self, topic: str, p: int, pos: int, end: int | None, limit: int | None = None
+    ) -> list:
+        """Deserialised ``(key, value, ts, offset)`` from `pos` (at most `limit`, by default
+        `max_records`; none at or past `end`): the tasks' record shape (``streams.jobs.task``)."""
+        recs = self.joblog.read(topic, p, pos, limit or self.max_records)
         if end is not None:
             recs = [r for r in recs if r.offset < end]
         if not recs:
