@@ -247,24 +247,33 @@ class CepOperator:
     nothing optional, looping or negated; ``times(n)`` included) is ``[index of the stage it
     waits for, ts, value, ts, value, ...]`` (the events it took, the first one's time first):
     it has one open stage and no guards, so it takes the event in place or ignores it. Any
-    other pattern's run is ``{"s": first ts,
-    "t": [[stage index, event], ...], "o": [open stage indices; ``~i``: one more event for
-    looping stage i], "f": fresh (no event seen since its last take), "g": [active negation
-    stage indices], "p": pending (complete but for a trailing not_followed_by)}``, plus
-    ``"d": 1`` once a run ending in ``one_or_more()`` has matched (it may still grow; it
-    never times out). A key's runs are kept in order of their first event's time (new runs
-    start at the latest time), so the ones `within` expires are a prefix.
+    other pattern's run is ``{"s": first ts, "t": [[stage index, event], ...], "o": [open
+    stage indices; ``~i``: one more event for looping stage i], "f": fresh (no event seen
+    since its last take), "g": [active negation stage indices], "p": pending (complete but
+    for a trailing not_followed_by)}``, plus ``"d": 1`` once a run ending in
+    ``one_or_more()`` has matched (it may still grow; it never times out). A key's runs are
+    kept in order of their first event's time (new runs start at the latest time), so the
+    ones `within` expires are a prefix.
 
-    Speed (``make bench BENCH=cep``): the pattern is compiled once into per-stage tables
-    (condition, taking ``(event)`` or ``(event, matched)``; strictness; the options and
-    negations after each stage), so stepping a run is table look-ups and condition calls.
-    The states of the keys touched since the last ``sync()`` are kept in a dict of their own
-    and written to `store` only by ``sync()`` (the job calls it before each commit), once per
-    key, not once per event: the store sees exactly what it would have seen, one commit at a
-    time. Wake-ups are a heap of ``(due, sequence, key)``: one entry per buffered event (due
-    when the watermark passes it) and one per run started (due when its ``within`` ends),
-    pushed once. ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips
-    building the timed-out partial matches nobody reads; runs still expire the same way.
+    Speed (``make bench BENCH=cep``):
+
+    - the pattern is compiled once into per-stage tables (condition, taking ``(event)`` or
+      ``(event, matched)``; strictness; the options and negations after each stage), so
+      stepping a run is table look-ups and condition calls;
+    - the states of the keys touched since the last ``sync()`` are kept in a dict of their
+      own and written to `store` only by ``sync()`` (the job calls it before each commit),
+      once per key, not once per event: the store sees what it would have seen, one commit
+      at a time;
+    - an event that arrives in order (``ts`` >= the largest time seen) waits in one arrival
+      queue ``(ts, key, value)``, released from its head as the watermark passes; only at
+      ``sync()`` do the events still waiting move into their keys' states. Events that
+      arrive out of order go to their key's state at once, with a wake-up on a heap;
+    - runs' ends are wake-ups ``(due, key)`` in a queue while they come in time order (a
+      heap otherwise); the common case — one event released, nothing else due — is stepped
+      without sorting keys, and for a chain without ``timed_out()`` consumer the runs'
+      ends, which then emit nothing, just drop the runs;
+    - ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips building the
+      timed-out partial matches nobody reads; runs still end at the same time.
     """
 
     def __init__(
