@@ -139,6 +139,7 @@ PgOutputMessage = (
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
 
 
 class _Reader:
@@ -242,6 +243,12 @@ def decode(payload: bytes) -> PgOutputMessage:
     if not payload:
         raise PgOutputError("empty message")
     r = _Reader(bytes(payload))
+    buf = r.buf
+    if buf[0] == 0x49 and len(buf) > 5 and buf[5] == 0x4E:  # 'I' ... 'N': most messages
+        r.pos = 6
+        msg = Insert(_UINT32.unpack_from(buf, 1)[0], r.tuple())
+        r.done("I")
+        return msg
     kind = r.byte()
     msg: PgOutputMessage
     if kind == "B":

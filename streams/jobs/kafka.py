@@ -11,8 +11,16 @@ Produce, transactions, CreateTopics).
   producers count only once committed). Rebalance callbacks run inside ``poll``.
 - **Reading**: the consumer fetches the assigned partitions; ``read`` serves each partition
   from what was fetched, from the runner's position on. ``end_offset`` is the last fetched
-  end of the partition (librdkafka's cached high watermark, the last stable offset for
-  read_committed), so no request is made per read.
+  end of the partition (librdkafka's cached high watermark, so no request is made per read;
+  with read_committed the records between the last stable offset and it come once their
+  transactions commit).
+- **Global sources** (read whole by every task, e.g. a search's queries; Kafka Streams'
+  GlobalKTable): a group-less consumer assigned every partition of the global topics,
+  read_committed, with ``enable.partition.eof`` so that "nothing more yet" is known without
+  waiting. ``read`` serves it from what it fetched, and seeks back when the runner replays a
+  global topic from its start to a task it opens. ``end_offset`` is its cached end (asked of
+  the cluster until it has fetched), so the first round reads the topics up to their end
+  before any input record.
 - **Restoring** a task's store: a separate group-less consumer reads the changelog partition
   from its beginning, read_committed, up to its end (``enable.partition.eof``). Only committed
   changelog records are restored.
@@ -119,6 +127,12 @@ class KafkaLog:
         self._producer: Producer | None = None  # at-least-once: one per worker
         self._failed: list[KafkaError] = []  # at-least-once delivery errors since the flush
         self._restorer: Consumer | None = None
+        # global sources: their reader, and per partition what it fetched, the lowest offset
+        # it can still hand out without seeking, and where it last reached the end
+        self._global: Consumer | None = None
+        self._gbuf: dict[TP, deque[LogRecord]] = {}
+        self._glow: dict[TP, int] = {}
+        self._geof: dict[TP, int] = {}
         self._done: dict[TP, int] = {}  # the offsets last committed
 
     @property
@@ -256,10 +270,66 @@ class KafkaLog:
         return out
 
     def start_of(self, topic: str, partition: int) -> int:
-        raise KafkaLogError(
-            f"{topic} is a global source (read whole by every task, e.g. a search's queries): "
-            "not supported over the Kafka protocol yet; run the job embedded"
-        )
+        """A global source's partition: where it starts (the reader is assigned it there)."""
+        reader = self._global_reader()
+        tp = TopicPartition(topic, partition)
+        low, _ = reader.get_watermark_offsets(tp, timeout=self.commit_timeout_s)
+        if (topic, partition) not in self._gbuf:
+            self._gbuf[(topic, partition)] = deque()
+            self._glow[(topic, partition)] = low
+            reader.assign([TopicPartition(t, q, self._glow[(t, q)]) for t, q in self._gbuf])
+        return low
+
+    def _global_reader(self) -> Consumer:
+        if self._global is None:
+            self._global = Consumer(
+                {
+                    **self._common,
+                    "group.id": "tidelog-job-global",  # never joined nor committed
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                }
+            )
+        return self._global
+
+    def _read_global(self, tp: TP, offset: int, max_records: int) -> list:
+        """Records of a global partition from `offset`, blocking until some are fetched or the
+        reader is at the end of what it may read (read_committed: an open transaction's
+        records come once it commits). ``UNAVAILABLE_S`` at most: the runner only asks for
+        offsets below the end it was told, so they are on their way."""
+        reader, buf = self._global_reader(), self._gbuf[tp]
+        if offset < self._glow[tp]:  # a replay from before what the reader still holds
+            reader.seek(TopicPartition(tp[0], tp[1], offset))
+            buf.clear()
+            self._geof.pop(tp, None)
+        self._glow[tp] = offset
+        deadline = time.monotonic() + UNAVAILABLE_S
+        timeout = 0.0
+        while True:
+            self._fetch_global(timeout)
+            while buf and buf[0].offset < offset:
+                buf.popleft()
+            if buf or tp in self._geof:
+                return [buf[i] for i in range(min(max_records, len(buf)))]
+            if time.monotonic() > deadline:
+                raise KafkaLogError(f"reading global {tp[0]}-{tp[1]} at {offset}: nothing came")
+            timeout = self.poll_timeout_s
+
+    def _fetch_global(self, timeout: float) -> None:
+        for m in self._global_reader().consume(FETCH_BATCH, timeout):
+            tp = (m.topic() or "", m.partition() or 0)
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._geof[tp] = m.offset() or 0  # at the end until a record follows
+                else:
+                    log.warning("global source %s-%s: %s", tp[0], tp[1], err.str())
+                continue
+            self._geof.pop(tp, None)
+            buf = self._gbuf.get(tp)
+            if buf is not None:
+                buf.append(LogRecord(m.offset() or 0, m.key(), m.value(), m.timestamp()[1]))
 
     def seek(self, positions: dict[TP, int]) -> None:
         """(Re)assign `positions` to the consumer and drop what was fetched of them."""
@@ -285,6 +355,8 @@ class KafkaLog:
         return kept + parts
 
     def read(self, topic: str, partition: int, offset: int, max_records: int) -> list:
+        if (topic, partition) in self._gbuf:
+            return self._read_global((topic, partition), offset, max_records)
         buf = self._buffers.get((topic, partition))
         if not buf:
             return []
@@ -293,7 +365,14 @@ class KafkaLog:
         return [buf[i] for i in range(min(max_records, len(buf)))]
 
     def end_offset(self, topic: str, partition: int) -> int:
-        _, high = self._member.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        tp = TopicPartition(topic, partition)
+        if (topic, partition) in self._gbuf:
+            reader = self._global_reader()
+            _, high = reader.get_watermark_offsets(tp, cached=True)
+            if high is None or high < 0:  # nothing fetched yet: ask the cluster
+                _, high = reader.get_watermark_offsets(tp, timeout=self.commit_timeout_s)
+            return high
+        _, high = self._member.get_watermark_offsets(tp, cached=True)
         return high if high is not None and high >= 0 else 0
 
     def restore(self, topic: str, partition: int) -> Iterator[KeyValue]:
@@ -493,3 +572,6 @@ class KafkaLog:
         if self._restorer is not None:
             self._restorer.close()
             self._restorer = None
+        if self._global is not None:
+            self._global.close()
+            self._global = None

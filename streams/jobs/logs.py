@@ -127,6 +127,7 @@ class EmbeddedLog:
         self._consumer_options = consumer_options or {}
         self._client_id = client_id
         self.consumer: Consumer | None = None
+        self._done: dict[TP, int] = {}  # the offsets last committed (unchanged: not again)
 
     def partition_count(self, topic: str) -> int | None:
         try:
@@ -154,7 +155,12 @@ class EmbeddedLog:
             **self._consumer_options,
         )
         consumer.on_assign = on_assign
-        consumer.on_revoke = on_revoke
+
+        def revoked(tps: list[TP]) -> None:
+            self._done.clear()
+            on_revoke(tps)
+
+        consumer.on_revoke = revoked
         consumer.subscribe(topics)
 
     def poll(self) -> None:
@@ -210,7 +216,7 @@ class EmbeddedLog:
         for cp in tasks.values():
             for dest, recs in cp.records.items():
                 batches.setdefault(dest, []).extend(recs)
-            offsets.update(cp.offsets)
+            offsets.update((tp, off) for tp, off in cp.offsets.items() if self._done.get(tp) != off)
         for (topic, partition), recs in batches.items():
             self.store.append_batch(topic, recs, partition=partition)
         if self.consumer is not None:
@@ -219,8 +225,10 @@ class EmbeddedLog:
                     self.consumer.commit(offsets)
                 except (CommitFailed, GroupError) as exc:
                     log.warning("group %s: commit failed, records may repeat: %s", group, exc)
+                    return set()
         elif self.coordinator is not None and offsets:
             self.coordinator.commit_offsets(group, offsets)
+        self._done.update(offsets)
         return set()
 
     def rejoin(self) -> None:

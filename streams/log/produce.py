@@ -10,10 +10,10 @@ it takes:
   embedded transactional producer). Uncompressed sets may hold several batches; every one is
   validated before any is written: framing, magic, CRC-32C, at least one record and the record
   count against the body, not a control batch, a producer id on a transactional batch,
-  ``max.message.bytes``, a key on every record of a compacted topic. A batch is stored as
-  received (only its base offset is assigned) unless the topic's config demands a re-encoding
-  (another ``compression.type``, ``message.timestamp.type=LogAppendTime``, or a compacted
-  topic, whose keys are checked by decoding).
+  ``max.message.bytes``, a key on every record of a compacted topic (checked by decoding the
+  batch). A batch is stored as received (only its base offset is assigned) unless the topic's
+  config demands a re-encoding (another ``compression.type``, or
+  ``message.timestamp.type=LogAppendTime``), as Kafka's ``LogValidator`` does.
 - ``store_batch``: records the store encodes itself (``LogStore.append*``, the embedded
   producer without transactions), already with the topic's codec and timestamp type.
 - ``marker_batch`` (``streams.log.txn``): a COMMIT or ABORT control batch, written only by
@@ -70,14 +70,18 @@ def check_client_batch(config: TopicConfig, topic: str, batch: bytes, h: rb.Batc
 
 
 def _as_configured(config: TopicConfig, topic: str, h: rb.BatchHeader, batch: bytes, now: int):
-    """The batch as the topic stores it: re-encoded when the config demands it (codec, append
-    time) or to check a compacted topic's keys."""
+    """The batch as the topic stores it: re-encoded only when the config demands it (another
+    codec, append time); a compacted topic's batch is decoded to check its keys and otherwise
+    kept as received."""
     codec = config.codec
-    if not (config.compact or (codec is not None and codec != h.codec) or config.log_append_time):
+    reencode = (codec is not None and codec != h.codec) or config.log_append_time
+    if not (config.compact or reencode):
         return h, batch
     recs = rb.decode_records(batch, h)
     if config.compact and any(r.key is None for r in recs):
         raise InvalidRecord(f"topic {topic!r} is compacted: every record needs a key")
+    if not reencode:
+        return h, batch
     new = rb.build_batch(
         [ProducerRecord(r.value, r.key, r.headers, r.timestamp_ms) for r in recs],
         now_ms=now,

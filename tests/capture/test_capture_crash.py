@@ -11,8 +11,16 @@ import threading
 import time
 
 import psycopg2
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
-from streams.capture.postgres import PostgresCapture
+from streams.capture.postgres import CaptureError, PostgresCapture
 from tests.capture.helpers import (
     DEADLINE_S,
     CaptureThread,
@@ -196,4 +204,54 @@ def test_kill_9_of_the_broker_mid_stream_loses_nothing_and_duplicates_nothing(pg
     assert set(captured) - set(committed) == set(), "changes that never happened"
     duplicated = {e: n for e, n in collections.Counter(captured).items() if n > 1}
     assert duplicated == {}, f"{len(duplicated)} changes written twice"
+    assert fold(records) == table_rows(pg_dsn)
+
+
+def _set_max_message_bytes(admin: AdminClient, limit: int) -> None:
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        TOPIC,
+        incremental_configs=[
+            ConfigEntry(
+                "max.message.bytes", str(limit), incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(DEADLINE_S)
+
+
+def test_a_record_the_log_refuses_mid_transaction_stops_the_capture_unconfirmed(pg_dsn, bootstrap):
+    """Only the last record of a transaction and topic carries a delivery callback. A record
+    before it that the log refuses (here: in a batch over the topic's max.message.bytes) must
+    still stop the capture with its transaction unconfirmed, and no later record may reach the
+    log, or the gap would be skipped after a restart. Once the limit is raised, a restart writes
+    the whole transaction: nothing lost, nothing written twice."""
+    execute(pg_dsn, "CREATE TABLE accounts (id int PRIMARY KEY, version int NOT NULL, note text)")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"cleanup.policy": "compact", "max.message.bytes": "100000"}
+    admin.create_topics([NewTopic(TOPIC, 1, config=config)])[TOPIC].result(DEADLINE_S)
+    small = 64_000  # the producer's batches stay under the limit...
+    capture = CaptureThread(
+        dsn=pg_dsn, tables=["accounts"], bootstrap=bootstrap, producer_config={"batch.size": small}
+    )
+    with pytest.raises(CaptureError, match="refused"), capture:
+        execute(pg_dsn, "INSERT INTO accounts VALUES (0, 0, 'before')")
+        wait_for(lambda: capture.capture.stats.confirmed_lsn, "the first confirmation")
+        confirmed = _confirmed_lsn(pg_dsn)
+        execute(  # ...but for the one with this row; the transaction's last row comes later
+            pg_dsn,
+            "INSERT INTO accounts VALUES (1, 0, repeat('x', 150000))",
+            "INSERT INTO accounts SELECT g, 0, repeat('n', 400) FROM generate_series(2, 400) g",
+        )
+        wait_for(lambda: capture.error is not None, "the capture to stop on the refusal")
+    assert _confirmed_lsn(pg_dsn) == confirmed, "the refused transaction was confirmed"
+    assert [r.key for r in read_topic(bootstrap, TOPIC)] == [{"id": 0}], "a gap in the log"
+
+    _set_max_message_bytes(admin, 1_000_000)
+    with CaptureThread(dsn=pg_dsn, tables=["accounts"], bootstrap=bootstrap) as again:
+        wait_for(lambda: len(read_topic(bootstrap, TOPIC)) >= 401, "401 records")
+        wait_for(lambda: not again._pending and again.stats.confirmed_lsn, "the confirmation")
+    records = read_topic(bootstrap, TOPIC)
+    assert [r.key["id"] for r in records] == list(range(401))
     assert fold(records) == table_rows(pg_dsn)

@@ -154,6 +154,29 @@ def test_compacted_topic_requires_keys(tmp_path):
             store.append("t", b"v")
 
 
+def test_a_client_batch_on_a_compacted_topic_is_checked_not_re_encoded():
+    """A client's batch on a compacted topic is decoded to check its keys, then stored as
+    received (as Kafka's LogValidator does), not rebuilt; a keyless one is still refused."""
+    from streams.errors import InvalidRecord
+    from streams.log import produce
+    from streams.log import records as rb
+    from streams.log.config import TopicConfig
+
+    config = TopicConfig.from_mapping({"cleanup.policy": "compact"})
+    batch = rb.build_batch(
+        [rb.ProducerRecord(b"v%d" % i, b"k%d" % i, (), 1_000 + i) for i in range(3)],
+        now_ms=1_000,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+    )
+    [(header, stored)] = produce.client_batches(config, "t", batch, 5_000)
+    assert stored is batch and header.count == 3
+    keyless = rb.build_batch([rb.ProducerRecord(b"v", None, (), 1_000)], now_ms=1_000)
+    with pytest.raises(InvalidRecord, match="needs a key"):
+        produce.client_batches(config, "t", keyless, 5_000)
+
+
 def crash(store):
     """Drop a store as a killed process would: no flush, no marker, lock released."""
     os.close(store._lock_fd)
