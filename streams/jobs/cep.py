@@ -390,11 +390,27 @@ class CepOperator:
             self.late_count += 1
             return _NONE
         if ts >= self._mx:  # in order: it waits in the arrival queue
-            self._pend.append((ts, key, value))
+            pend = self._pend
+            pend.append((ts, key, value))
             if ts > self._mx:
                 self._mx = ts
                 if ts - self.ooo > wm:
                     wm = self._wm = ts - self.ooo
+                    if self._quiet and pend[0][0] < wm and pend[1][0] >= wm:
+                        heap = self._heap
+                        if not heap or heap[0][0] > wm:
+                            # `advance`'s common case for a chain without timed_out()
+                            # consumer, inlined: one event released, no timed-out partials
+                            ts, key, value = pend.popleft()
+                            matches = self._m
+                            self._chain_one(key, ts, value, wm, matches, self._t)
+                            qx = self._qx
+                            while qx and qx[0][0] <= wm:
+                                self._chain_drop(qx.popleft()[1], wm)
+                            if not matches:
+                                return _NONE
+                            self._m = []
+                            return matches, ()
                     return self.advance(wm)
             return _NONE
         self._buffer(key, ts, value)
