@@ -63,6 +63,7 @@ class Broker:
         kafka_listener: ListenerConfig | None = None,
         coordinator_options: dict | None = None,
         health: bool = True,
+        topic_defaults: dict[str, str] | None = None,
     ) -> Broker:
         """Open the store in `data_dir` (created if missing) and start the background work:
         the metrics hub and the panel jobs (unless `metrics` is False) and demo traffic.
@@ -72,7 +73,9 @@ class Broker:
         ``initial_rebalance_delay_ms``). With `health` (the default) a `GroupHealthMonitor`
         keeps every group's window of commits and judges it (`health`), and the alert rules
         are evaluated after each of its samples (`alerts`). Raises
-        `DataDirLocked` when another process holds the directory.
+        `DataDirLocked` when another process holds the directory. `topic_defaults`: topic
+        configs for the keys a topic does not set (see ``LogStore.open``), e.g. Kafka's flush
+        policy.
         """
         from streams.alerts import Alerts
         from streams.broker.metrics import MetricsHub
@@ -84,7 +87,7 @@ class Broker:
 
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        store = LogStore.open(data_dir)
+        store = LogStore.open(data_dir, topic_defaults=topic_defaults)
         coordinator = hub = panels = monitor = alerts = jobs = None
         try:
             coordinator = GroupCoordinator(store, **(coordinator_options or {})).start()

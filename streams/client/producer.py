@@ -252,6 +252,9 @@ class Producer:
         done = self.store.produce(topic, partition, data, self._transactions.verify_produce)
         self._sequences[tp] = (seq + len(records)) % (2**31)
         if done.sync_to is not None:
+            # the AddPartitionsToTxn record first (it was not fsynced on its own), so the
+            # records are never on disk in a transaction the coordinator could forget
+            self._transactions.sync_state()
             self.store.sync_to(topic, partition, done.sync_to)
         return [
             AppendResult(

@@ -546,16 +546,17 @@ class GroupCoordinator:
                 )
 
     def commit_transactional_offsets(
-        self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]]
+        self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]], durable: bool = True
     ) -> None:
-        """The offsets of a committed transaction (``streams.txn``), in one durable write:
-        they were checked when the transaction received them (TxnOffsetCommit), and a
-        transaction that committed must not lose them to a rebalance since."""
+        """The offsets of a committed transaction (``streams.txn``), in one write, on disk
+        when this returns if `durable` (else within the offsets topic's flush.ms): they were
+        checked when the transaction received them (TxnOffsetCommit), and a transaction that
+        committed must not lose them to a rebalance since."""
         with self._lock:
             now = self.clock()
             if group_id not in self._groups or self._groups[group_id].state == GroupState.DEAD:
                 self._groups[group_id] = Group(group_id, state_timestamp_ms=now)
-            self.offsets.commit(group_id, dict(offsets), now, durable=True)
+            self.offsets.commit(group_id, dict(offsets), now, durable=durable)
 
     def _check_expected(self, group_id: str, expect: dict[TopicPartition, int | None]) -> None:
         committed = _positions(self.offsets.committed(group_id))

@@ -70,9 +70,9 @@ Not supported (yet): skip strategies other than no-skip; ``optional()`` on the f
 stage, before a negation or after ``times``; a negation right after ``one_or_more()``;
 ``consecutive()`` / ``allow_combinations()`` / ``until()`` / ``greedy()`` for looping stages.
 
-State (a changelogged store, restored after a restart): ``(key,) -> {"b": buffered events,
-"r": partial matches}`` (one entry per key with either), ``("__wm__", 0) -> [largest event
-time seen, watermark]``.
+State (a changelogged store, restored after a restart): ``(key,) -> [buffered events,
+partial matches]`` (one entry per key with either; see ``CepOperator``), ``("__wm__", 0) ->
+[largest event time seen, watermark]``, written by ``CepOperator.sync()`` before each commit.
 
 Thread-safety: none; a task drives its operators from one thread.
 """
@@ -82,16 +82,18 @@ from __future__ import annotations
 import heapq
 import inspect
 import json
+from collections import deque
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
 from streams.errors import InvalidConfig
 
-Out = list[tuple[object, object, int]]
+Out = list[tuple[object, object, int]]  # returned as () when empty
 MIN_TIME = -(2**63)
 _WM = ("__wm__", 0)  # never a (key,) entry
 _INF = 2**62
 _NOTHING: dict = {}  # `matched` for patterns whose conditions all ignore it
+_NONE: tuple = ((), ())  # (matches, timed out) when an event releases nothing
 
 
 @dataclass(frozen=True)
@@ -240,23 +242,28 @@ def _order(event: list) -> tuple:
 class CepOperator:
     """Runs one pattern over keyed events; state in `store` (any ``MutableMapping``).
 
-    A partial match ("run") is ``{"s": first ts, "t": [[stage index, event], ...],
-    "o": [open stage indices; ``~i``: one more event for looping stage i], "f": fresh (no event
-    seen since its last take), "g": [active negation stage indices], "p": pending (complete
-    but for a trailing not_followed_by)}``, plus ``"d": 1`` once a run ending in
-    ``one_or_more()`` has matched (it may still grow; it never times out). A key's runs are
-    kept in order of their first event's time (new runs start at the latest time), so the
-    ones `within` expires are a prefix.
+    A key's state is ``[buffered events, partial matches ("runs")]``, each buffered event
+    ``[ts, value]``. A run of a *chain* pattern (``begin`` then ``followed_by`` stages only:
+    nothing optional, looping or negated; ``times(n)`` included) is ``[first ts, index of the
+    stage it waits for, [[ts, value] per stage taken]]``: it has one open stage and no guards,
+    so it takes the event in place or ignores it. Any other pattern's run is ``{"s": first ts,
+    "t": [[stage index, event], ...], "o": [open stage indices; ``~i``: one more event for
+    looping stage i], "f": fresh (no event seen since its last take), "g": [active negation
+    stage indices], "p": pending (complete but for a trailing not_followed_by)}``, plus
+    ``"d": 1`` once a run ending in ``one_or_more()`` has matched (it may still grow; it
+    never times out). A key's runs are kept in order of their first event's time (new runs
+    start at the latest time), so the ones `within` expires are a prefix.
 
     Speed (``make bench BENCH=cep``): the pattern is compiled once into per-stage tables
     (condition, taking ``(event)`` or ``(event, matched)``; strictness; the options and
-    negations after each stage), so stepping a run is table look-ups and condition calls; a
-    *chain* (``begin`` then ``followed_by`` stages only) takes a short cut (one open stage
-    per run, no guards: the run takes the event in place or ignores it).
-    Wake-ups are a heap of ``(due, sequence, key)``: one entry per buffered event (due when
-    the watermark passes it) and one per run started (due when its ``within`` ends), pushed
-    once; the watermark is kept in attributes and written to the store by ``sync()`` (the
-    job calls it before each commit).
+    negations after each stage), so stepping a run is table look-ups and condition calls.
+    The states of the keys touched since the last ``sync()`` are kept in a dict of their own
+    and written to `store` only by ``sync()`` (the job calls it before each commit), once per
+    key, not once per event: the store sees exactly what it would have seen, one commit at a
+    time. Wake-ups are a heap of ``(due, sequence, key)``: one entry per buffered event (due
+    when the watermark passes it) and one per run started (due when its ``within`` ends),
+    pushed once. ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips
+    building the timed-out partial matches nobody reads; runs still expire the same way.
     """
 
     def __init__(
@@ -265,6 +272,7 @@ class CepOperator:
         *,
         out_of_orderness_ms: int = 0,
         store: MutableMapping | None = None,
+        timeouts: bool = True,
     ):
         pattern.check()
         if isinstance(out_of_orderness_ms, bool) or not isinstance(out_of_orderness_ms, int):
@@ -276,30 +284,39 @@ class CepOperator:
         self._uses_matched = any(s.uses_matched for s in self.stages)
         self.within = pattern.within_ms
         self.store = store if store is not None else {}
+        self.timeouts = timeouts
         self.late_count = 0
         # compiled tables, by stage index
         self._conds = [s.cond for s in self.stages]
         self._unary = [getattr(s.cond, "__wrapped__", None) for s in self.stages]
         self._strict = [s.kind == "next" for s in self.stages]
+        self._names = [s.name for s in self.stages]
+        self._distinct = len(set(self._names)) == len(self._names)
         self._after: dict[int, tuple[list[int], list[int]]] = {}
         for i in range(len(self.stages)):
             self._after[i] = self._options(i)
         # a new run from stage 0 can be built inline: more stages follow, no loop on stage 0
         self._simple_start = bool(self._after[0][0]) and not self.stages[0].loop
-        # a chain: begin then followed_by stages only (times(n) included), nothing optional,
-        # looping or negated: a run has one open stage and no guards; `_step` takes a short cut
         self._chain = len(self.stages) > 1 and all(
             s.kind == ("begin" if i == 0 else "followed_by") and not s.optional and not s.loop
             for i, s in enumerate(self.stages)
         )
         self._last = len(self.stages) - 1
+        # events that arrived in order, (ts, key, value), not yet in their keys' states
+        self._pend: deque[tuple[int, object, object]] = deque()
+        # wake-ups (due, key): of runs' ends while they come in order; of everything else
+        # (events buffered out of order, restored state; a heap)
+        self._qx: deque[tuple[int, object]] = deque()
         self._heap: list[tuple[int, int, object]] = []
         self._seq = 0
+        # key -> [buffer, runs]: the keys touched since the last sync (their state is here,
+        # not yet in the store)
+        self._live: dict[object, list] = {}
         self._mx, self._wm = self.store.get(_WM) or [MIN_TIME, MIN_TIME]
         scan = getattr(self.store, "scan", self.store.items)
         for skey, st in scan():
             if skey != _WM:
-                self._schedule(skey[0], st)
+                self._schedule(skey[0], self._decode(st))
 
     # -------------------------------------------------------------- structure
 
@@ -320,6 +337,16 @@ class CepOperator:
             j += 1
         return opts, guards
 
+    def _decode(self, st: object) -> list:
+        """A key's stored state as ``[buffer, runs]`` (also from the ``{"b", "r"}`` dicts
+        written before runs of chains were compacted)."""
+        if isinstance(st, dict):
+            buf, runs = st["b"], st["r"]
+            if self._chain:
+                runs = [[r["s"], r["o"][0], [e for _, e in r["t"]]] for r in runs]
+            return [buf, runs]
+        return st  # type: ignore[return-value]
+
     # -------------------------------------------------------------- time
 
     @property
@@ -327,119 +354,285 @@ class CepOperator:
         return None if self._wm == MIN_TIME else self._wm
 
     def sync(self) -> None:
-        """Write the watermark to the store (before the store is snapshotted)."""
+        """Write the state of the keys touched since the last sync, and the watermark, to the
+        store (before the store is snapshotted)."""
+        self._unqueue()
+        store = self.store
+        for key, st in self._live.items():
+            skey = (key,)
+            if st[0] or st[1]:
+                store[skey] = st
+            elif skey in store:
+                del store[skey]
+        self._live.clear()
         if self._mx != MIN_TIME:
-            self.store[_WM] = [self._mx, self._wm]
+            store[_WM] = [self._mx, self._wm]
 
     def process(self, key: object, value: object, ts: int) -> tuple[Out, Out]:
         """Add one event; returns ``(matches, timed out)`` released by it."""
         wm = self._wm
         if ts < wm:
             self.late_count += 1
-            return [], []
-        skey = (key,)
-        store = self.store
-        st = store.get(skey)
-        if st is None:
-            st = {"b": [[ts, value]], "r": []}
-        else:
-            st["b"].append([ts, value])
-        store[skey] = st
-        self._seq += 1
-        heap = self._heap
-        heapq.heappush(heap, (ts + 1, self._seq, key))
-        if ts > self._mx:
-            self._mx = ts
-            if ts - self.ooo > wm:
-                wm = self._wm = ts - self.ooo
-                if heap[0][0] <= wm:
+            return _NONE
+        if ts >= self._mx:  # in order: it waits in the arrival queue
+            self._pend.append((ts, key, value))
+            if ts > self._mx:
+                self._mx = ts
+                if ts - self.ooo > wm:
+                    wm = self._wm = ts - self.ooo
                     return self.advance(wm)
-        return [], []
+            return _NONE
+        self._buffer(key, ts, value)
+        return _NONE
 
-    def _schedule(self, key: object, st: dict | None) -> None:
-        """Wake-ups for a restored key: each buffered event, each run's end."""
+    def _buffer(self, key: object, ts: int, value: object) -> None:
+        """`key`'s event waits in the key's state, with a wake-up when the watermark passes."""
+        st = self._live.get(key)
         if st is None:
-            return
-        for e in st["b"]:
+            raw = self.store.get((key,))
+            st = self._live[key] = [[], []] if raw is None else self._decode(raw)
+        st[0].append([ts, value])
+        self._seq += 1
+        heapq.heappush(self._heap, (ts + 1, self._seq, key))
+
+    def _unqueue(self) -> None:
+        """The events waiting in the arrival queue go to their keys' states (which the store
+        holds)."""
+        for ts, key, value in self._pend:
+            self._buffer(key, ts, value)
+        self._pend.clear()
+
+    def _schedule(self, key: object, st: list) -> None:
+        """Wake-ups for a restored key: each buffered event, each run's end."""
+        for e in st[0]:
             self._seq += 1
             heapq.heappush(self._heap, (e[0] + 1, self._seq, key))
         if self.within is not None:
-            for r in st["r"]:
+            for r in st[1]:
                 self._seq += 1
-                heapq.heappush(self._heap, (r["s"] + self.within, self._seq, key))
+                start = r[0] if self._chain else r["s"]
+                heapq.heappush(self._heap, (start + self.within, self._seq, key))
 
     def advance(self, wm: int) -> tuple[Out, Out]:
         """Release the events before `wm` and expire what `wm` passed, key by key (in the
         order of ``repr(key)``)."""
-        matches: Out = []
-        timeouts: Out = []
-        heap = self._heap
-        if not heap or heap[0][0] > wm:
+        pend, qx, heap = self._pend, self._qx, self._heap
+        if (
+            pend
+            and pend[0][0] < wm
+            and (len(pend) == 1 or pend[1][0] >= wm)
+            and not (qx and qx[0][0] <= wm)
+            and not (heap and heap[0][0] <= wm)
+        ):  # one event released, nothing else due: the common case of in-order input
+            ts, key, value = pend.popleft()
+            matches: Out = []
+            timeouts: Out = []
+            if self._chain:
+                self._chain_one(key, ts, value, wm, matches, timeouts)
+            else:
+                self._run_key(key, wm, matches, timeouts, [[ts, value]])
             return matches, timeouts
-        key = heapq.heappop(heap)[2]
-        if not heap or heap[0][0] > wm:  # one key: the common case of in-order input
-            self._run_key(key, wm, matches, timeouts)
-            return matches, timeouts
-        keys = {key: None}
+        keys: dict = {}
+        while pend and pend[0][0] < wm:
+            ts, key, value = pend.popleft()
+            got = keys.get(key)
+            if got is None:
+                keys[key] = [[ts, value]]
+            else:
+                got.append([ts, value])
+        while qx and qx[0][0] <= wm:
+            keys.setdefault(qx.popleft()[1], None)
         while heap and heap[0][0] <= wm:
-            keys[heapq.heappop(heap)[2]] = None
-        for k in sorted(keys, key=repr):
-            self._run_key(k, wm, matches, timeouts)
+            keys.setdefault(heapq.heappop(heap)[2], None)
+        if not keys:
+            return _NONE
+        matches = []
+        timeouts = []
+        for k in sorted(keys, key=repr) if len(keys) > 1 else keys:
+            self._run_key(k, wm, matches, timeouts, keys[k])
         return matches, timeouts
+
+    def _ends(self, due: int, key: object) -> None:
+        """A wake-up when a run's `within` ends."""
+        qx = self._qx
+        if not qx or qx[-1][0] <= due:
+            qx.append((due, key))
+        else:
+            self._seq += 1
+            heapq.heappush(self._heap, (due, self._seq, key))
 
     def flush(self) -> tuple[Out, Out]:
         """End of a bounded input: everything is released, then time runs out."""
         matches: Out = []
         timeouts: Out = []
+        self._unqueue()
         keys = {repr(k[0]): k[0] for k in list(self.store.keys()) if k != _WM}
+        keys.update((repr(k), k) for k in self._live)
         for rk in sorted(keys):
             self._run_key(keys[rk], _INF, matches, timeouts)
         for k in list(self.store.keys()):
             del self.store[k]
+        self._live.clear()
+        self._qx.clear()
         self._heap.clear()
         self._mx = self._wm = MIN_TIME
         return matches, timeouts
 
     # -------------------------------------------------------------- matching
 
-    def _run_key(self, key: object, wm: int, matches: Out, timeouts: Out) -> None:
-        """Release `key`'s events before `wm`, expire its runs."""
-        skey = (key,)
-        st = self.store.get(skey)
+    def _run_key(
+        self, key: object, wm: int, matches: Out, timeouts: Out, queued: list | None = None
+    ) -> None:
+        """Release `key`'s events before `wm` (those in its state and `queued`, from the
+        arrival queue, in time order), expire its runs."""
+        st = self._live.get(key)
         if st is None:
-            return
-        buf = st["b"]
-        runs = st["r"]
-        within = self.within
-        if buf:
-            if len(buf) == 1:  # the common case
-                if buf[0][0] < wm:
-                    ready, rest = buf, []
-                else:
-                    ready, rest = (), buf
+            raw = self.store.get((key,))
+            if raw is not None:
+                st = self._live[key] = self._decode(raw)
+            elif queued:
+                st = self._live[key] = [[], []]
             else:
-                ready = [e for e in buf if e[0] < wm]
-                rest = [e for e in buf if e[0] >= wm] if len(ready) < len(buf) else []
+                return
+        buf, runs = st
+        within = self.within
+        ready: list
+        if buf:
+            ready = [e for e in buf if e[0] < wm]
+            st[0] = [e for e in buf if e[0] >= wm] if len(ready) < len(buf) else []
+            if queued:
+                ready += queued
+            if len(ready) > 1:
                 ready.sort(key=_ts)
-                if any(a[0] == b[0] for a, b in zip(ready, ready[1:], strict=False)):
-                    ready.sort(key=_order)  # ties: by value
-            for ts, value in ready:
-                if runs and within is not None and runs[0]["s"] + within <= ts:
-                    runs = self._expire(key, runs, ts, matches, timeouts)
-                runs = self._step(key, runs, ts, value, matches)
         else:
-            rest = buf
+            ready = queued or []
+        if len(ready) > 1 and any(a[0] == b[0] for a, b in zip(ready, ready[1:], strict=False)):
+            ready.sort(key=_order)  # ties: by value
+        if ready:
+            if self._chain:
+                runs = self._chain_steps(key, runs, ready, matches, timeouts)
+            else:
+                for ts, value in ready:
+                    if runs and within is not None and runs[0]["s"] + within <= ts:
+                        runs = self._expire(key, runs, ts, matches, timeouts)
+                    runs = self._step(key, runs, ts, value, matches)
         if runs:
             if within is not None:
-                if runs[0]["s"] + within <= wm:
-                    runs = self._expire(key, runs, wm, matches, timeouts)
+                if (runs[0][0] if self._chain else runs[0]["s"]) + within <= wm:
+                    if self._chain:
+                        runs = self._chain_expire(key, runs, wm, timeouts)
+                    else:
+                        runs = self._expire(key, runs, wm, matches, timeouts)
             elif wm >= _INF:
                 runs = self._end(key, runs, matches, timeouts)
-        if rest or runs:
-            st["b"], st["r"] = rest, runs
-            self.store[skey] = st
-        else:
-            del self.store[skey]
+        st[1] = runs
+
+    # chains ---------------------------------------------------------------
+
+    def _chain_value(self, taken: list) -> dict:
+        if self._distinct:
+            return {n: [e[1]] for n, e in zip(self._names, taken, strict=False)}
+        out: dict[str, list] = {}
+        for n, e in zip(self._names, taken, strict=False):
+            out.setdefault(n, []).append(e[1])
+        return out
+
+    def _chain_expire(self, key, runs: list, now: int, timeouts: Out) -> list:
+        """Runs (of a chain) whose `within` ends at or before `now` leave, timed out."""
+        within = self.within
+        n = 0
+        for r in runs:
+            if r[0] + within > now:
+                break
+            if self.timeouts:
+                timeouts.append((key, self._chain_value(r[2]), r[0] + within - 1))
+            n += 1
+        return runs[n:]
+
+    def _chain_one(self, key, ts: int, value, wm: int, matches: Out, timeouts: Out) -> None:
+        """`_run_key` for one event of a chain's key and nothing else of the key's released
+        (the common case, inlined: the same steps as `_chain_steps`)."""
+        st = self._live.get(key)
+        if st is None:
+            raw = self.store.get((key,))
+            st = self._live[key] = [[], []] if raw is None else self._decode(raw)
+        elif st[0]:  # events buffered out of order: the general way
+            self._run_key(key, wm, matches, timeouts, [[ts, value]])
+            return
+        runs = st[1]
+        within = self.within
+        if runs:
+            if within is not None and runs[0][0] + within <= ts:
+                runs = self._chain_expire(key, runs, ts, timeouts)
+            unary = self._unary
+            ended = False
+            for r in runs:
+                i = r[1]
+                f = unary[i]
+                if not (
+                    f(value)
+                    if f is not None
+                    else self._conds[i](
+                        value, self._chain_value(r[2]) if self._uses_matched else _NOTHING
+                    )
+                ):
+                    continue
+                r[2].append([ts, value])
+                if i == self._last:
+                    matches.append((key, self._chain_value(r[2]), ts))
+                    r[1] = -1
+                    ended = True
+                else:
+                    r[1] = i + 1
+            if ended:
+                runs = [r for r in runs if r[1] >= 0]
+        f = self._unary[0]
+        if f(value) if f is not None else self._conds[0](value, {}):
+            runs.append([ts, 1, [[ts, value]]])
+            if within is not None:
+                self._ends(ts + within, key)
+        if runs and within is not None and runs[0][0] + within <= wm:
+            runs = self._chain_expire(key, runs, wm, timeouts)
+        st[1] = runs
+
+    def _chain_steps(self, key, runs: list, ready, matches: Out, timeouts: Out) -> list:
+        """The same rules as `_step`, for runs whose only option is their next stage (relaxed
+        contiguity): each takes the event (and moves on, or matches) or ignores it."""
+        unary, conds, last, within = self._unary, self._conds, self._last, self.within
+        first = unary[0]
+        for ts, value in ready:
+            if runs:
+                if within is not None and runs[0][0] + within <= ts:
+                    runs = self._chain_expire(key, runs, ts, timeouts)
+                ended = False
+                for r in runs:
+                    i = r[1]
+                    f = unary[i]
+                    if not (
+                        f(value)
+                        if f is not None
+                        else conds[i](
+                            value, self._chain_value(r[2]) if self._uses_matched else _NOTHING
+                        )
+                    ):
+                        continue
+                    # (a run too old to take it has just expired: ts - first ts < within)
+                    r[2].append([ts, value])  # a chain never branches: the run is its own
+                    if i == last:
+                        matches.append((key, self._chain_value(r[2]), ts))
+                        r[1] = -1
+                        ended = True
+                    else:
+                        r[1] = i + 1
+                if ended:
+                    runs = [r for r in runs if r[1] >= 0]
+            if first(value) if first is not None else conds[0](value, {}):
+                runs.append([ts, 1, [[ts, value]]])
+                if within is not None:
+                    self._ends(ts + within, key)
+        return runs
+
+    # any other pattern ----------------------------------------------------
 
     def _expire(self, key, runs: list, now: int, matches: Out, timeouts: Out) -> list:
         """Runs whose `within` ends at or before `now` leave: pending ones match."""
@@ -452,14 +645,15 @@ class CepOperator:
                 continue
             elif r["p"]:
                 matches.append((key, self._value(r), r["t"][-1][1][0]))
-            else:
+            elif self.timeouts:
                 timeouts.append((key, self._value(r), end - 1))
         return keep
 
     def _end(self, key, runs, matches, timeouts) -> list:
-        for r in runs:
-            if r["p"]:
-                matches.append((key, self._value(r), r["t"][-1][1][0]))
+        if not self._chain:
+            for r in runs:
+                if r["p"]:
+                    matches.append((key, self._value(r), r["t"][-1][1][0]))
         return []
 
     def _value(self, run: dict) -> dict:
@@ -477,31 +671,7 @@ class CepOperator:
     def _step(self, key, runs: list, ts: int, value: object, matches: Out) -> list:
         stages = self.stages
         out_runs: list = []
-        if runs and self._chain:
-            # the same rules as below, for a run whose only option is its next stage (relaxed
-            # contiguity): it takes the event (and moves on, or matches) or ignores it
-            unary, conds, after, last = self._unary, self._conds, self._after, self._last
-            within = self.within
-            for r in runs:
-                i = r["o"][0]
-                f = unary[i]
-                if f is not None:
-                    took = f(value)
-                else:
-                    took = conds[i](value, self._value(r) if self._uses_matched else _NOTHING)
-                if not took:
-                    r["f"] = False
-                    out_runs.append(r)
-                    continue
-                if within is not None and ts - r["s"] >= within:
-                    continue  # too late to take: the run cannot complete
-                r["t"].append([i, [ts, value]])  # a chain never branches: t is its own
-                if i == last:
-                    matches.append((key, self._value(r), ts))
-                    continue
-                r["o"], r["f"] = after[i][0], True
-                out_runs.append(r)
-        elif runs:
+        if runs:
             conds, unary, strict_of = self._conds, self._unary, self._strict
             uses_matched = self._uses_matched
             for r in runs:
@@ -560,8 +730,7 @@ class CepOperator:
                 start = {"s": ts, "t": [], "o": [], "f": True, "g": [], "p": False}
                 self._take(key, start, 0, ts, value, out_runs, matches)
             if self.within is not None:
-                self._seq += 1
-                heapq.heappush(self._heap, (ts + self.within, self._seq, key))
+                self._ends(ts + self.within, key)
         return out_runs
 
     def _take(self, key, run, stage, ts, value, out_runs, matches) -> None:

@@ -23,6 +23,10 @@ Out = list[tuple[object, object, int]]  # (key, value, timestamp)
 Joiner = Callable[[object, object], object]
 
 
+def _third(r: tuple) -> object:
+    return r[2]
+
+
 def pair(left: object, right: object) -> object:
     """The default joiner: ``[left, right]`` (a list, so it survives JSON unchanged)."""
     return [left, right]
@@ -85,6 +89,7 @@ class IntervalJoin:
         self._max = [self.meta.get("lmax", MIN_TIME), self.meta.get("rmax", MIN_TIME)]
         self._wm = self.meta.get("wm", MIN_TIME)
         self.late_count = 0
+        self.failed_item: tuple | None = None  # process_many's failing item
         self._heap: list[tuple[int, int, object]] = []  # (expires after, side, key)
         for side, store in enumerate(self.sides):
             scan = getattr(store, "scan", store.items)  # a Store scans without caching
@@ -132,6 +137,85 @@ class IntervalJoin:
             self._observe(side, ts, out)
         return out
 
+    def process_many(self, items: list[tuple[int, tuple]]) -> list[tuple]:
+        """``process`` for a batch: `items` are ``(side, (key, value, ts, origin))`` in
+        processing order; returns ``(key, value, ts, origin)`` emissions (`origin` of the
+        record that caused each), in the order ``process`` would have emitted them one
+        record at a time. An inner join expires state once, at the end of the batch (an
+        entry past the watermark can match no non-late event, so no output changes); a left
+        join, which emits unmatched records when they expire, expires after each record as
+        ``process`` does. The progress in ``meta`` is written once, at the end. If an item
+        fails (the joiner raised), ``failed_item`` is that item."""
+        out: list[tuple] = []
+        sides, within, joiner = self.sides, self.within, self.joiner
+        maxs, heap = self._max, self._heap
+        per_record = self.how != "inner"
+        wm, grace = self._wm, self.grace
+        item = None
+        self.failed_item = None
+        try:
+            for item in items:
+                side, (key, value, ts, origin) = item
+                if ts < wm:
+                    self.late_count += 1
+                    mine_out = None
+                else:
+                    others = sides[1 - side]
+                    other = others.get(key)
+                    matched = False
+                    mine_out = None
+                    if other:
+                        changed = False
+                        mine_out = []
+                        for e in other:
+                            if -within <= e[0] - ts <= within:
+                                matched = True
+                                if not e[2]:
+                                    e[2] = changed = True
+                                if side == 0:
+                                    v = joiner(value, e[1])
+                                else:
+                                    v = joiner(e[1], value)
+                                mine_out.append((key, v, ts if ts > e[0] else e[0], origin))
+                        if changed:
+                            others[key] = other  # tell a changelogged store
+                    mine_store = sides[side]
+                    mine = mine_store.get(key)
+                    if mine is None:
+                        mine_store[key] = [[ts, value, matched]]
+                    else:
+                        mine.append([ts, value, matched])
+                        mine_store[key] = mine
+                    heapq.heappush(heap, (ts + within, side, key))
+                if ts > maxs[side]:  # as _observe, with the meta writes left to the end
+                    maxs[side] = ts
+                    o = maxs[1 - side]
+                    cand = (ts if o == MIN_TIME else min(ts, o)) - grace
+                    if cand > wm:
+                        wm = self._wm = cand
+                        if per_record:
+                            expired: Out = []
+                            self._expire(wm, expired)
+                            if mine_out is None:
+                                mine_out = []
+                            mine_out.extend((k, v, t, origin) for k, v, t in expired)
+                        if mine_out and len(mine_out) > 1:  # as _expire sorts its out
+                            mine_out.sort(key=_third)
+                if mine_out:
+                    out.extend(mine_out)
+        except Exception:
+            self.failed_item = item
+            raise
+        meta = self.meta
+        for name, t in (("lmax", maxs[0]), ("rmax", maxs[1])):
+            if t != MIN_TIME and meta.get(name) != t:
+                meta[name] = t
+        if wm != MIN_TIME and meta.get("wm") != wm:
+            meta["wm"] = wm
+            if not per_record:
+                self._expire(wm, [])
+        return out
+
     def _observe(self, side: int, ts: int, out: Out) -> None:
         """`ts` is the largest event time of `side` so far: move the watermark."""
         self._max[side] = ts
@@ -149,7 +233,8 @@ class IntervalJoin:
         while heap and heap[0][0] < wm:
             _, side, key = heapq.heappop(heap)
             touched.add((side, key))
-        for side, key in sorted(touched, key=repr):
+        # a left join emits as it expires: in a fixed order; an inner one emits nothing here
+        for side, key in sorted(touched, key=repr) if self.how == "left" else touched:
             entries = self.sides[side].get(key)
             if not entries:
                 continue

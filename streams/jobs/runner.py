@@ -216,7 +216,8 @@ class Runner:
             self._inputs[p] = [t for t, c in self._counts.items() if p < c]
             for t in self._inputs[p]:
                 self._positions[(t, p)] = positions[(t, p)]
-            self.tasks[p] = Task(self.job, p, self._emitter(p), self._opener(p))
+            emit, emit_many = self._emitter(p)
+            self.tasks[p] = Task(self.job, p, emit, self._opener(p), emit_many)
             self._replay_globals(self.tasks[p])
             if self.views is not None:
                 self.views.opened(p, self.tasks[p], self._task_positions(p))
@@ -233,9 +234,9 @@ class Runner:
                 recs = self._read_at(topic, p, pos, upto)
                 if not recs:
                     break
-                for offset, key, value, ts in recs:
+                for key, value, ts, offset in recs:
                     self._feed(task, topic, p, offset, key, value, ts)
-                pos = recs[-1][0] + 1
+                pos = recs[-1][3] + 1
 
     def _poll_globals(self) -> None:
         """What is new on the global topics goes to every task (before their inputs: a
@@ -246,10 +247,10 @@ class Runner:
                 recs = self._read_at(topic, p, pos, end)
                 if not recs:
                     break
-                for offset, key, value, ts in recs:
+                for key, value, ts, offset in recs:
                     for task in self.tasks.values():
                         self._feed(task, topic, p, offset, key, value, ts)
-                pos = recs[-1][0] + 1
+                pos = recs[-1][3] + 1
             self._global_pos[(topic, p)] = pos
 
     def _feed(self, task: Task, topic: str, p: int, offset: int, key, value, ts) -> None:
@@ -368,6 +369,7 @@ class Runner:
         return open_store
 
     def _emitter(self, p: int):
+        """Task `p`'s ``emit`` and ``emit_many``: serialise into its buffered outputs."""
         out = self._out.setdefault(p, {})
 
         def emit(kind: str, topic: str, key: object, value: object, ts: int) -> None:
@@ -376,7 +378,21 @@ class Runner:
             v = params["value"].serialize(value)
             out.setdefault((topic, None), []).append(ProducerRecord(v, k, (), ts))
 
-        return emit
+        def emit_many(kind: str, topic: str, recs: list) -> None:
+            params = self._serdes[topic] if kind == "repartition" else self._sinks[topic]
+            kser, vser = params["key"].serialize, params["value"].serialize
+            append = out.setdefault((topic, None), []).append
+            r = None
+            try:
+                for r in recs:
+                    append(ProducerRecord(vser(r[1]), kser(r[0]), (), r[2]))
+            except Exception:
+                task = self.tasks.get(p)
+                if task is not None:
+                    task.blame(r)
+                raise
+
+        return emit, emit_many
 
     # ------------------------------------------------------------------ run
 
@@ -409,51 +425,102 @@ class Runner:
             self.joblog.rejoin()
 
     def _run_task(self, p: int, task: Task) -> int:
-        if len(self._inputs[p]) == 1:
-            return self._run_single(p, task, self._inputs[p][0])
-        heads: list[tuple[int, int, int, list, int, str]] = []  # (ts, prio, seq, recs, i, topic)
-        for prio, topic in enumerate(self._inputs[p]):
-            recs = self._read(topic, p)
-            if recs:
-                heapq.heappush(heads, (recs[0][3], prio, 0, recs, 0, topic))
-        n = 0
-        # a partition whose batch ran out may hold smaller timestamps in its next batch: stop
-        # feeding once any partition with more to read has no buffered record left
+        inputs = self._inputs[p]
+        if len(inputs) == 1:
+            return self._run_single(p, task, inputs[0])
+        batches = [self._read(topic, p) for topic in inputs]
+        merged = self._merge(p, inputs, batches)
+        if not merged:
+            return 0
+        try:
+            task.feed_merged(inputs, merged)
+        except Exception as exc:
+            first = merged[0]
+            raise self._record_error(p, task, exc, [first[1]], inputs[first[0]]) from exc
+        last: dict[int, int] = {}
+        for i, r in merged:
+            last[i] = r[3]
+        for i, offset in last.items():
+            self._positions[(inputs[i], p)] = offset + 1
+        return len(merged)
+
+    def _merge(self, p: int, inputs: list[str], batches: list[list]) -> list[tuple[int, tuple]]:
+        """The order a task with several inputs is fed their records: ``(input index,
+        record)``, the smallest timestamp first (of equal ones, the earlier input's first).
+        A partition whose batch ran out may hold smaller timestamps in its next batch: the
+        merge stops once a partition with more to read has no buffered record left (an empty
+        batch holds nothing back: nothing of it was fetched)."""
+        merged: list[tuple[int, tuple]] = []
+        append = merged.append
+        live = [i for i, recs in enumerate(batches) if recs]
+        if len(live) == 2:  # the common case (a join of two inputs): a plain two-way merge
+            ia, ib = live
+            a, b = batches[ia], batches[ib]
+            i = j = 0
+            na, nb = len(a), len(b)
+            while i < na and j < nb:
+                if b[j][2] < a[i][2]:
+                    append((ib, b[j]))
+                    j += 1
+                else:  # of equal timestamps, the earlier input's first
+                    append((ia, a[i]))
+                    i += 1
+            if i == na:  # a ran out first
+                if a[-1][3] + 1 < self.joblog.end_offset(inputs[ia], p):
+                    return merged
+                rest, k, ir = b, j, ib
+            else:
+                if b[-1][3] + 1 < self.joblog.end_offset(inputs[ib], p):
+                    return merged
+                rest, k, ir = a, i, ia
+            merged.extend([(ir, r) for r in rest[k:]])
+            return merged
+        heads = [(batches[i][0][2], i, 0) for i in live]
+        heapq.heapify(heads)
         while heads:
-            ts, prio, _, recs, i, topic = heapq.heappop(heads)
-            offset, key, value, ts = recs[i]
-            try:
-                task.feed(topic, key, value, ts)
-            except Exception as exc:
-                raise RecordError(self.job.name, topic, p, offset, exc) from exc
-            self._positions[(topic, p)] = offset + 1
-            n += 1
-            if i + 1 < len(recs):
-                heapq.heappush(heads, (recs[i + 1][3], prio, i + 1, recs, i + 1, topic))
-            elif self._positions[(topic, p)] < self.joblog.end_offset(topic, p):
+            _, i, n = heapq.heappop(heads)
+            recs = batches[i]
+            append((i, recs[n]))
+            if n + 1 < len(recs):
+                heapq.heappush(heads, (recs[n + 1][2], i, n + 1))
+            elif recs[n][3] + 1 < self.joblog.end_offset(inputs[i], p):
                 break
-        return n
+        return merged
 
     def _run_single(self, p: int, task: Task, topic: str) -> int:
-        """A task with one input: its records in offset order, without the merge heap."""
+        """A task with one input: its records in offset order, as one batch."""
         recs = self._read(topic, p)
-        feed = task.feed
-        for offset, key, value, ts in recs:
-            try:
-                feed(topic, key, value, ts)
-            except Exception as exc:
-                self._positions[(topic, p)] = offset  # the records before it are done
-                raise RecordError(self.job.name, topic, p, offset, exc) from exc
-        if recs:
-            self._positions[(topic, p)] = recs[-1][0] + 1
+        if not recs:
+            return 0
+        try:
+            task.feed_many(topic, recs)
+        except Exception as exc:
+            raise self._record_error(p, task, exc, recs, topic) from exc
+        self._positions[(topic, p)] = recs[-1][3] + 1
         return len(recs)
 
-    def _read(self, topic: str, p: int) -> list[tuple[int, object, object, int]]:
+    def _record_error(
+        self, p: int, task: Task, exc: Exception, recs: list, topic: str
+    ) -> RecordError:
+        """The ``RecordError`` of a failed batch: the record the failing step named, else
+        (a window's aggregation failed) the batch's first record, the message giving the
+        batch's offsets. Nothing of the batch counts as processed (its inputs' positions
+        stay where the batch began); the job stops and is redone from its checkpoint."""
+        failed = task.failed
+        if failed is not None and failed[1] is not None:
+            return RecordError(self.job.name, failed[0] or topic, p, failed[1], exc)
+        where = failed[0] if failed is not None and failed[0] else topic
+        err = RecordError(self.job.name, where, p, recs[0][3], exc)
+        if len(recs) > 1:
+            err.args = (f"{err.args[0]} (in the batch up to offset {recs[-1][3]})",)
+        return err
+
+    def _read(self, topic: str, p: int) -> list[tuple[object, object, int, int]]:
         return self._read_at(topic, p, self._positions[(topic, p)], None)
 
     def _read_at(self, topic: str, p: int, pos: int, end: int | None) -> list:
-        """Deserialised ``(offset, key, value, ts)`` from `pos` (at most `max_records`, none
-        at or past `end`)."""
+        """Deserialised ``(key, value, ts, offset)`` from `pos` (at most `max_records`, none
+        at or past `end`): the tasks' record shape (``streams.jobs.task``)."""
         recs = self.joblog.read(topic, p, pos, self.max_records)
         if end is not None:
             recs = [r for r in recs if r.offset < end]
@@ -461,16 +528,21 @@ class Runner:
             return []
         params = self._serdes[topic]
         extract = params["timestamp"]
+        kdes, vdes = params["key"].deserialize, params["value"].deserialize
         out = []
-        for r in recs:
-            try:
-                key = _tupled(params["key"].deserialize(r.key))
-                value = params["value"].deserialize(r.value)
+        append = out.append
+        r = None
+        try:
+            for r in recs:
+                key = kdes(r.key)
+                if isinstance(key, list):  # JSON keys: lists come back as (hashable) tuples
+                    key = _tupled(key)
+                value = vdes(r.value)
                 # a tombstone has no value to read a time from: its record's timestamp counts
                 ts = r.timestamp_ms if extract is None or value is None else extract(value)
-            except (SerdeError, TidelogError) as exc:
-                raise RecordError(self.job.name, topic, p, r.offset, exc) from exc
-            out.append((r.offset, key, value, ts))
+                append((key, value, ts, r.offset))
+        except (SerdeError, TidelogError) as exc:
+            raise RecordError(self.job.name, topic, p, r.offset, exc) from exc
         return out
 
     def commit(self) -> None:

@@ -37,12 +37,13 @@ from collections.abc import Iterator, MutableMapping
 from typing import Protocol
 
 from streams.errors import InvalidConfig
+from streams.jobs.serde import compact_json_encoder
 
 _MISSING = object()  # in Store._dirty: the key was deleted
 _ABSENT = object()  # not in a dict
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per call
+_encode = compact_json_encoder()  # json.dumps's compact text, at a third of the cost
 
 
 def encode(obj: object) -> bytes:

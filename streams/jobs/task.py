@@ -3,6 +3,26 @@ operators and state stores (Kafka Streams' task). The runner (or the test driver
 deserialised records ``feed(topic, key, value, ts)`` in timestamp order and collects what it
 writes through ``emit``.
 
+**Batches.** The runner feeds a poll's records a batch at a time (``feed_many``: one input's
+records; ``feed_merged``: a join task's inputs merged in timestamp order). A batch moves
+through the graph as a list of ``(key, value, ts, offset)`` records: each step takes the whole
+list (``push_many``) and hands its output list to its child, so a chain of
+filter/map/key_by/window/join/sink costs a few calls per batch instead of several per record.
+The outcome is the same as feeding the records one by one — every step sees its records in
+the same order, and each of its outputs in the same order — because a batch only moves as a
+list along a step with **one** child (a table's view tap aside: it only writes its own view
+store): where a step has several children (or a ``late()`` side output), its records go to
+them one at a time (``push``), record by record, as before, so that the children's outputs
+interleave as they did. One difference remains: a step sees
+record n+1 of a batch before the steps after it see record n (nothing a step does depends on
+what later steps did, so only the interleaving of side effects in user functions of
+different steps can tell). An interval join expires state at the end of a batch instead of
+after each record (inner joins only; a left join emits unmatched records on expiry, so it
+still expires per record); expired entries can match nothing, so its output is unchanged.
+
+A step that fails on a record names it (``failed``: topic and offset) when it knows which one
+(stateless steps, joins, sinks); a window's aggregation failing inside a batch names the batch.
+
 Thread-safety: none; one task is driven by one thread.
 """
 
@@ -36,13 +56,27 @@ from streams.processing.windows import Session, Tumbling
 
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
 Emit = Callable[[str, str, object, object, int], None]
+# emit_many(kind, topic, records): the same for a list of (key, value, ts, offset) records
+EmitMany = Callable[[str, str, list], None]
+Rec = tuple[object, object, int, int | None]  # (key, value, ts, input offset or None)
 _PROGRESS = ("__progress__",)
 _SESSION = "sessions"  # store key (key, "sessions"): all of a session-windowed key's sessions
 
 
 class Task:
-    def __init__(self, job: Job, partition: int, emit: Emit, open_store: Callable[[str], Store]):
+    def __init__(
+        self,
+        job: Job,
+        partition: int,
+        emit: Emit,
+        open_store: Callable[[str], Store],
+        emit_many: EmitMany | None = None,
+    ):
         self.job, self.partition, self.emit = job, partition, emit
+        self.emit_many: EmitMany = emit_many or self._emit_each
+        # (topic, offset) of the record a failed batch failed on; offset None: not known
+        self.failed: tuple[str | None, int | None] | None = None
+        self._feeding: str | None = None  # the topic feed_many is feeding
         self.stores: dict[str, Store] = {}
         self.metrics: dict[str, int] = {"in": 0, "out": 0, "late": 0}
         children = job.children()
@@ -62,6 +96,8 @@ class Task:
             if node.kind in VIEW_KINDS:  # the rows of a table also go to its view store
                 tap = self._views[node.name] = _ViewTap(node, self, step)
                 step.children.append((tap, 0))
+            # a view tap's store is its own: a batch can go to it and to one other child
+            step.batch_children = sum(not isinstance(c, _ViewTap) for c, _ in step.children) <= 1
         self._sources: dict[str, list[_Step]] = {}
         for node in job.sources():
             self._sources.setdefault(node.params["topic"], []).append(self._runtime[node.id])
@@ -69,11 +105,86 @@ class Task:
             step.restored()
         for tap in self._views.values():
             tap.restored()
+        self._direct_join = self._find_direct_join()
+
+    def _find_direct_join(self) -> tuple[_IntervalJoin, dict[str, int]] | None:
+        """The interval join this task's inputs go straight into (each input topic one source
+        whose only child is the join, no late side output), with each topic's side; None if
+        its graph is any other shape. ``feed_merged`` hands such a join the merged batch."""
+        join, sides = None, {}
+        for topic, steps in self._sources.items():
+            if len(steps) != 1 or len(steps[0].children) != 1:
+                return None
+            child, side = steps[0].children[0]
+            if not isinstance(child, _IntervalJoin) or child.late_children:
+                return None
+            if join is not None and child is not join:
+                return None
+            join, sides[topic] = child, side
+        return None if join is None else (join, sides)
 
     def feed(self, topic: str, key: object, value: object, ts: int) -> None:
         self.metrics["in"] += 1
         for step in self._sources[topic]:
             step.forward(key, value, ts)
+
+    def feed_many(self, topic: str, recs: list[Rec]) -> None:
+        """Records ``(key, value, ts, offset)`` of `topic`, in order (see the module docstring).
+        If a step fails, ``failed`` names the record when the step knows it."""
+        self.metrics["in"] += len(recs)
+        self.failed, self._feeding = None, topic
+        sources = self._sources[topic]
+        if len(sources) == 1:
+            sources[0].push_many(0, recs)
+            return
+        r = None
+        try:
+            for r in recs:
+                for step in sources:
+                    step.forward(r[0], r[1], r[2])
+        except Exception:
+            self.blame(r)
+            raise
+
+    def feed_merged(self, topics: list[str], items: list[tuple[int, Rec]]) -> None:
+        """Records of several inputs, ``(index in topics, record)``, already merged in the
+        order they are to be processed (the runner's timestamp order). A join fed straight
+        by its inputs gets them as one batch; any other graph gets each run of one topic's
+        records as a batch."""
+        if not items:
+            return
+        if self._direct_join is not None:
+            join, sides = self._direct_join
+            self.metrics["in"] += len(items)
+            self.failed, self._feeding = None, None
+            by_index = [sides[t] for t in topics]
+            if by_index != list(range(len(topics))):  # inputs listed in another order
+                items = [(by_index[i], r) for i, r in items]
+            join.push_sides(items, sides)
+            return
+        run_index, run = items[0][0], []
+        for i, r in items:
+            if i != run_index:
+                self.feed_many(topics[run_index], run)
+                run_index, run = i, []
+            run.append(r)
+        self.feed_many(topics[run_index], run)
+
+    def blame(self, rec, topic: str | None = None) -> None:
+        """Note the record a batch failed on (the first noted stands: the innermost step)."""
+        if self.failed is None:
+            offset = None if rec is None else rec[3]
+            self.failed = (topic or self._feeding, offset)
+
+    def _emit_each(self, kind: str, topic: str, recs: list) -> None:
+        emit = self.emit
+        r = None
+        try:
+            for r in recs:
+                emit(kind, topic, r[0], r[1], r[2])
+        except Exception:
+            self.blame(r)
+            raise
 
     def flush(self) -> None:
         """End of a bounded input: windows emit what they hold, left joins their unmatched."""
@@ -119,10 +230,44 @@ class _Step:
         self.node, self.task, self.p = node, task, node.params
         self.children: list[tuple[_Step, int]] = []
         self.late_children: list[tuple[_Step, int]] = []  # Stream.late() side outputs
+        self.batch_children = False  # whether forward_many may pass batches to every child
 
     def forward(self, key: object, value: object, ts: int) -> None:
         for child, side in self.children:
             child.push(side, key, value, ts)
+
+    def forward_many(self, recs: list[Rec]) -> None:
+        """A batch to the children: as a list to an only child, else record by record."""
+        if not recs:
+            return
+        children = self.children
+        if len(children) == 1:
+            child, side = children[0]
+            child.push_many(side, recs)
+            return
+        if self.batch_children:  # one child and view taps (which only write their store)
+            for child, side in children:
+                child.push_many(side, recs)
+            return
+        r = None
+        try:
+            for r in recs:
+                for child, side in children:
+                    child.push(side, r[0], r[1], r[2])
+        except Exception:
+            self.task.blame(r)
+            raise
+
+    def push_many(self, side: int, recs: list[Rec]) -> None:
+        """A batch, record by record (steps with a batch loop of their own override this)."""
+        push = self.push
+        r = None
+        try:
+            for r in recs:
+                push(side, r[0], r[1], r[2])
+        except Exception:
+            self.task.blame(r)
+            raise
 
     def forward_late(self, key: object, value: object, ts: int) -> None:
         """A late input record, as it came in, to the step's ``late()`` side outputs."""
@@ -153,32 +298,73 @@ class _Source(_Step):
     def push(self, side, key, value, ts):  # the repartition topic's loop-back in the driver
         self.forward(key, value, ts)
 
+    def push_many(self, side, recs):
+        self.forward_many(recs)
+
 
 class _Filter(_Step):
     def push(self, side, key, value, ts):
         if self.p["fn"](value):
             self.forward(key, value, ts)
 
+    def push_many(self, side, recs):
+        fn, out, r = self.p["fn"], [], None
+        try:
+            for r in recs:
+                if fn(r[1]):
+                    out.append(r)
+        except Exception:
+            self.task.blame(r)
+            raise
+        self.forward_many(out)
+
 
 class _Map(_Step):
     def push(self, side, key, value, ts):
         self.forward(key, self.p["fn"](value), ts)
+
+    def push_many(self, side, recs):
+        fn, out, r = self.p["fn"], [], None
+        try:
+            for r in recs:
+                out.append((r[0], fn(r[1]), r[2], r[3]))
+        except Exception:
+            self.task.blame(r)
+            raise
+        self.forward_many(out)
 
 
 class _KeyBy(_Step):
     def push(self, side, key, value, ts):
         self.forward(self.p["fn"](value), value, ts)
 
+    def push_many(self, side, recs):
+        fn, out, r = self.p["fn"], [], None
+        try:
+            for r in recs:
+                out.append((fn(r[1]), r[1], r[2], r[3]))
+        except Exception:
+            self.task.blame(r)
+            raise
+        self.forward_many(out)
+
 
 class _Repartition(_Step):
     def push(self, side, key, value, ts):
         self.task.emit("repartition", self.p["topic"], key, value, ts)
+
+    def push_many(self, side, recs):
+        self.task.emit_many("repartition", self.p["topic"], recs)
 
 
 class _Sink(_Step):
     def push(self, side, key, value, ts):
         self.task.metrics["out"] += 1
         self.task.emit("sink", self.p["topic"], key, value, ts)
+
+    def push_many(self, side, recs):
+        self.task.metrics["out"] += len(recs)
+        self.task.emit_many("sink", self.p["topic"], recs)
 
 
 class _Foreach(_Step):
@@ -282,6 +468,32 @@ class _Window(_Step):
             for start in self.window.starts(ts):
                 dirty.add((key, start))
 
+    def push_many(self, side, recs):
+        if self.late_children:  # late records interleave with results: one at a time
+            super().push_many(side, recs)
+            return
+        dirty = self._dirty
+        if self.sessions:
+            dirty.update([(r[0], _SESSION) for r in recs])
+        elif self._size is not None:
+            size = self._size
+            dirty.update([(r[0], r[2] - r[2] % size) for r in recs])
+        else:
+            starts = self.window.starts
+            dirty.update([(r[0], s) for r in recs for s in starts(r[2])])
+        outs = []
+        for ext, op in self.ops:
+            events, r = [], None
+            try:
+                for r in recs:
+                    events.append((r[0], ext(r[1]), r[2], 0))
+            except Exception:
+                self.task.blame(r)
+                raise
+            outs.append(op.process_many(events))  # a failure here names the batch
+        if outs[0]:
+            self._emit(outs, recs[-1][3])
+
     def before_commit(self) -> None:
         """Snapshot the windows events touched since the last commit (closed ones were
         deleted when they closed) and the operators' progress."""
@@ -297,7 +509,10 @@ class _Window(_Step):
         self._dirty.clear()
         self.store[_PROGRESS] = [op.progress() for _, op in self.ops]
 
-    def _emit(self, outs) -> None:
+    def _emit(self, outs, origin: int | None = None) -> None:
+        """Forward the operators' results (zipped), as a batch; `origin`: the input offset
+        they are blamed on if a later step fails on them (the batch's last record)."""
+        batch = []
         for results in zip(*outs, strict=True):
             r0 = results[0]
             if self.sessions:
@@ -313,7 +528,8 @@ class _Window(_Step):
             value["revision"], value["final"] = r0.revision, r0.final
             if r0.replaces:
                 value["replaces"] = [list(b) for b in r0.replaces]
-            self.forward(r0.key, value, r0.end - 1)
+            batch.append((r0.key, value, r0.end - 1, origin))
+        self.forward_many(batch)
 
     def flush(self) -> None:
         self._emit([op.flush() for _, op in self.ops])
@@ -402,6 +618,23 @@ class _IntervalJoin(_Step):
             self.forward(k, v, t)
         if self.late_children and self.op.late_count != late:
             self.forward_late(key, value, ts)
+
+    def push_many(self, side, recs):
+        if self.late_children:
+            super().push_many(side, recs)
+            return
+        self.push_sides([(side, r) for r in recs])
+
+    def push_sides(self, items: list[tuple[int, Rec]], topics: dict | None = None) -> None:
+        """``(side, record)`` items in processing order (``IntervalJoin.process_many``)."""
+        try:
+            out = self.op.process_many(items)
+        except Exception:
+            side, r = self.op.failed_item or (None, None)
+            topic = next((t for t, s in (topics or {}).items() if s == side), None)
+            self.task.blame(r, topic)
+            raise
+        self.forward_many(out)
 
     def flush(self) -> None:
         for k, v, t in self.op.flush():
@@ -521,6 +754,7 @@ class _Cep(_Step):
             self.p["pattern"],
             out_of_orderness_ms=self.p["ooo"],
             store=self.task.stores[self.p["stores"][0]],
+            timeouts=any(isinstance(c, _CepTimeouts) for c, _ in self.children),
         )
 
     def _out(self, matches, timeouts) -> None:

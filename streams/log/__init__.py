@@ -9,8 +9,8 @@ What this package exports is its public facade: layers above it (the Kafka liste
 else from ``streams.log``.
 """
 
+from streams.log.config import KAFKA_FLUSH_DEFAULTS, TopicConfig, validate_topic_name
 from streams.log.config import SCHEMA as TOPIC_CONFIG_SCHEMA
-from streams.log.config import TopicConfig, validate_topic_name
 from streams.log.produce import Appended
 from streams.log.producer_state import ProducerDescription
 from streams.log.records import ProducerRecord, Record
@@ -25,6 +25,7 @@ from streams.log.store import (
 )
 
 __all__ = [
+    "KAFKA_FLUSH_DEFAULTS",
     "MAX_PARTITIONS",
     "TOPIC_CONFIG_SCHEMA",
     "AppendResult",

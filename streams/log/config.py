@@ -4,6 +4,11 @@ Values are kept as Kafka presents them (strings in, typed values out). Tidelog d
 in one default on purpose: ``flush.messages`` is 1, so an append is acknowledged only once it is on
 disk (group commit shares one fdatasync among concurrent appenders). Set ``flush.messages`` higher
 and/or ``flush.ms`` to trade durability for latency, as in Kafka.
+
+A key a topic leaves unset takes the store's default (``TopicConfig.defaults``, Kafka's broker
+configs such as ``log.flush.interval.messages``; ``LogStore.open(topic_defaults=...)``), else the
+built-in one of ``SCHEMA``. ``KAFKA_FLUSH_DEFAULTS`` is Kafka's default flush policy (no fdatasync
+before an acknowledgement) with a flush at least once a second.
 """
 
 from __future__ import annotations
@@ -108,44 +113,65 @@ SCHEMA: dict[str, tuple[str, Callable[[str, Any], Any], str]] = {
 }
 
 
+# Kafka's flush policy as it ships (log.flush.interval.messages = Long.MAX, no flush.ms): an
+# append is acknowledged once it is in the page cache, so it survives a crash of the broker
+# process (SIGKILL) but not of the machine (power loss, kernel panic) until the next fdatasync.
+# Here the store also fdatasyncs every partition at least once a second (``flush.ms``), which
+# bounds both what a power loss can take and the log a restart must re-validate.
+KAFKA_FLUSH_DEFAULTS = {"flush.messages": str(LONG_MAX), "flush.ms": "1000"}
+
+
+def _normalised(values: Mapping[str, Any] | None) -> dict[str, str]:
+    """Validated keys and values, as strings; InvalidConfig for an unknown key or bad value."""
+    normalised = {}
+    for key, raw in dict(values or {}).items():
+        if key not in SCHEMA:
+            raise InvalidConfig(key, raw, "unknown topic config")
+        parsed = SCHEMA[key][1](key, raw)
+        normalised[key] = parsed if isinstance(parsed, str) else str(raw).strip()
+    return normalised
+
+
 @dataclasses.dataclass(frozen=True)
 class TopicConfig:
-    """Validated, typed topic configuration. `overrides` are the keys set explicitly."""
+    """Validated, typed topic configuration. `overrides` are the keys set explicitly on the
+    topic; `defaults` the store's defaults for the others (Kafka's broker configs), in front of
+    the built-in ones."""
 
     overrides: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    defaults: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         typed = {}
         for key, (default, parse, _) in SCHEMA.items():
-            raw = self.overrides.get(key, default)
+            raw = self.overrides.get(key, self.defaults.get(key, default))
             typed[key] = parse(key, raw)
-        for key, raw in self.overrides.items():
+        for key, raw in (*self.overrides.items(), *self.defaults.items()):
             if key not in SCHEMA:
                 raise InvalidConfig(key, raw, "unknown topic config")
         object.__setattr__(self, "_typed", typed)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> TopicConfig:
-        values = dict(values or {})
-        normalised = {}
-        for key, raw in values.items():
-            if key not in SCHEMA:
-                raise InvalidConfig(key, raw, "unknown topic config")
-            parsed = SCHEMA[key][1](key, raw)
-            normalised[key] = parsed if isinstance(parsed, str) else str(raw).strip()
-        return cls(normalised)
+    def from_mapping(
+        cls, values: Mapping[str, Any] | None, defaults: Mapping[str, Any] | None = None
+    ) -> TopicConfig:
+        return cls(_normalised(values), _normalised(defaults))
 
     def get(self, key: str) -> Any:
         return self._typed[key]
 
     def as_dict(self) -> dict[str, str]:
         """Every key with its effective value, as strings (what describe shows)."""
-        return {key: str(self.overrides.get(key, default)) for key, (default, *_) in SCHEMA.items()}
+        return {
+            key: str(self.overrides.get(key, self.defaults.get(key, default)))
+            for key, (default, *_) in SCHEMA.items()
+        }
 
     def updated(self, set_: Mapping[str, Any], delete: tuple[str, ...] = ()) -> TopicConfig:
+        """The same topic with keys set and/or reset (to the store's or built-in default)."""
         merged = {k: v for k, v in self.overrides.items() if k not in delete}
         merged.update(set_)
-        return TopicConfig.from_mapping(merged)
+        return TopicConfig.from_mapping(merged, self.defaults)
 
     # typed accessors for the hot path -------------------------------------------------
     @property

@@ -299,8 +299,8 @@ class PartitionLog:
     def write_marker(
         self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0
     ) -> int:
-        """Write a COMMIT or ABORT control batch for `producer_id` and wait for the disk
-        (``append_marker`` then ``sync_marker``). Returns the marker's offset."""
+        """Write a COMMIT or ABORT control batch for `producer_id` and wait for the disk as the
+        flush policy wants (``append_marker`` then ``sync_marker``). Returns its offset."""
         offset = self.append_marker(producer_id, epoch, commit, coordinator_epoch)
         self.sync_marker(offset, commit)
         return offset
@@ -318,9 +318,12 @@ class PartitionLog:
         return written.base_offset
 
     def sync_marker(self, offset: int, commit: bool) -> None:
-        """Return once the marker at `offset` is on disk (group commit), and for an abort its
-        aborted-index entry too (saved after the marker)."""
-        self.sync_to(offset + 1)
+        """Return once the marker at `offset` is on disk (group commit) as the flush policy
+        wants it (under ``flush.messages=1``; otherwise it reaches the disk with the
+        partition's next flush, as any record does), and for an abort its aborted-index entry
+        too (saved after the marker)."""
+        if self._sync_each_append:
+            self.sync_to(offset + 1)
         if not commit:
             self.txns.save()
 

@@ -228,9 +228,16 @@ def is_internal(topic: str) -> bool:
 class LogStore:
     """A data directory of partitioned logs. Use ``LogStore.open(path)``."""
 
-    def __init__(self, path: str, clock: Callable[[], int]):
+    def __init__(
+        self,
+        path: str,
+        clock: Callable[[], int],
+        topic_defaults: Mapping[str, object] | None = None,
+    ):
         self.path = os.path.abspath(path)
         self.clock = clock
+        # the config of every key a topic leaves unset (Kafka's broker-level log.* configs)
+        self.topic_defaults = TopicConfig.from_mapping(None, topic_defaults).defaults
         self._topics: dict[str, _Topic] = {}
         self._names_by_id: dict[str, str] = {}
         self._admin_lock = threading.RLock()
@@ -256,15 +263,18 @@ class LogStore:
         background: bool = True,
         checkpoint_interval_ms: int = 5_000,
         retention_check_interval_ms: int = 300_000,
+        topic_defaults: Mapping[str, object] | None = None,
     ) -> LogStore:
         """Open (creating if needed) a data directory and take its exclusive lock.
 
         After an unclean stop, every partition is recovered from its recovery point.
         With `background`, a thread flushes by interval, writes checkpoints and applies
-        retention and compaction.
+        retention and compaction. `topic_defaults`: topic configs for every key a topic does
+        not set itself (Kafka's broker configs, e.g. ``config.KAFKA_FLUSH_DEFAULTS``); not
+        stored: each open says them again, and a topic's own keys always win.
         """
         os.makedirs(path, exist_ok=True)
-        store = cls(path, clock)
+        store = cls(path, clock, topic_defaults)
         store._lock()
         try:
             store._load()
@@ -355,7 +365,7 @@ class LogStore:
         self._producer_ids.load()
         legacy = read_legacy_snapshot(os.path.dirname(self._meta_dir()))
         for meta in metas:
-            config = TopicConfig.from_mapping(meta["config"])
+            config = TopicConfig.from_mapping(meta["config"], self.topic_defaults)
             topic_id = _valid_topic_id(meta.get("id"))
             created = meta["created_ms"]
             topic = _Topic(meta["name"], topic_id or _new_topic_id(), config, created, [])
@@ -556,7 +566,7 @@ class LogStore:
     ) -> TopicDescription:
         validate_topic_name(name)
         _check_partition_count(partitions)
-        cfg = TopicConfig.from_mapping(config)
+        cfg = TopicConfig.from_mapping(config, self.topic_defaults)
         with self._admin_lock:
             if self._closed:
                 raise StoreClosed(f"the log store at {self.path} is closed")
@@ -811,15 +821,16 @@ class LogStore:
         self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool
     ) -> int:
         """A COMMIT or ABORT marker of the producer's transaction, on disk when this returns
-        (``PartitionLog.write_marker``); its offset."""
+        under the default flush policy (``PartitionLog.write_marker``); its offset."""
         return self.partition_log(topic, partition).write_marker(producer_id, epoch, commit)
 
     def write_markers(
         self, partitions, producer_id: int, epoch: int, commit: bool
     ) -> list[tuple[str, int]]:
         """COMMIT or ABORT markers of the producer's transaction into each of `partitions`,
-        on disk when this returns (``append_markers`` then ``sync_markers``). Returns the
-        partitions that no longer exist (nothing is written to those)."""
+        on disk when this returns under the default flush policy (``append_markers`` then
+        ``sync_markers``). Returns the partitions that no longer exist (nothing is written to
+        those)."""
         markers, gone = self.append_markers(partitions, producer_id, epoch, commit)
         self.sync_markers(markers, commit)
         return gone
@@ -843,9 +854,10 @@ class LogStore:
         return markers, gone
 
     def sync_markers(self, markers: list[tuple[str, int, int]], commit: bool) -> None:
-        """Return once the markers ``append_markers`` wrote are on disk (group commit: one
-        fdatasync per partition, shared with whatever else was written there), with an
-        abort's aborted-index entries."""
+        """Return once the markers ``append_markers`` wrote are on disk as each partition's
+        flush policy wants (under ``flush.messages=1``, group commit: one fdatasync per
+        partition, shared with whatever else was written there), with an abort's
+        aborted-index entries."""
         for topic, partition, offset in markers:
             self.partition_log(topic, partition).sync_marker(offset, commit)
 

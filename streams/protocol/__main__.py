@@ -14,6 +14,7 @@ import sys
 import threading
 
 from streams.broker.runtime import Broker
+from streams.log import KAFKA_FLUSH_DEFAULTS
 from streams.protocol.server import DEFAULT_MAX_REQUEST_BYTES, ListenerConfig
 
 
@@ -34,6 +35,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=3000,
         help="Kafka's group.initial.rebalance.delay.ms (how long a new group waits for members)",
+    )
+    p.add_argument(
+        "--flush",
+        choices=("fsync", "kafka"),
+        default="fsync",
+        help="fsync (the default): a write is acknowledged once it is on disk (fdatasync, "
+        "shared by concurrent writers); kafka: Kafka's default flush policy, acknowledged once "
+        "it is in the page cache (survives a crash of the broker process, not a power loss "
+        "of the machine), fdatasync at least every second (flush.messages and flush.ms of "
+        "every topic that does not set them itself)",
     )
     p.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
@@ -59,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         demo=False,
         kafka_listener=config,
         coordinator_options={"initial_rebalance_delay_ms": args.initial_rebalance_delay_ms},
+        topic_defaults=KAFKA_FLUSH_DEFAULTS if args.flush == "kafka" else None,
     )
     try:
         host, port = broker.kafka_address

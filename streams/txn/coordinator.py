@@ -18,9 +18,14 @@ time is in the record) unless its producer ends it first.
 What is on disk before the coordinator answers or acts (each fsync is a group commit with
 whatever else was written to that log):
 
-- Empty (InitProducerId), Ongoing from AddPartitionsToTxn (before a produce may write there),
-  the offsets of TxnOffsetCommit, and PrepareCommit/PrepareAbort: fsynced before the answer.
-  The Prepare* record is the commit point: EndTxn is answered once it is durable.
+- Empty (InitProducerId), the offsets of TxnOffsetCommit, and PrepareCommit/PrepareAbort:
+  fsynced before the answer. The Prepare* record is the commit point: EndTxn is answered once
+  it is durable.
+- Ongoing from AddPartitionsToTxn: not fsynced before its answer; a transactional produce to
+  the partition is acknowledged only once it is (``sync_state``: the listener runs it beside
+  the partition's fdatasync). A crash of the machine between the two fsyncs can leave records
+  in a partition whose AddPartitionsToTxn was lost: never acknowledged, never committed, and
+  aborted at the next load (``_abort_hanging``, Kafka's hanging transactions).
 - The markers and a commit's offsets: written after EndTxn's answer by the completer thread
   (all markers appended, then each partition synced, beside the offsets' fsync), then the
   Complete* record, with no fsync of its own: a later fsync of ``__transaction_state`` (the
@@ -31,6 +36,11 @@ whatever else was written to that log):
   up to ``COMPLETION_WAIT_S``, then is answered CONCURRENT_TRANSACTIONS and retried by the
   client, as Kafka's coordinator answers it. A next transaction thus never writes behind a
   missing marker.
+- All of the above is under the default flush policy (``flush.messages=1``). A store opened
+  with a relaxed one (``LogStore.open(topic_defaults=KAFKA_FLUSH_DEFAULTS)``, Kafka's default)
+  fsyncs none of it before answering: state records, markers and a commit's offsets reach the
+  page cache in the same order, so a crash of the process loses nothing, and the disk within
+  ``flush.ms``, so a power loss can lose the last transactions, as on a Kafka broker.
 - AddOffsetsToTxn's Ongoing record is not fsynced on its own: the group only matters through
   TxnOffsetCommit, whose fsynced record carries it (if a crash loses it, TxnOffsetCommit is
   refused and the client aborts).
@@ -148,7 +158,7 @@ class GroupOffsets:
     """What the coordinator needs of the group coordinator (a typing seam)."""
 
     def commit_transactional_offsets(
-        self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]]
+        self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]], durable: bool = True
     ) -> None: ...
 
 
@@ -229,8 +239,38 @@ class TransactionCoordinator:
                     meta.state,
                 )
                 self._try_complete(meta)
+            self._abort_hanging()
         log.info("loaded %d transactional ids from %s", len(self._txns), topic)
         return self
+
+    def _abort_hanging(self) -> None:
+        """Abort every transaction open in a partition that no ongoing transaction of the
+        coordinator holds (Kafka's hanging transactions; lock held, at load). Its records got
+        there while their AddPartitionsToTxn record was not on disk yet, and a crash (of the
+        machine: a process crash keeps both in the page cache) lost the record: no produce of
+        them was acknowledged then (``sync_state``), and no commit can have been decided
+        (PrepareCommit follows in the same log), so aborting is the only outcome. Without it
+        the partition's last stable offset would stay behind them for good."""
+        # a Prepare* transaction whose markers could not be written yet (``_try_complete``
+        # failed) still holds its partitions: they are completed as decided, never aborted
+        holding = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+        ongoing = {m.producer_id: m for m in self._txns.values() if m.state in holding}
+        for topic in self.store.list_topics():
+            for partition in range(self.store.partition_count(topic)):
+                for p in self.store.describe_producers(topic, partition):
+                    if p.current_txn_start_offset < 0:
+                        continue
+                    meta = ongoing.get(p.producer_id)
+                    if meta is not None and (topic, partition) in meta.partitions:
+                        continue
+                    epoch = max(p.epoch, self._epochs.get(p.producer_id, -1))
+                    log.warning(
+                        "%s-%d: the transaction of producer %d epoch %d open from offset %d "
+                        "is in no ongoing transaction (its AddPartitionsToTxn was lost in a "
+                        "crash): aborting it",
+                        topic, partition, p.producer_id, p.epoch, p.current_txn_start_offset,
+                    )  # fmt: skip
+                    self.store.write_markers([(topic, partition)], p.producer_id, epoch, False)
 
     def start(self) -> TransactionCoordinator:
         """Start the thread that aborts transactions past their timeout."""
@@ -326,7 +366,11 @@ class TransactionCoordinator:
                 return
             self._begin(meta)
             meta.partitions |= set(partitions)
-            self._persist(meta)
+            # no fsync of its own: a transactional produce is acknowledged only once the
+            # state log is on disk too (``sync_state``, beside the partition's fdatasync), and
+            # records a crash left in a partition its transaction never durably added are
+            # aborted at the next load (``_abort_hanging``)
+            self._persist(meta, durable=False)
             self._ongoing[meta.producer_id] = (meta.producer_epoch, frozenset(meta.partitions))
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str) -> None:
@@ -566,7 +610,9 @@ class TransactionCoordinator:
         # no batch of this transaction is written after its decision (see verify_produce)
         self._ongoing.pop(meta.producer_id, None)
         self._persist(meta)
-        if wait:
+        if wait or not self._state_synced_each_write():
+            # under a relaxed flush policy nothing below waits for the disk: completing here
+            # costs less than handing the transaction to the completer thread
             self._complete(meta)
             return
         self._completing.add(meta.transactional_id)
@@ -628,8 +674,9 @@ class TransactionCoordinator:
             # the markers' fsyncs and the offsets' run side by side; both end before Complete*
             synced = self._syncer().submit(self.store.sync_markers, markers, commit)
             try:
+                durable = self._state_synced_each_write()
                 for group, group_offsets in offsets:
-                    self.groups.commit_transactional_offsets(group, group_offsets)
+                    self.groups.commit_transactional_offsets(group, group_offsets, durable)
             finally:
                 synced.result()
         else:
@@ -648,6 +695,22 @@ class TransactionCoordinator:
         self._state_end = max(self._state_end, done.base_offset + 1)
         if durable and done.sync_to is not None:
             self.store.sync_to(TXN_STATE_TOPIC, 0, done.sync_to)
+
+    def _state_synced_each_write(self) -> bool:
+        """Whether ``__transaction_state`` is fsynced before each answer (the default flush
+        policy); a commit's offsets are then fsynced before its Complete* record, otherwise
+        they follow ``__consumer_offsets``' own flush policy, as the state records do theirs."""
+        plog = self.store.partition_log(TXN_STATE_TOPIC, 0)
+        return plog.config.get("flush.messages") == 1
+
+    def sync_state(self) -> None:
+        """Before a transactional produce is acknowledged (blocking, any thread): every state
+        record appended so far on disk if the flush policy of ``__transaction_state`` wants
+        each write synced, so the AddPartitionsToTxn that let the records in is on disk when
+        they are (one group-committed fdatasync; run beside the partition's, not after it).
+        StorageError if the disk failed."""
+        if self._state_synced_each_write():
+            self._sync_state()
 
     def _sync_state(self) -> None:
         """Put every state record appended so far on disk (nothing to do if it is)."""

@@ -59,7 +59,9 @@ Systems:
   the topics).
 
 Runs are interleaved (Tidelog, Quix at-least-once, Quix exactly-once, Bytewax) ``RUNS`` times;
-medians of records/s (input records processed per second) are reported.
+medians of records/s (input records processed per second) are reported, and (informational
+rows) medians of records per CPU-second of each system's own process over the same span: the
+machine is shared, and CPU time moves less with its load than wall time does.
 """
 
 from __future__ import annotations
@@ -298,9 +300,9 @@ def checkpoint_option() -> dict:
     return {}
 
 
-def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[float, list]:
-    """(seconds, output rows) of the embedded runner on a fresh LogStore holding `inputs`;
-    timed from its first round to the end of its final checkpoint (``close``)."""
+def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[float, float, list]:
+    """(seconds, CPU seconds, output rows) of the embedded runner on a fresh LogStore holding
+    `inputs`; timed from its first round to the end of its final checkpoint (``close``)."""
     from streams.groups import GroupCoordinator
     from streams.jobs.runner import Runner
     from streams.log import LogStore
@@ -316,11 +318,12 @@ def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[
         job = tidelog_job(workload, list(inputs), "out")
         runner = Runner(job, store, coordinator=coordinator, **checkpoint_option())
         runner.start()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         n = runner.run_until_idle()
         late = runner.late_count()
         runner.close()
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         expected = sum(len(r) for r in inputs.values())
         if n != expected:
             raise SystemExit(f"tidelog: processed {n} of {expected} records")
@@ -332,7 +335,7 @@ def tidelog_run(workload: str, inputs: dict[str, list[Rec]], tmp: str) -> tuple[
             recs = store.read("out", 0, pos, max_records=10_000)
             rows += [(r.key.decode(), json.loads(r.value)) for r in recs]
             pos = recs[-1].offset + 1
-        return elapsed, rows
+        return elapsed, cpu, rows
     finally:
         coordinator.close()
         store.close()
@@ -350,7 +353,7 @@ def kafka_runner_available() -> str | None:
 
 def tidelog_kafka_run(
     workload: str, bootstrap: str, inputs: list[str], expect: int, guarantee: str
-) -> tuple[float, list]:
+) -> tuple[float, float, list]:
     """``tests/bench/tidelog_jobs.py``: a worker process like ``python -m streams.jobs run``
     (a ``Runner`` over ``KafkaLog``) against the listener, as Quix runs."""
     out = f"tidelog-out-{uuid.uuid4().hex[:8]}"
@@ -367,7 +370,7 @@ def tidelog_kafka_run(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if result["processed"] != expect or result["late"]:
         raise SystemExit(f"tidelog worker: {result}, expected {expect} records, none late")
-    return result["seconds"], consume_all(bootstrap, out)
+    return result["seconds"], result["cpu_seconds"], consume_all(bootstrap, out)
 
 
 # ------------------------------------------------------------------------------ Quix Streams
@@ -390,7 +393,7 @@ def quix_available() -> str | None:
 
 def quix_run(
     workload: str, bootstrap: str, inputs: list[str], expect: int, guarantee: str, tmp: str
-) -> tuple[float, list]:
+) -> tuple[float, float, list]:
     out = f"quix-out-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, [out])
     group = f"quix-{workload}-{uuid.uuid4().hex[:8]}"
@@ -407,7 +410,7 @@ def quix_run(
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if result["processed"] != expect:
         raise SystemExit(f"quix: processed {result['processed']} of {expect}")
-    return result["seconds"], consume_all(bootstrap, out)
+    return result["seconds"], result["cpu_seconds"], consume_all(bootstrap, out)
 
 
 # ------------------------------------------------------------------------------ Bytewax
@@ -422,7 +425,9 @@ def bytewax_available() -> str | None:
     return None
 
 
-def bytewax_run(workload: str, bootstrap: str, inputs: list[str], tmp: str) -> tuple[float, list]:
+def bytewax_run(
+    workload: str, bootstrap: str, inputs: list[str], tmp: str
+) -> tuple[float, float, list]:
     from datetime import UTC, datetime, timedelta
 
     import bytewax.operators as op
@@ -434,12 +439,12 @@ def bytewax_run(workload: str, bootstrap: str, inputs: list[str], tmp: str) -> t
 
     out = f"bytewax-out-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, [out])
-    first: list[float] = []
+    first: list[float] = []  # [wall, CPU] at the first record
     late: list = []
 
     def parse(msg):
         if not first:
-            first.append(time.perf_counter())
+            first.extend((time.perf_counter(), time.process_time()))
         return msg.key.decode(), (msg.topic, json.loads(msg.value), msg.timestamp[1])
 
     flow = Dataflow(f"bench_jobs_{workload}")
@@ -514,10 +519,10 @@ def bytewax_run(workload: str, bootstrap: str, inputs: list[str], tmp: str) -> t
     os.makedirs(db)
     init_db_dir(Path(db), 1)
     run_main(flow, recovery_config=RecoveryConfig(db))
-    elapsed = time.perf_counter() - first[0]
+    elapsed, cpu = time.perf_counter() - first[0], time.process_time() - first[1]
     if late:
         raise SystemExit(f"bytewax: {len(late)} records came out late")
-    return elapsed, consume_all(bootstrap, out)
+    return elapsed, cpu, consume_all(bootstrap, out)
 
 
 # ------------------------------------------------------------------------------ main
@@ -546,6 +551,7 @@ def main() -> None:
         "join": ({"join-left": left, "join-right": right}, len(left) + len(right)),
     }
     rates: dict[tuple[str, str], list[float]] = defaultdict(list)
+    cpu_rates: dict[tuple[str, str], list[float]] = defaultdict(list)
     with temp_dir("bench-jobs-") as tmp:
         listener = TidelogListener(os.path.join(tmp, "listener"))
         with listener:
@@ -557,20 +563,23 @@ def main() -> None:
             for run in range(1, RUNS + 1):
                 for workload, (inputs, total) in workloads.items():
                     want = win_want if workload == "window" else join_want
-                    for system, rate in measure_once(
+                    for system, rate, cpu_rate in measure_once(
                         workload, inputs, total, want, close_ts, bootstrap, tmp, missing
                     ):
                         rates[(workload, system)].append(rate)
+                        cpu_rates[(workload, system)].append(cpu_rate)
                         log(f"run {run} {workload} {system}: {rate:,.0f} records/s, "
-                            "output matches the oracle")  # fmt: skip
+                            f"{cpu_rate:,.0f} records per CPU-second, output matches the "
+                            f"oracle (load {os.getloadavg()[0]:.1f})")  # fmt: skip
     table = rows_of({k: median(v) for k, v in rates.items()}, missing)
+    table += cpu_rows_of({k: median(v) for k, v in cpu_rates.items()})
     print_table(table)
     log(f"wrote {write_results(NAME, table)}")
 
 
 def measure_once(workload, inputs, total, want, close_ts, bootstrap, tmp, missing):
-    """One interleaved round of `workload`: yields ``(system, records/s)`` per system, each
-    output checked against the oracle first."""
+    """One interleaved round of `workload`: yields ``(system, records/s, records per
+    CPU-second)`` per system, each output checked against the oracle first."""
     topics = list(inputs)
 
     def verify(name: str, rows: list) -> None:
@@ -579,23 +588,23 @@ def measure_once(workload, inputs, total, want, close_ts, bootstrap, tmp, missin
         else:
             check_join(name, pairs_of(rows), want)
 
-    seconds, rows = tidelog_run(workload, inputs, tmp)
+    seconds, cpu, rows = tidelog_run(workload, inputs, tmp)
     verify("tidelog", rows)
-    yield "tidelog embedded", total / seconds
+    yield "tidelog embedded", total / seconds, total / cpu
     if missing["tidelog kafka"] is None:
         for guarantee in GUARANTEES:
-            seconds, rows = tidelog_kafka_run(workload, bootstrap, topics, total, guarantee)
+            seconds, cpu, rows = tidelog_kafka_run(workload, bootstrap, topics, total, guarantee)
             verify(f"tidelog worker {guarantee}", rows)
-            yield f"tidelog worker {guarantee}", total / seconds
+            yield f"tidelog worker {guarantee}", total / seconds, total / cpu
     if missing["quix"] is None:
         for guarantee in GUARANTEES:
-            seconds, rows = quix_run(workload, bootstrap, topics, total, guarantee, tmp)
+            seconds, cpu, rows = quix_run(workload, bootstrap, topics, total, guarantee, tmp)
             verify(f"quix {guarantee}", rows)
-            yield f"quix {guarantee}", total / seconds
+            yield f"quix {guarantee}", total / seconds, total / cpu
     if missing["bytewax"] is None:
-        seconds, rows = bytewax_run(workload, bootstrap, topics, tmp)
+        seconds, cpu, rows = bytewax_run(workload, bootstrap, topics, tmp)
         verify("bytewax", rows)
-        yield "bytewax", total / seconds
+        yield "bytewax", total / seconds, total / cpu
 
 
 def measured(value: float | None, peer: float | None):
@@ -650,6 +659,35 @@ def rows_of(m: dict, missing: dict) -> list[Row]:
                 Row(f"{label}: Quix's exactly-once cost", "% of at-least-once",
                     100 * (1 - q_eos / q_alo),
                     note="informational: the throughput Quix gives up for transactions"),
+            )  # fmt: skip
+    return out
+
+
+def cpu_rows_of(m: dict) -> list[Row]:
+    """Informational: input records per CPU-second of each system's own process (every
+    thread; the broker's CPU counted for none), over the span its records/s is timed. On a
+    shared machine this moves less with the load than records/s does."""
+    out = []
+    pairs = [
+        ("tidelog embedded", "quix at-least-once", "at-least-once, embedded runner"),
+        ("tidelog embedded", "bytewax", "at-least-once, embedded runner"),
+        ("tidelog worker at-least-once", "quix at-least-once", "at-least-once, worker"),
+        ("tidelog worker exactly-once", "quix exactly-once", "exactly-once, worker"),
+    ]
+    for workload in ("window", "join"):
+        for mine, peer, label in pairs:
+            t, p = m.get((workload, mine)), m.get((workload, peer))
+            if t is None or p is None:
+                continue
+            name = (
+                f"quix {QUIX_VERSION} {peer[5:]}"
+                if peer.startswith("quix")
+                else (f"bytewax {BYTEWAX_VERSION}")
+            )
+            out.append(
+                Row(f"({workload}) {label}: CPU efficiency", "records/CPU-s", t, name, p,
+                    note="informational: the process's CPU time (all threads) over the timed "
+                         "span; the broker's is counted for no one")
             )  # fmt: skip
     return out
 

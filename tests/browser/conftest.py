@@ -1,10 +1,16 @@
 """Browser tests: the real server (Daphne, as `make run` starts it) on a free loopback port with a
 fresh data directory and demo traffic, Debian's Chromium through Playwright, and an operator
-account in that server's database."""
+account in that server's database.
+
+What costs seconds and tells a test nothing is done once: the database is migrated and the
+operator created (`manage.py migrate`, `manage.py createsuperuser`) once per session into a
+template that each test's fresh data directory starts from, and Chromium is launched once for
+tests/browser, each test getting its own pages (browser contexts, closed after it)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -50,35 +56,53 @@ def _wait_until_serving(url: str, server: subprocess.Popen, log_path: Path) -> N
     pytest.fail(f"server did not answer on {url} within 60 s:\n{log_path.read_text()}")
 
 
+def _server_env(data_dir: Path) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "TIDELOG_DATA_DIR": str(data_dir),
+        "TIDELOG_DEMO": "1",
+        "TIDELOG_DEBUG": "0",
+        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    return env
+
+
+OPERATOR_PASSWORD = "browser-operator-pass-1"
+
+
+@pytest.fixture(scope="session")
+def data_template(tmp_path_factory) -> Path:
+    """A data directory holding only the console's database, migrated, with the operator `ops`
+    (superuser, `OPERATOR_PASSWORD`): what `manage.py migrate` and `createsuperuser` make, done
+    once; `ServerProcess` copies it into each test's data directory."""
+    data_dir = tmp_path_factory.mktemp("browser-template") / "data"
+    env = {**_server_env(data_dir), "DJANGO_SUPERUSER_PASSWORD": OPERATOR_PASSWORD}
+    manage = [sys.executable, str(REPO_DIR / "manage.py")]
+    create_operator = ["createsuperuser", "--noinput", "--username", "ops"]
+    for command in (["migrate", "--noinput"], [*create_operator, "--email", "ops@example.com"]):
+        subprocess.run(
+            [*manage, *command], env=env, cwd=REPO_DIR, check=True, capture_output=True, timeout=120
+        )
+    return data_dir
+
+
 class ServerProcess:
     """A Tidelog server on one data directory and port; `stop()` (SIGTERM, which must exit
-    cleanly) and `start()` again restart it on the same data, as an operator would."""
+    cleanly) and `start()` again restart it on the same data, as an operator would. The data
+    directory (``tmp_path/data``, which may already hold topics) gets the template's migrated
+    database (the `data_template` fixture)."""
 
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, data_template: Path):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_path / "server.log"
         self.proc: subprocess.Popen | None = None
-        self.env = {
-            **os.environ,
-            "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-            "TIDELOG_DEMO": "1",
-            "TIDELOG_DEBUG": "0",
-            "TIDELOG_HTTP_PORT": str(self.port),
-            "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.env.pop("DATABASE_URL", None)
-        self.env.pop("REDIS_URL", None)
+        self.env = {**_server_env(tmp_path / "data"), "TIDELOG_HTTP_PORT": str(self.port)}
         self.manage = [sys.executable, str(REPO_DIR / "manage.py")]
-        subprocess.run(
-            [*self.manage, "migrate", "--noinput"],
-            env=self.env,
-            cwd=REPO_DIR,
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        shutil.copytree(data_template, tmp_path / "data", dirs_exist_ok=True)
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log_file:
@@ -108,9 +132,9 @@ class ServerProcess:
 
 
 @pytest.fixture
-def server_process(tmp_path):
+def server_process(tmp_path, data_template):
     """The running `ServerProcess` (a test may restart it); stopped at the end."""
-    server = ServerProcess(tmp_path)
+    server = ServerProcess(tmp_path, data_template)
     server.start()
     try:
         yield server
@@ -124,49 +148,34 @@ def server(server_process):
     return server_process.url
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="package")
+def chromium():
+    """Debian's Chromium, launched once for tests/browser (a launch costs seconds)."""
     require_program(CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            yield chromium
+            yield browser
         finally:
-            chromium.close()
-
-
-OPERATOR_PASSWORD = "browser-operator-pass-1"
+            browser.close()
 
 
 @pytest.fixture
-def operator_login(server, tmp_path):
-    """(base url, user, password) of an operator created in the server's database."""
-    env = {
-        **os.environ,
-        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
-        "DJANGO_SETTINGS_MODULE": "brokerui.settings",
-        "DJANGO_SUPERUSER_PASSWORD": OPERATOR_PASSWORD,
-    }
-    env.pop("DATABASE_URL", None)
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO_DIR / "manage.py"),
-            "createsuperuser",
-            "--noinput",
-            "--username",
-            "ops",
-            "--email",
-            "ops@example.com",
-        ],
-        env=env,
-        cwd=REPO_DIR,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+def browser(chromium):
+    """The Chromium browser for one test: its pages (`new_page`, `new_context`) are its own
+    browser contexts (cookies, storage, cache apart from every other test's) and are closed
+    after it, so nothing of one test reaches the next."""
+    assert not chromium.contexts, "a previous test's pages are still open"
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
+
+
+@pytest.fixture
+def operator_login(server):
+    """(base url, user, password) of the operator in the server's database (`data_template`)."""
     return server, "ops", OPERATOR_PASSWORD
 
 

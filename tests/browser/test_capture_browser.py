@@ -32,8 +32,8 @@ def postgres():
 
 
 @pytest.fixture
-def server_process(postgres, tmp_path):
-    server = ServerProcess(tmp_path)
+def server_process(postgres, tmp_path, data_template):
+    server = ServerProcess(tmp_path, data_template)
     server.env["TIDELOG_KAFKA_LISTENER"] = "1"
     server.env["TIDELOG_KAFKA_PORT"] = str(_free_port())
     server.start()

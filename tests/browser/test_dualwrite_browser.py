@@ -82,9 +82,9 @@ def postgres():
 
 
 @pytest.fixture
-def server_process(request, tmp_path):
+def server_process(request, tmp_path, data_template):
     """The conftest's server; for the cdc test with its Kafka listener on and a PostgreSQL."""
-    server = ServerProcess(tmp_path)
+    server = ServerProcess(tmp_path, data_template)
     if "postgres" in request.fixturenames:
         pg = request.getfixturevalue("postgres")
         server.env["TIDELOG_KAFKA_LISTENER"] = "1"

@@ -16,9 +16,9 @@ DEADLINE_S = 20
 
 
 @pytest.fixture
-def server_process(tmp_path):
+def server_process(tmp_path, data_template):
     """The conftest's server, with its Kafka listener on (the transaction coordinator)."""
-    server = ServerProcess(tmp_path)
+    server = ServerProcess(tmp_path, data_template)
     server.kafka_port = _free_port()
     server.env["TIDELOG_KAFKA_LISTENER"] = "1"
     server.env["TIDELOG_KAFKA_PORT"] = str(server.kafka_port)

@@ -173,6 +173,31 @@ def test_serdes_are_open_and_refuse_bad_input_clearly():
     assert JSON.serialize(None) is None and JSON.deserialize(None) is None
 
 
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats()
+    | st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from("\ud800\x00\n")),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_json_reads_what_json_loads_reads(value):
+    """The JSON serde reads through orjson where it gives json.loads's result, through json
+    where it would not: integers past 64 bits, NaN and infinities, lone surrogates."""
+    import json
+
+    data = json.dumps(value).encode()
+    got, want = JSON.deserialize(data), json.loads(data)
+    assert repr(got) == repr(want)  # repr: NaN != NaN, and 1 == 1.0 would hide a float
+    for edge in (b"123456789012345678901234567890", b"-9223372036854775809", b"1e400", b"NaN"):
+        assert repr(JSON.deserialize(edge)) == repr(json.loads(edge))
+
+
 def test_bad_job_definitions_get_clear_errors():
     job = Job("j")
     s = job.stream("a")

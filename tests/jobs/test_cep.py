@@ -491,14 +491,23 @@ def test_matches_equal_the_brute_force_for_any_arrival_within_the_disorder_bound
 # ---------------------------------------------------------------------- restart
 
 
-def demo_job() -> Job:
+ABANDONED = (
+    Pattern.begin("search", where=is_("s"))
+    .followed_by("click", where=lambda e, m: e["t"] == "c" and e["v"] == m["search"][0]["v"])
+    .not_followed_by("order", where=is_("o"))
+    .within(50)
+)
+# a chain (begin, then followed_by only): its runs are kept in a compact form of their own
+BOUGHT = (
+    Pattern.begin("search", where=is_("s"))
+    .followed_by("click", where=lambda e, m: e["t"] == "c" and e["v"] == m["search"][0]["v"])
+    .followed_by("order", where=is_("o"))
+    .within(50)
+)
+
+
+def demo_job(p: Pattern = ABANDONED) -> Job:
     j = Job("abandon")
-    p = (
-        Pattern.begin("search", where=is_("s"))
-        .followed_by("click", where=lambda e, m: e["t"] == "c" and e["v"] == m["search"][0]["v"])
-        .not_followed_by("order", where=is_("o"))
-        .within(50)
-    )
     m = (
         j.stream("ev", value=JSON, timestamp=field("ts"))
         .key_by("k")
@@ -521,7 +530,7 @@ def read_all(store: LogStore, topic: str) -> list:
 
 
 def run_with_restarts(
-    events: list[dict], cuts: list[int], backend: str = "memory"
+    events: list[dict], cuts: list[int], backend: str = "memory", pattern: Pattern = ABANDONED
 ) -> tuple[list, list, list]:
     """(matches and timed-out partials before the final flush, matches, timed out)."""
     with tempfile.TemporaryDirectory() as d:
@@ -536,7 +545,7 @@ def run_with_restarts(
                     "ev", [(json.dumps(e).encode(), e["k"].encode()) for e in events[lo:hi]]
                 )
                 runner = Runner(
-                    demo_job(),
+                    demo_job(pattern),
                     store,
                     coordinator=co,
                     max_records=7,
@@ -555,8 +564,9 @@ def run_with_restarts(
             store.close()
 
 
+@pytest.mark.parametrize("pattern", [ABANDONED, BOUGHT], ids=["not_followed_by", "chain"])
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
-def test_a_restart_mid_pattern_gives_the_uninterrupted_runs_matches(backend):
+def test_a_restart_mid_pattern_gives_the_uninterrupted_runs_matches(backend, pattern):
     """Stopped (runner closed: commit, changelogs written) at several points mid-pattern —
     searches waiting for clicks, clicks waiting for within to rule out an order, events
     buffered behind the watermark — and restarted from the changelogs each time: the same
@@ -575,12 +585,11 @@ def test_a_restart_mid_pattern_gives_the_uninterrupted_runs_matches(backend):
     # then new keys far later: after the last restart they alone move the watermark past
     # every other key's state, which the restored operator must find by itself
     events += [{"k": f"new{i}", "t": "x", "v": 0, "ts": 10_000} for i in range(8)]
-    straight = run_with_restarts(events, [])
-    restarted = run_with_restarts(events, [37, 38, 101, 150, 222, 299, 300], backend)
+    straight = run_with_restarts(events, [], pattern=pattern)
+    restarted = run_with_restarts(events, [37, 38, 101, 150, 222, 299, 300], backend, pattern)
     assert restarted == straight
     assert straight[0] and straight[2]  # the run exercised both outputs before the flush
     assert len(straight[0]) > 100
-    pattern = next(n for n in demo_job().nodes if n.kind == "cep").params["pattern"]
     expected = sorted(
         json.dumps([k, mm])
         for k in {e["k"] for e in events}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from streams.errors import InvalidConfig
@@ -272,6 +272,86 @@ def test_the_index_matches_what_evaluating_every_query_matches(steps):
             live.pop(qid, None)
         else:
             assert index.match(arg) == brute_force_match(live, arg), (live, arg)
+
+
+# ---------------------------------------------------------------------- the fast parser
+
+_ATOMS = st.one_of(
+    st.sampled_from(["a", "B2", "x_y", "1", "2.5", "007", "1e5", "a.b", "a.", "and", "TO", "to"]),
+    st.sampled_from(['"a b"', '"Product 17"', '""', '"a"', '"x*"', '"1 2.5"']),
+    st.builds(
+        "{}{} TO {}{}".format,
+        st.sampled_from("[{"),
+        st.sampled_from(["1", "*", "2.5", "a", "2026"]),
+        st.sampled_from(["5", "*", "1", "b"]),
+        st.sampled_from("]}"),
+    ),
+    st.builds("{}{}".format, st.sampled_from([">", ">=", "<", "<="]), st.sampled_from(["5", "a"])),
+    st.sampled_from(["*", "a*", "a~", "-5", "x^2", "/re/"]),
+)
+_SPACE = st.sampled_from([" ", " ", "  ", "\t", ""])
+
+
+@st.composite
+def _query_text(draw, depth=0):
+    """Queries of the shapes the fast path reads, and near misses (spacing, lowercase
+    operators, reserved words, unsupported syntax, bad nesting)."""
+    kind = draw(st.sampled_from(["atom", "atom", "field", "op", "not", "prefix", "group"]))
+    if depth > 2 or kind == "atom":
+        return draw(_ATOMS)
+    if kind == "field":
+        name = draw(st.sampled_from(["f", "page", "user.id", "_x", "a.", "*"]))
+        inner = draw(_ATOMS) if draw(st.booleans()) else f"({draw(_query_text(depth + 1))})"
+        return f"{name}:{draw(st.sampled_from(['', '', ' ']))}{inner}"
+    if kind == "op":
+        parts = draw(st.lists(_query_text(depth + 1), min_size=2, max_size=3))
+        op = draw(st.sampled_from(["AND", "OR", "AND", "OR", "and", "&&", ""]))
+        return f"{draw(_SPACE)}{op}{draw(_SPACE)}".join(parts)
+    if kind == "not":
+        return f"NOT{draw(st.sampled_from([' ', '  ', '']))}{draw(_query_text(depth + 1))}"
+    if kind == "prefix":
+        return f"{draw(st.sampled_from('+-'))}{draw(_SPACE)}{draw(_query_text(depth + 1))}"
+    closing = draw(st.sampled_from([")", ")", ""]))
+    return f"({draw(_SPACE)}{draw(_query_text(depth + 1))}{draw(_SPACE)}{closing}"
+
+
+def _outcome(read, query):
+    try:
+        return read(query)
+    except QueryError as exc:
+        return ("error", exc.reason, exc.position)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(_query_text(), st.text('ab1 :()[]{}"+-*TONDR<>=.', max_size=20)))
+def test_the_fast_parser_reads_every_query_as_luqum_does(query):
+    """``parse`` reads the common shapes itself (luqum's parser costs about 1 ms a query)
+    and gives the rest to luqum: whatever the query, the compiled tree (or the error, with
+    its position) is luqum's."""
+    from streams.jobs.search import _fast_tree, _luqum_parse
+
+    assume(query.strip())  # (an empty query is refused before either)
+    assert _outcome(parse, query) == _outcome(_luqum_parse, query)
+    if query in ("a AND b", 'page:"product 17" AND country:c3', "f:(a OR b) AND NOT g:[1 TO 5}"):
+        assert _fast_tree(query) is not None  # the fast path is taken
+
+
+def test_the_fast_parser_takes_the_common_shapes():
+    from streams.jobs.search import _fast_tree
+
+    for query in [
+        "status:error",
+        'page:"product 17" AND country:c3',
+        "user:u1 AND status:error",
+        "message:w1 OR message:w2",
+        "latency_ms:[500 TO *] AND page:x",
+        "f:(a OR b) AND NOT g:{1 TO 5]",
+        "-env:dev AND +status:error",
+        "x:>=990",
+    ]:
+        assert _fast_tree(query) is not None, query
+    for query in ["a b", "a and b", "x:-5", "NOT", "err*", '"a b"~2', "x:[1 TO 5"]:
+        assert _fast_tree(query) is None, query
 
 
 # ---------------------------------------------------------------------- in a job

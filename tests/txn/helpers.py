@@ -20,12 +20,16 @@ class CrashableListener(TidelogListener):
     """Tidelog's listener in its own process, on one port for its whole life, so clients
     reconnect to it after ``crash_and_restart()`` (SIGKILL, then a start on the same data)."""
 
-    def __init__(self, data_dir: str):
+    def __init__(self, data_dir: str, flush: str = "fsync"):
+        """`flush`: the listener's ``--flush`` policy (fsync, its default, or kafka)."""
         self.fixed_port = free_port()
         super().__init__(
             data_dir,
-            extra_args=("--port", str(self.fixed_port), "--initial-rebalance-delay-ms", "0"),
-        )
+            extra_args=(
+                "--port", str(self.fixed_port), "--initial-rebalance-delay-ms", "0",
+                "--flush", flush,
+            ),
+        )  # fmt: skip
 
     def kill(self) -> None:
         proc, self.process = self.process, None

@@ -102,6 +102,42 @@ def test_a_restarted_coordinator_completes_a_prepared_commit(tmp_path, clock):
         b.close()
 
 
+def test_a_prepared_commit_whose_markers_fail_at_load_is_not_taken_for_hanging(
+    tmp_path, clock, monkeypatch
+):
+    """At load, a PrepareCommit whose markers cannot be written yet stays PrepareCommit (and
+    is retried): its open partitions belong to it, so the hanging-transaction sweep must not
+    abort them behind its back (a COMMIT marker would then follow an ABORT)."""
+    from streams.errors import StorageError
+
+    b = Broker(tmp_path, clock)
+    pid, _ = _prepared(b, commit=True)
+    b.close()
+    real = LogStore.append_markers
+
+    def refused(self, partitions, producer_id, epoch, commit, *args, **kwargs):
+        if commit:  # the COMMIT markers fail; an ABORT (the sweep's) would go through
+            raise StorageError("the disk is not ready")
+        return real(self, partitions, producer_id, epoch, commit, *args, **kwargs)
+
+    monkeypatch.setattr(LogStore, "append_markers", refused)
+    b = Broker(tmp_path, clock)
+    try:
+        monkeypatch.setattr(LogStore, "append_markers", real)
+        meta = b.txns._txns["copier"]
+        assert meta.state == TxnState.PREPARE_COMMIT
+        for p in (0, 1):
+            plog = b.store.partition_log("t", p)
+            assert plog.txns.open == {pid: 0}, "the prepared commit's partition was aborted"
+            assert plog.txns.aborted == ()
+        b.txns._try_complete(meta)  # the retry
+        assert meta.state == TxnState.COMPLETE_COMMIT
+        assert b.values(0) == [b"a", b"b"] and b.values(1) == [b"c"]
+        assert b.groups.committed("group")[("in", 0)].offset == 42
+    finally:
+        b.close()
+
+
 def test_a_restarted_coordinator_completes_a_prepared_abort(tmp_path, clock):
     b = Broker(tmp_path, clock)
     pid, _ = _prepared(b, commit=False)
@@ -139,6 +175,72 @@ def test_an_ongoing_transaction_survives_a_restart_until_its_timeout(tmp_path, c
             b.txns.end_txn("slow", pid, epoch, commit=True)
         with pytest.raises(ProducerFenced):
             b.txns.verify_produce("t", 0, rb.parse_header(_header_only(pid, epoch)))
+    finally:
+        b.close()
+
+
+def test_add_partitions_waits_for_no_disk_and_a_transaction_it_lost_is_aborted_at_load(
+    tmp_path, clock, monkeypatch
+):
+    """AddPartitionsToTxn answers without an fdatasync (the produce's acknowledgement waits
+    for the state log instead: ``sync_state``). If a crash of the machine loses its record
+    while the partition kept the records, nothing holds that transaction any more: the next
+    load aborts it (Kafka's hanging transaction), and leaves a transaction it holds open."""
+    from tests.log.test_durability import SyncLog
+
+    b = Broker(tmp_path, clock)
+    pid, epoch = b.txns.init_producer_id("app", 60_000)
+    syncs = SyncLog(monkeypatch)
+    b.txns.add_partitions("app", pid, epoch, [("t", 0)])
+    assert len(syncs) == 0, "AddPartitionsToTxn waited for an fdatasync"
+    b.txns.sync_state()
+    assert any("__transaction_state" in path for path, _ in syncs.syncs)
+    monkeypatch.undo()
+    b.produce(0, [b"kept"], pid, epoch, 0)
+    # what a lost AddPartitionsToTxn of partition 1 leaves: its records, in no transaction
+    data = rb.build_batch(
+        [ProducerRecord(b"lost")], now_ms=clock.now, producer_id=pid, producer_epoch=epoch,
+        base_sequence=0, attributes_extra=rb.ATTR_TRANSACTIONAL,
+    )  # fmt: skip
+    b.store.sync_to("t", 1, b.store.produce("t", 1, data).sync_to)
+    assert b.store.partition_log("t", 1).last_stable_offset == 0
+    b.close()
+
+    b = Broker(tmp_path, clock)
+    try:
+        lost = b.store.partition_log("t", 1)
+        assert lost.txns.open == {}
+        assert lost.last_stable_offset == lost.high_watermark == 2  # the record, its ABORT
+        assert b.store.read("t", 1, 0, committed=True) == []
+        kept = b.store.partition_log("t", 0)
+        assert kept.txns.open == {pid: 0} and kept.last_stable_offset == 0  # still ongoing
+        b.txns.end_txn("app", pid, epoch, commit=True)
+        assert [r.value for r in b.store.read("t", 0, 0, committed=True)] == [b"kept"]
+    finally:
+        b.close()
+
+
+def test_the_embedded_producer_acknowledges_after_its_transaction_state_is_on_disk(
+    tmp_path, clock, monkeypatch
+):
+    from streams.client.producer import Producer
+    from tests.log.test_durability import SyncLog
+
+    b = Broker(tmp_path, clock)
+    try:
+        p = Producer(b.store, transactional_id="emb", transactions=b.txns, linger_ms=1)
+        p.init_transactions()
+        syncs = SyncLog(monkeypatch)
+        p.begin_transaction()
+        assert p.send("t", b"v", partition=0).result(10).offset == 0
+        done = list(syncs.syncs)
+        state = b.store.partition_log("__transaction_state", 0).segments[-1].path
+        size = os.path.getsize(state)
+        assert any(path == os.path.realpath(state) and covered >= size for path, covered in done), (
+            "the record was acknowledged before its AddPartitionsToTxn record was on disk"
+        )
+        p.commit_transaction(10)
+        p.close()
     finally:
         b.close()
 

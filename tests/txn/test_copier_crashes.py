@@ -3,7 +3,8 @@ a consume-transform-produce copier (tests/txn/copier.py: read `in` read_committe
 ``send_offsets_to_transaction``, commit) runs as a subprocess while the broker (Tidelog's
 listener, its own process) and the copier are each killed with SIGKILL and restarted several
 times. Afterwards `out` read with read_committed equals `in` read with read_committed, partition
-by partition and in order: the same records, none lost, none twice.
+by partition and in order: the same records, none lost, none twice. It runs under both flush
+policies of the listener (``--flush fsync``, the default, and ``--flush kafka``).
 
 `in` is written before the copier starts by a transactional producer that aborts some of its
 transactions, so the copier's read_committed consumer must skip those.
@@ -137,9 +138,12 @@ def seed() -> int:
     return value
 
 
-def test_copier_output_equals_input_through_broker_and_copier_sigkills(tmp_path, seed):
+# fsync: the listener's default flush policy; kafka: ``--flush kafka`` (acknowledged from the
+# page cache), which a SIGKILL of the broker must not cost a record either
+@pytest.mark.parametrize("flush", ["fsync", "kafka"])
+def test_copier_output_equals_input_through_broker_and_copier_sigkills(tmp_path, seed, flush):
     rng = random.Random(seed)
-    broker = CrashableListener(str(tmp_path / "data"))
+    broker = CrashableListener(str(tmp_path / "data"), flush)
     with broker:
         copier = CopierProcess(broker.bootstrap, str(tmp_path / "copier.log"))
         create_topics(broker.bootstrap, PARTITIONS, "in", "out")

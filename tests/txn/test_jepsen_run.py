@@ -17,7 +17,8 @@ during the run), with confluent-kafka threads in this process:
 
 Size: ``TIDELOG_TXN_JEPSEN_SECONDS`` (default 12) of load, ``TIDELOG_TXN_JEPSEN_CRASHES``
 (default 2) broker kills; ``TIDELOG_TXN_JEPSEN_SEED`` repeats a run's choices (the thread
-interleaving and the kill times still vary).
+interleaving and the kill times still vary). ``TIDELOG_TXN_FLUSH=kafka`` runs the listener with
+``--flush kafka`` (default: fsync).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ PRODUCERS = 4
 CONSUMERS = 2
 SECONDS = float(os.environ.get("TIDELOG_TXN_JEPSEN_SECONDS", "12"))
 CRASHES = int(os.environ.get("TIDELOG_TXN_JEPSEN_CRASHES", "2"))
+FLUSH = os.environ.get("TIDELOG_TXN_FLUSH", "fsync")  # the listener's --flush policy
 TXN_TIMEOUT_MS = 3000
 OP_TIMEOUT_S = 30
 
@@ -214,7 +216,7 @@ def seed() -> int:
 
 def test_randomized_transactions_show_no_anomaly(tmp_path, seed):
     rng = random.Random(seed)
-    broker = CrashableListener(str(tmp_path / "data"))
+    broker = CrashableListener(str(tmp_path / "data"), FLUSH)
     txns: list[Txn] = []
     stop = threading.Event()
     with broker:

@@ -11,6 +11,9 @@ their order and still share fsyncs:
    request waits until this phase is done (``Deferred``), so the order holds;
 2. then, on the thread pool, wait until the flush policy is satisfied (``sync_to``): the
    writes of many requests and connections made meanwhile share one fdatasync (group commit).
+   A transactional producer's request also waits, in a second task beside it, for the
+   transaction coordinator's state log (``TransactionCoordinator.sync_state``): its
+   AddPartitionsToTxn was answered before it was on disk.
 
 acks=0 gets no response; if such a request fails, the connection is closed, as Kafka does.
 
@@ -100,10 +103,18 @@ def _create_topics(ctx: BrokerContext, names: list[str]) -> None:
             log.info("topic %s not auto-created on produce: %s", name, exc)
 
 
-def _phase_one(ctx: BrokerContext, req: Request) -> tuple[list, list[Sync]]:
+def _phase_one(ctx: BrokerContext, req: Request) -> tuple[list, list[Sync], bool]:
+    """Write each partition's records; returns the results, what to sync, and whether a
+    transactional batch was written (its transaction's state must be on disk too)."""
     body = req.body
     syncs: list[Sync] = []
     results = []
+    transactional: list[bool] = []
+
+    def verify(topic: str, partition: int, h) -> None:
+        ctx.transactions.verify_produce(topic, partition, h)
+        transactional.append(True)
+
     for topic_data in body.topic_data:
         name, topic_error = topic_data.name, 0
         if req.api_version >= MIN_TOPIC_ID_VERSION:
@@ -114,23 +125,29 @@ def _phase_one(ctx: BrokerContext, req: Request) -> tuple[list, list[Sync]]:
         parts = [
             PartitionResult(pd.index, topic_error)
             if topic_error
-            else _produce_partition(ctx, req, body.acks, name, pd.index, pd.records, syncs)
+            else _produce_partition(ctx, req, name, pd.index, pd.records, syncs, verify)
             for pd in topic_data.partition_data
         ]
         results.append((name, topic_data.topic_id, parts))
-    return results, syncs
+    return results, syncs, bool(transactional)
 
 
-def _phase_two(ctx: BrokerContext, req: Request, phase_one: tuple[list, list[Sync]]) -> Awaitable:
-    results, syncs = phase_one
+def _phase_two(
+    ctx: BrokerContext, req: Request, phase_one: tuple[list, list[Sync], bool]
+) -> Awaitable:
+    results, syncs, transactional = phase_one
     # requested now, not in `_complete`: written records must reach the disk (and the high
     # watermark) even if this request is cancelled, e.g. by its connection closing
     synced = ctx.executor.submit(_sync_all, ctx, syncs) if syncs else None
-    return _complete(req, req.body.acks, results, synced)
+    state = None
+    if syncs and transactional:
+        # the AddPartitionsToTxn records that let these records in, beside their fdatasync
+        state = ctx.executor.submit(ctx.transactions.sync_state)
+    return _complete(req, req.body.acks, results, synced, state)
 
 
-def _produce_partition(ctx, req, acks, topic, partition, records, syncs) -> PartitionResult:
-    if acks not in (0, 1, -1):
+def _produce_partition(ctx, req, topic, partition, records, syncs, verify) -> PartitionResult:
+    if req.body.acks not in (0, 1, -1):
         return PartitionResult(partition, ErrorCode.INVALID_REQUIRED_ACKS)
     if req.api_version < MIN_MAGIC2_VERSION:
         return PartitionResult(partition, ErrorCode.UNSUPPORTED_VERSION)
@@ -138,7 +155,7 @@ def _produce_partition(ctx, req, acks, topic, partition, records, syncs) -> Part
         return PartitionResult(partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     try:
         data = bytes(records or b"")
-        done = ctx.store.produce(topic, partition, data, ctx.transactions.verify_produce)
+        done = ctx.store.produce(topic, partition, data, verify)
     except TidelogError as exc:
         return PartitionResult(partition, domain_error_code(exc), message=str(exc))
     if done.sync_to is not None:
@@ -158,9 +175,16 @@ def _sync_all(ctx: BrokerContext, syncs: list[Sync]) -> dict[tuple[str, int], St
     return failed
 
 
-async def _complete(req: Request, acks: int, results, synced: Future | None) -> Any:
+async def _complete(
+    req: Request, acks: int, results, synced: Future | None, state: Future | None = None
+) -> Any:
     if synced is not None:
         failed = await asyncio.shield(asyncio.wrap_future(synced))
+        if state is not None:
+            try:
+                await asyncio.shield(asyncio.wrap_future(state))
+            except StorageError as exc:  # the transaction's state is not known to be on disk
+                failed = {(name, r.index): exc for name, _, parts in results for r in parts}
         if failed:
             results = _with_sync_failures(results, failed)
     if acks == 0:

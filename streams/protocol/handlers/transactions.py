@@ -7,8 +7,9 @@ A fenced producer gets PRODUCER_FENCED on the request versions that know it (KIP
 InitProducerId v4, AddPartitionsToTxn v2, AddOffsetsToTxn v2, EndTxn v2, TxnOffsetCommit v3)
 and INVALID_PRODUCER_EPOCH before, as Kafka answers.
 
-Thread-safety: handlers run on the listener's event loop; every coordinator call blocks (state
-records and markers are fsynced) and runs through ``BrokerContext.blocking``.
+Thread-safety: handlers run on the listener's event loop; every coordinator call may block (on
+the coordinator's lock, or an fsync of state records or markers) and runs through
+``BrokerContext.blocking``.
 """
 
 from __future__ import annotations
