@@ -124,26 +124,7 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         for t in b.topics
         for p in t.partitions
     }
-    code = 0
-    if req.api_version >= 3 and b.generation_id >= 0:
-        try:
-            await ctx.blocking(
-                ctx.coordinator.check_member, b.group_id, b.member_id, b.generation_id
-            )
-        except GroupError as exc:
-            code = domain_error_code(exc)
-    if not code:
-        try:
-            await ctx.blocking(
-                ctx.transactions.txn_offset_commit,
-                b.transactional_id,
-                b.producer_id,
-                b.producer_epoch,
-                b.group_id,
-                offsets,
-            )
-        except TidelogError as exc:
-            code = _code(req, exc)
+    code = await ctx.blocking(_txn_offset_commit, ctx, req, offsets)  # one trip to the pool
     cls = codec.response_class(req.api_key).TxnOffsetCommitResponseTopic
     topics = [
         cls(
@@ -158,6 +139,23 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         for t in b.topics
     ]
     return codec.make_response(req, throttle_time_ms=0, topics=topics)
+
+
+def _txn_offset_commit(ctx: BrokerContext, req: Request, offsets) -> int:
+    """The member check, then the staging (blocking); the error code to answer, 0 if none."""
+    b = req.body
+    if req.api_version >= 3 and b.generation_id >= 0:
+        try:
+            ctx.coordinator.check_member(b.group_id, b.member_id, b.generation_id)
+        except GroupError as exc:
+            return domain_error_code(exc)
+    try:
+        ctx.transactions.txn_offset_commit(
+            b.transactional_id, b.producer_id, b.producer_epoch, b.group_id, offsets
+        )
+    except TidelogError as exc:
+        return _code(req, exc)
+    return 0
 
 
 async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
