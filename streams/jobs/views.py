@@ -60,6 +60,7 @@ VIEW_KINDS = ("aggregate", "window", "table_join")
 MAX_ROWS = 1000  # largest answer of a range query (``limit``)
 MAX_WAIT_S = 60.0
 _LOOKBACK = 256  # records read back from a partition's end to find its last data record
+_SETTLE_PAUSE_S = 0.005  # between looks at a partition whose transaction's markers are due
 VIEW_RETENTION_MS = 24 * 3600 * 1000  # a windowed view keeps a window a day past its end
 
 
@@ -184,7 +185,8 @@ class View:
         self.job_name, self.name, self.kind = job.name, node.name, node.kind
         self.windowed = node.kind == "window"
         self.partitions, self.key_topic, self.key_serde = partitions, key_topic, key_serde
-        self.end_offset = end_offset  # (topic, partition) -> the log's end offset
+        # (topic, partition, deadline, pause) -> where a reader of all its records stands
+        self.end_offset = end_offset
         self.repartition_topics = _upstream_repartitions(node)
         self.input_topics = _upstream_topics(node)
         self.parts: dict[int, _Part] = {}
@@ -449,7 +451,9 @@ class View:
         deadline = time.monotonic() + timeout_s
         self._wait_until(targets, deadline, targets, timeout_s)
         for topic in self.repartition_topics:
-            ends = {topic: {q: self.end_offset(topic, q) for q in partitions}}
+            ends = {
+                topic: {q: self.end_offset(topic, q, deadline, self._cond.wait) for q in partitions}
+            }
             self._wait_until(ends, deadline, targets, timeout_s)
 
     def _wait_until(self, targets, deadline: float, asked, timeout_s: float) -> None:
@@ -556,15 +560,40 @@ class ViewRegistry:
         self._views: dict[str, dict[str, View]] = {}
         self._runners: dict[str, set[int]] = {}
 
-    def end_offset(self, topic: str, partition: int) -> int:
+    def end_offset(
+        self,
+        topic: str,
+        partition: int,
+        deadline: float | None = None,
+        pause: Callable[[float], object] = time.sleep,
+    ) -> int:
         """Where a runner that has read all of the partition's committed records stands: one
         past the last committed data record (a transaction's commit marker, or an aborted
-        record, at the end is never a runner's position: read_committed readers skip them)."""
+        record, at the end is never a runner's position: read_committed readers skip them).
+
+        Over a ``LogStore`` it first waits until every transaction with records in the
+        partition now is decided and its markers written — the last stable offset reaches
+        the high watermark as it is now — pausing with `pause(seconds)` between looks, and
+        raises ``ViewTimeout`` at `deadline` (``time.monotonic()``; None: now). An EndTxn
+        is answered before its markers are written (as Kafka's), so a job's checkpoint can
+        be committed, and its positions published, while the records it appended are still
+        above the last stable offset: an end read then would leave them out."""
         end_offset = getattr(self.log_store, "end_offset", None)
         if end_offset is not None:
             return end_offset(topic, partition)
         store = self.log_store
-        start, stable = store.offsets(topic, partition, committed=True)
+        high = store.offsets(topic, partition)[1]
+        while True:
+            start, stable = store.offsets(topic, partition, committed=True)
+            if stable >= high:
+                break
+            left = (deadline if deadline is not None else 0.0) - time.monotonic()
+            if left <= 0:
+                raise ViewTimeout(
+                    f"{topic}-{partition}: a transaction below offset {high} is still open "
+                    f"(its last stable offset is {stable})"
+                )
+            pause(min(left, _SETTLE_PAUSE_S))
         upto = stable
         while upto > start:
             lo = pos = max(start, upto - _LOOKBACK)

@@ -461,7 +461,7 @@ class RoutedViews:
         deadline = time.monotonic() + timeout_s
         self._wait_stage(v, targets, deadline)
         for topic in v.repartition_topics:
-            ends = {topic: {q: v.end_offset(topic, q) for q in range(v.partitions)}}
+            ends = {topic: {q: v.end_offset(topic, q, deadline) for q in range(v.partitions)}}
             self._wait_stage(v, ends, deadline)
 
     def _wait_stage(self, v: View, targets: dict[str, dict[int, int]], deadline: float) -> None:

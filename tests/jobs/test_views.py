@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,11 +21,13 @@ from streams.jobs.views import (
     ENDED,
     LocalViews,
     UnknownView,
+    ViewRegistry,
     ViewTimeout,
     ViewUnavailable,
     order,
 )
 from streams.log import LogStore
+from streams.log import records as rb
 
 COUNTRIES = ["at", "be", "ch", "de", "es", "fi", "fr", "gr", "ie", "it", "nl", "pt", "se"]
 
@@ -265,6 +268,53 @@ def test_wait_timeout_is_a_clear_error(store, coordinator):
     with pytest.raises(InvalidConfig, match="timeout_s"):
         views.get("shop", "revenue", "fr", wait_for={"orders": {0: 1}}, timeout_s=3600)
     runner.close()
+
+
+def _txn_append(store: LogStore, topic: str, values: list[bytes], pid: int) -> int:
+    """A transactional producer's records in `topic`-0, no marker yet; the first offset."""
+    data = rb.build_batch(
+        [rb.ProducerRecord(v) for v in values],
+        now_ms=1_700_000_000_000,
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        attributes_extra=rb.ATTR_TRANSACTIONAL,
+    )
+    done = store.produce(topic, 0, data)
+    store.sync_to(topic, 0, done.sync_to)
+    return done.base_offset
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_wait_stage_end_includes_a_transaction_whose_markers_are_still_due(store, commit):
+    """The end of a repartition topic a ``wait_for`` stage waits for is read right after the
+    upstream task's checkpoint was committed — but EndTxn is answered before its markers are
+    written (as Kafka's), so the records that checkpoint appended may still be above the last
+    stable offset. The end is read once the markers are there: a committed record is in it,
+    an aborted one is not. Deterministic: the marker is written only after the reader has
+    had its chance to look (a reader that did not wait returns the old end)."""
+    store.create_topic("rp", 1)
+    before = store.append_batch("rp", [(b"kept", None)], partition=0)[0].offset
+    pid = store.allocate_producer_id()
+    first = _txn_append(store, "rp", [b"a", b"b"], pid)
+    assert store.offsets("rp", 0, committed=True)[1] == first  # the markers are due
+    registry = ViewRegistry(store)
+    got: list = []
+    reader = threading.Thread(
+        target=lambda: got.append(registry.end_offset("rp", 0, time.monotonic() + 60))
+    )
+    reader.start()
+    reader.join(0.5)  # the reader looks while the markers are due
+    store.write_markers([("rp", 0)], pid, 0, commit)
+    reader.join(60)
+    assert got == [first + 2 if commit else before + 1]
+
+
+def test_a_wait_stage_times_out_on_a_transaction_left_open(store):
+    store.create_topic("rp", 1)
+    _txn_append(store, "rp", [b"a"], store.allocate_producer_id())
+    with pytest.raises(ViewTimeout, match=r"rp-0: a transaction below offset 1 is still open"):
+        ViewRegistry(store).end_offset("rp", 0, time.monotonic() + 0.1)
 
 
 def test_restarted_job_serves_the_same_rows_from_the_view_changelog(store, coordinator):
