@@ -18,7 +18,7 @@ SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postg
 NATIVE := streams/log/_cdecode.so
 NATIVE_SRC := streams/log/_cdecode.pyx
 
-.PHONY: run test bench lint venv system-deps node-deps native
+.PHONY: run test soak bench lint venv system-deps node-deps native
 
 venv: $(STAMP)
 
@@ -67,6 +67,27 @@ system-deps:
 
 test: $(STAMP) native system-deps node-deps
 	$(PY) -m pytest
+
+# make soak: the crash, torture, race and fuzz tests at long sizes (`make test` runs them at
+# short ones; DEVELOPERS.md "Test sizes"). Each size is an environment variable that the
+# command line or the environment overrides, e.g. `make soak TIDELOG_JOBS_KILLS=10`.
+SOAK_TESTS := tests/txn/test_copier_crashes.py tests/txn/test_jepsen_run.py \
+	tests/jobs/test_workers.py tests/log/test_crash_recovery.py tests/log/test_concurrency.py \
+	tests/log/test_records_compiled.py tests/log/test_records_native.py \
+	tests/protocol/test_robustness.py
+soak: export TIDELOG_TXN_COPIER_RECORDS ?= 100000
+soak: export TIDELOG_TXN_COPIER_CRASHES ?= 30
+soak: export TIDELOG_TXN_JEPSEN_SECONDS ?= 300
+soak: export TIDELOG_TXN_JEPSEN_CRASHES ?= 20
+soak: export TIDELOG_JOBS_RECORDS ?= 200000
+soak: export TIDELOG_JOBS_KILLS ?= 5
+soak: export TIDELOG_TORTURE_ITERATIONS ?= 500
+soak: export TIDELOG_CORRUPTION_CASES ?= 2000
+soak: export TIDELOG_CONCURRENCY_SECONDS ?= 60
+soak: export TIDELOG_RECORDS_EXAMPLES ?= 5000
+soak: export TIDELOG_PROTOCOL_FUZZ_EXAMPLES ?= 10000
+soak: $(STAMP) native system-deps node-deps
+	$(PY) -m pytest -p no:cacheprovider -o timeout=0 $(SOAK_TESTS)
 
 # The Node Kafka clients (KafkaJS, @platformatic/kafka) of tests/protocol, exactly as locked in
 # package-lock.json; again only when the lock file changes. Skipped (the tests say why) without npm.

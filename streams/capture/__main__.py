@@ -16,6 +16,7 @@ import sys
 
 from streams.capture.pgoutput import format_lsn
 from streams.capture.postgres import (
+    DEFAULT_COMPRESSION,
     DEFAULT_PUBLICATION,
     DEFAULT_SERVER,
     DEFAULT_SLOT,
@@ -44,6 +45,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also read the tables' current rows (DBLog chunks while the stream runs, op r)",
     )
     pg.add_argument("--chunk-rows", type=int, default=1024, help="rows per snapshot chunk")
+    pg.add_argument(
+        "--compression",
+        choices=("none", "gzip", "snappy", "lz4", "zstd"),
+        default=DEFAULT_COMPRESSION,
+        help=f"the producer's compression.type (default {DEFAULT_COMPRESSION})",
+    )
     pg.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
 
@@ -63,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         server=args.server,
         snapshot_tables=tables if args.snapshot else (),
         chunk_rows=args.chunk_rows,
+        producer_config={"compression.type": args.compression},
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: capture.stop())

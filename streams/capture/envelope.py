@@ -57,14 +57,6 @@ def connect_type(type_oid: int) -> tuple[str, str | None]:
     return _TYPES.get(type_oid, ("string", None))
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode()
-
-
-def _int(raw: bytes) -> int:
-    return int(raw)
-
-
 def _float(raw: bytes) -> float | str:
     value = float(raw)  # also 'NaN', 'Infinity'
     return value if math.isfinite(value) else raw.decode()
@@ -78,10 +70,11 @@ def _bytea(raw: bytes) -> str:  # bytea's text form is hex: \x0102
     return base64.b64encode(bytes.fromhex(raw[2:].decode())).decode()
 
 
-_DECODERS = {
-    "int16": _int,
-    "int32": _int,
-    "int64": _int,
+_DECODERS: dict[str, Callable[[bytes], Any]] = {
+    # builtins, not wrappers: no Python frame per column (int() takes PostgreSQL's digits)
+    "int16": int,
+    "int32": int,
+    "int64": int,
     "float32": _float,
     "float64": _float,
     "boolean": _bool,
@@ -91,7 +84,7 @@ _DECODERS = {
 
 def decoder_for(type_oid: int) -> Callable[[bytes], Any]:
     """The function that turns a column's text (as pgoutput sent it) into its JSON value."""
-    return _DECODERS.get(connect_type(type_oid)[0], _text)
+    return _DECODERS.get(connect_type(type_oid)[0], bytes.decode)  # UTF-8 text
 
 
 def decode_value(type_oid: int, raw: pgoutput.Value) -> Any:

@@ -244,26 +244,36 @@ class CepOperator:
 
     A key's state is ``[buffered events, partial matches ("runs")]``, each buffered event
     ``[ts, value]``. A run of a *chain* pattern (``begin`` then ``followed_by`` stages only:
-    nothing optional, looping or negated; ``times(n)`` included) is ``[first ts, index of the
-    stage it waits for, [[ts, value] per stage taken]]``: it has one open stage and no guards,
-    so it takes the event in place or ignores it. Any other pattern's run is ``{"s": first ts,
-    "t": [[stage index, event], ...], "o": [open stage indices; ``~i``: one more event for
-    looping stage i], "f": fresh (no event seen since its last take), "g": [active negation
-    stage indices], "p": pending (complete but for a trailing not_followed_by)}``, plus
-    ``"d": 1`` once a run ending in ``one_or_more()`` has matched (it may still grow; it
-    never times out). A key's runs are kept in order of their first event's time (new runs
-    start at the latest time), so the ones `within` expires are a prefix.
+    nothing optional, looping or negated; ``times(n)`` included) is ``[index of the stage it
+    waits for, ts, value, ts, value, ...]`` (the events it took, the first one's time first):
+    it has one open stage and no guards, so it takes the event in place or ignores it. Any
+    other pattern's run is ``{"s": first ts, "t": [[stage index, event], ...], "o": [open
+    stage indices; ``~i``: one more event for looping stage i], "f": fresh (no event seen
+    since its last take), "g": [active negation stage indices], "p": pending (complete but
+    for a trailing not_followed_by)}``, plus ``"d": 1`` once a run ending in
+    ``one_or_more()`` has matched (it may still grow; it never times out). A key's runs are
+    kept in order of their first event's time (new runs start at the latest time), so the
+    ones `within` expires are a prefix.
 
-    Speed (``make bench BENCH=cep``): the pattern is compiled once into per-stage tables
-    (condition, taking ``(event)`` or ``(event, matched)``; strictness; the options and
-    negations after each stage), so stepping a run is table look-ups and condition calls.
-    The states of the keys touched since the last ``sync()`` are kept in a dict of their own
-    and written to `store` only by ``sync()`` (the job calls it before each commit), once per
-    key, not once per event: the store sees exactly what it would have seen, one commit at a
-    time. Wake-ups are a heap of ``(due, sequence, key)``: one entry per buffered event (due
-    when the watermark passes it) and one per run started (due when its ``within`` ends),
-    pushed once. ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips
-    building the timed-out partial matches nobody reads; runs still expire the same way.
+    Speed (``make bench BENCH=cep``):
+
+    - the pattern is compiled once into per-stage tables (condition, taking ``(event)`` or
+      ``(event, matched)``; strictness; the options and negations after each stage), so
+      stepping a run is table look-ups and condition calls;
+    - the states of the keys touched since the last ``sync()`` are kept in a dict of their
+      own and written to `store` only by ``sync()`` (the job calls it before each commit),
+      once per key, not once per event: the store sees what it would have seen, one commit
+      at a time;
+    - an event that arrives in order (``ts`` >= the largest time seen) waits in one arrival
+      queue ``(ts, key, value)``, released from its head as the watermark passes; only at
+      ``sync()`` do the events still waiting move into their keys' states. Events that
+      arrive out of order go to their key's state at once, with a wake-up on a heap;
+    - runs' ends are wake-ups ``(due, key)`` in a queue while they come in time order (a
+      heap otherwise); the common case — one event released, nothing else due — is stepped
+      without sorting keys, and for a chain without ``timed_out()`` consumer the runs'
+      ends, which then emit nothing, just drop the runs;
+    - ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips building the
+      timed-out partial matches nobody reads; runs still end at the same time.
     """
 
     def __init__(
@@ -307,6 +317,11 @@ class CepOperator:
         # wake-ups (due, key): of runs' ends while they come in order; of everything else
         # (events buffered out of order, restored state; a heap)
         self._qx: deque[tuple[int, object]] = deque()
+        # a chain's runs' ends emit nothing when nobody reads the timed-out partial matches
+        self._quiet = self._chain and not timeouts
+        # the lists the next matches and timed-out partials go to (new ones once returned)
+        self._m: Out = []
+        self._t: Out = []
         self._heap: list[tuple[int, int, object]] = []
         self._seq = 0
         # key -> [buffer, runs]: the keys touched since the last sync (their state is here,
@@ -343,7 +358,7 @@ class CepOperator:
         if isinstance(st, dict):
             buf, runs = st["b"], st["r"]
             if self._chain:
-                runs = [[r["s"], r["o"][0], [e for _, e in r["t"]]] for r in runs]
+                runs = [[r["o"][0], *(x for _, e in r["t"] for x in e)] for r in runs]
             return [buf, runs]
         return st  # type: ignore[return-value]
 
@@ -375,11 +390,27 @@ class CepOperator:
             self.late_count += 1
             return _NONE
         if ts >= self._mx:  # in order: it waits in the arrival queue
-            self._pend.append((ts, key, value))
+            pend = self._pend
+            pend.append((ts, key, value))
             if ts > self._mx:
                 self._mx = ts
                 if ts - self.ooo > wm:
                     wm = self._wm = ts - self.ooo
+                    if self._quiet and pend[0][0] < wm and pend[1][0] >= wm:
+                        heap = self._heap
+                        if not heap or heap[0][0] > wm:
+                            # `advance`'s common case for a chain without timed_out()
+                            # consumer, inlined: one event released, no timed-out partials
+                            ts, key, value = pend.popleft()
+                            matches = self._m
+                            self._chain_one(key, ts, value, wm, matches, self._t)
+                            qx = self._qx
+                            while qx and qx[0][0] <= wm:
+                                self._chain_drop(qx.popleft()[1], wm)
+                            if not matches:
+                                return _NONE
+                            self._m = []
+                            return matches, ()
                     return self.advance(wm)
             return _NONE
         self._buffer(key, ts, value)
@@ -410,7 +441,7 @@ class CepOperator:
         if self.within is not None:
             for r in st[1]:
                 self._seq += 1
-                start = r[0] if self._chain else r["s"]
+                start = r[1] if self._chain else r["s"]
                 heapq.heappush(self._heap, (start + self.within, self._seq, key))
 
     def advance(self, wm: int) -> tuple[Out, Out]:
@@ -421,17 +452,25 @@ class CepOperator:
             pend
             and pend[0][0] < wm
             and (len(pend) == 1 or pend[1][0] >= wm)
-            and not (qx and qx[0][0] <= wm)
             and not (heap and heap[0][0] <= wm)
-        ):  # one event released, nothing else due: the common case of in-order input
+            and (self._quiet or not (qx and qx[0][0] <= wm))
+        ):  # one event released, no other due but runs' ends that emit nothing: the common
+            # case of in-order input
             ts, key, value = pend.popleft()
-            matches: Out = []
-            timeouts: Out = []
+            matches, timeouts = self._m, self._t
             if self._chain:
                 self._chain_one(key, ts, value, wm, matches, timeouts)
+                while qx and qx[0][0] <= wm:
+                    self._chain_drop(qx.popleft()[1], wm)
             else:
                 self._run_key(key, wm, matches, timeouts, [[ts, value]])
-            return matches, timeouts
+            if not matches and not timeouts:
+                return _NONE
+            if matches:
+                self._m = []
+            if timeouts:
+                self._t = []
+            return matches or (), timeouts or ()
         keys: dict = {}
         while pend and pend[0][0] < wm:
             ts, key, value = pend.popleft()
@@ -518,7 +557,7 @@ class CepOperator:
                     runs = self._step(key, runs, ts, value, matches)
         if runs:
             if within is not None:
-                if (runs[0][0] if self._chain else runs[0]["s"]) + within <= wm:
+                if (runs[0][1] if self._chain else runs[0]["s"]) + within <= wm:
                     if self._chain:
                         runs = self._chain_expire(key, runs, wm, timeouts)
                     else:
@@ -529,12 +568,13 @@ class CepOperator:
 
     # chains ---------------------------------------------------------------
 
-    def _chain_value(self, taken: list) -> dict:
+    def _chain_value(self, run: list) -> dict:
+        """A chain's run ``[stage it waits for, ts, value, ts, value, ...]`` as a match."""
         if self._distinct:
-            return {n: [e[1]] for n, e in zip(self._names, taken, strict=False)}
+            return {n: [v] for n, v in zip(self._names, run[2::2], strict=False)}
         out: dict[str, list] = {}
-        for n, e in zip(self._names, taken, strict=False):
-            out.setdefault(n, []).append(e[1])
+        for n, v in zip(self._names, run[2::2], strict=False):
+            out.setdefault(n, []).append(v)
         return out
 
     def _chain_expire(self, key, runs: list, now: int, timeouts: Out) -> list:
@@ -542,12 +582,26 @@ class CepOperator:
         within = self.within
         n = 0
         for r in runs:
-            if r[0] + within > now:
+            if r[1] + within > now:
                 break
             if self.timeouts:
-                timeouts.append((key, self._chain_value(r[2]), r[0] + within - 1))
+                timeouts.append((key, self._chain_value(r), r[1] + within - 1))
             n += 1
         return runs[n:]
+
+    def _chain_drop(self, key: object, wm: int) -> None:
+        """A chain's wake-up when nobody reads timed-out partial matches: the runs of `key`
+        whose `within` ended leave (nothing is emitted, so keys need no order). Only called
+        when no event of `key` before `wm` is left to release."""
+        st = self._live.get(key)
+        if st is None:
+            raw = self.store.get((key,))
+            if raw is None:
+                return
+            st = self._live[key] = self._decode(raw)
+        runs = st[1]
+        if runs and runs[0][1] + self.within <= wm:  # type: ignore[operator]
+            st[1] = self._chain_expire(key, runs, wm, [])
 
     def _chain_one(self, key, ts: int, value, wm: int, matches: Out, timeouts: Out) -> None:
         """`_run_key` for one event of a chain's key and nothing else of the key's released
@@ -562,36 +616,41 @@ class CepOperator:
         runs = st[1]
         within = self.within
         if runs:
-            if within is not None and runs[0][0] + within <= ts:
+            if within is not None and runs[0][1] + within <= ts:
                 runs = self._chain_expire(key, runs, ts, timeouts)
             unary = self._unary
             ended = False
             for r in runs:
-                i = r[1]
+                i = r[0]
                 f = unary[i]
                 if not (
                     f(value)
                     if f is not None
                     else self._conds[i](
-                        value, self._chain_value(r[2]) if self._uses_matched else _NOTHING
+                        value, self._chain_value(r) if self._uses_matched else _NOTHING
                     )
                 ):
                     continue
-                r[2].append([ts, value])
+                r += (ts, value)
                 if i == self._last:
-                    matches.append((key, self._chain_value(r[2]), ts))
-                    r[1] = -1
+                    matches.append((key, self._chain_value(r), ts))
+                    r[0] = -1
                     ended = True
                 else:
-                    r[1] = i + 1
+                    r[0] = i + 1
             if ended:
-                runs = [r for r in runs if r[1] >= 0]
+                runs = [r for r in runs if r[0] >= 0]
         f = self._unary[0]
         if f(value) if f is not None else self._conds[0](value, {}):
-            runs.append([ts, 1, [[ts, value]]])
+            runs.append([1, ts, value])
             if within is not None:
-                self._ends(ts + within, key)
-        if runs and within is not None and runs[0][0] + within <= wm:
+                due = ts + within
+                qx = self._qx
+                if not qx or qx[-1][0] <= due:
+                    qx.append((due, key))
+                else:
+                    self._ends(due, key)
+        if runs and within is not None and runs[0][1] + within <= wm:
             runs = self._chain_expire(key, runs, wm, timeouts)
         st[1] = runs
 
@@ -602,32 +661,32 @@ class CepOperator:
         first = unary[0]
         for ts, value in ready:
             if runs:
-                if within is not None and runs[0][0] + within <= ts:
+                if within is not None and runs[0][1] + within <= ts:
                     runs = self._chain_expire(key, runs, ts, timeouts)
                 ended = False
                 for r in runs:
-                    i = r[1]
+                    i = r[0]
                     f = unary[i]
                     if not (
                         f(value)
                         if f is not None
                         else conds[i](
-                            value, self._chain_value(r[2]) if self._uses_matched else _NOTHING
+                            value, self._chain_value(r) if self._uses_matched else _NOTHING
                         )
                     ):
                         continue
                     # (a run too old to take it has just expired: ts - first ts < within)
-                    r[2].append([ts, value])  # a chain never branches: the run is its own
+                    r += (ts, value)  # a chain never branches: the run is its own
                     if i == last:
-                        matches.append((key, self._chain_value(r[2]), ts))
-                        r[1] = -1
+                        matches.append((key, self._chain_value(r), ts))
+                        r[0] = -1
                         ended = True
                     else:
-                        r[1] = i + 1
+                        r[0] = i + 1
                 if ended:
-                    runs = [r for r in runs if r[1] >= 0]
+                    runs = [r for r in runs if r[0] >= 0]
             if first(value) if first is not None else conds[0](value, {}):
-                runs.append([ts, 1, [[ts, value]]])
+                runs.append([1, ts, value])
                 if within is not None:
                     self._ends(ts + within, key)
         return runs

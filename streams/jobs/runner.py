@@ -16,7 +16,11 @@ Each ``poll_once``:
    task in timestamp order (the smallest head first; a partition with unread records holds
    the others back until it has been read, so a join's inputs meet in time order), at most
    `max_records` per partition. (Over Kafka, a partition whose next records have not been
-   fetched yet does not hold the others back: a join's or window's grace covers that.)
+   fetched yet does not hold the others back: a join's or window's grace covers that.) The
+   round's records go to the task as one batch (``Task.feed_many``/``feed_merged``: the same
+   outcome as one record at a time, see ``streams.jobs.task``); if a step fails, the
+   ``RecordError`` names the record it failed on (or, inside a window's aggregation, the
+   batch's offsets) and nothing of the batch counts as processed.
 2. buffers what the tasks emit — sink records (partitioned by key), repartition records (read
    back in a later round, by whichever task owns their partition);
 3. every `checkpoint_interval_ms` (0: after every round, the embedded default) checkpoints.
@@ -154,6 +158,9 @@ class Runner:
         self._inputs: dict[int, list[str]] = {}  # task -> its input topics
         self._positions: dict[tuple[str, int], int] = {}
         self._out: dict[int, Records] = {}  # task -> its outputs since the last checkpoint
+        # (topic, partition) -> records read and deserialised that a merge stopped before
+        # (``_merge``): the next round starts with them instead of reading them again
+        self._unfed: dict[tuple[str, int], list] = {}
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
         # global sources (a search's queries): every task reads every partition from the start
         self._globals = sorted(
@@ -162,6 +169,7 @@ class Runner:
         self._global_pos: dict[tuple[str, int], int] = {}
         self._sinks = {n.params["topic"]: n.params for n in job.nodes if n.kind == "sink"}
         self._started = False
+        self.failed: RecordError | None = None  # a failed round's; close() commits nothing
         self.group = group
         # topic configs of new changelog topics (always compacted), e.g. {"segment.bytes": ...}
         self._changelog_config = {**(changelog_config or {}), **CHANGELOG_CONFIG}
@@ -300,6 +308,7 @@ class Runner:
                 store.close()
             for t in self._inputs.pop(p):
                 self._positions.pop((t, p), None)
+                self._unfed.pop((t, p), None)
             self._out.pop(p, None)
         self.joblog.release(numbers)
 
@@ -409,6 +418,10 @@ class Runner:
             for p, task in list(self.tasks.items()):
                 n += self._run_task(p, task)
         except RecordError as exc:
+            # part of the failed batch may be in the task's state and outputs already: none
+            # of it may be committed (close() will not checkpoint), so that on restart the
+            # inputs since the last checkpoint are processed once, from its state
+            self.failed = exc
             self.metrics.record_error(exc.topic, exc.partition, exc.offset, exc.cause)
             raise
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval_s:
@@ -437,11 +450,14 @@ class Runner:
         except Exception as exc:
             first = merged[0]
             raise self._record_error(p, task, exc, [first[1]], inputs[first[0]]) from exc
-        last: dict[int, int] = {}
-        for i, r in merged:
-            last[i] = r[3]
-        for i, offset in last.items():
-            self._positions[(inputs[i], p)] = offset + 1
+        fed = [0] * len(inputs)  # the merge takes a prefix of each batch
+        for i, _ in merged:
+            fed[i] += 1
+        for i, n in enumerate(fed):
+            if n:
+                self._positions[(inputs[i], p)] = batches[i][n - 1][3] + 1
+            if n < len(batches[i]):
+                self._unfed[(inputs[i], p)] = batches[i][n:]
         return len(merged)
 
     def _merge(self, p: int, inputs: list[str], batches: list[list]) -> list[tuple[int, tuple]]:
@@ -516,12 +532,23 @@ class Runner:
         return err
 
     def _read(self, topic: str, p: int) -> list[tuple[object, object, int, int]]:
-        return self._read_at(topic, p, self._positions[(topic, p)], None)
+        """The next records of `topic`-`p` from its position (at most `max_records`),
+        starting with those the last merge left unfed."""
+        pos = self._positions[(topic, p)]
+        kept = self._unfed.pop((topic, p), None)
+        if not kept or kept[0][3] != pos:
+            return self._read_at(topic, p, pos, None)
+        room = self.max_records - len(kept)
+        if room > 0:
+            kept += self._read_at(topic, p, kept[-1][3] + 1, None, room)
+        return kept
 
-    def _read_at(self, topic: str, p: int, pos: int, end: int | None) -> list:
-        """Deserialised ``(key, value, ts, offset)`` from `pos` (at most `max_records`, none
-        at or past `end`): the tasks' record shape (``streams.jobs.task``)."""
-        recs = self.joblog.read(topic, p, pos, self.max_records)
+    def _read_at(
+        self, topic: str, p: int, pos: int, end: int | None, limit: int | None = None
+    ) -> list:
+        """Deserialised ``(key, value, ts, offset)`` from `pos` (at most `limit`, by default
+        `max_records`; none at or past `end`): the tasks' record shape (``streams.jobs.task``)."""
+        recs = self.joblog.read(topic, p, pos, limit or self.max_records)
         if end is not None:
             recs = [r for r in recs if r.offset < end]
         if not recs:
@@ -641,8 +668,9 @@ class Runner:
 
     def close(self) -> None:
         """Checkpoint, close the tasks and, in a group, leave it (the others rebalance at
-        once)."""
-        if self._started:
+        once). After a ``RecordError`` (``failed``) there is no checkpoint: what was done
+        since the last one is redone by the next run, from that checkpoint."""
+        if self._started and self.failed is None:
             try:
                 self.commit()
             except TaskMigrated:

@@ -14,7 +14,7 @@ the default has) and one Tidelog broker with its Kafka listener in its own proce
 - **SELECT polling** (the baseline): the query-based CDC people write first, in the same run
   against the same table and broker: ``SELECT … WHERE chg > last ORDER BY chg LIMIT 5000`` in a
   loop (a 10 ms pause when nothing is new), every row produced through the same confluent-kafka
-  settings (idempotent, acks=all, linger 5 ms). Every write sets ``chg = nextval(…)``. Polling
+  settings (idempotent, acks=all, linger 5 ms, lz4). Every write sets ``chg = nextval(…)``. Polling
   cannot see deletes, nor the intermediate versions of a row changed twice between two polls,
   and it skips a row whose ``chg`` was drawn before, but committed after, a row it has already
   read. The "missed" column counts those rows.
@@ -69,6 +69,7 @@ if __package__ in (None, ""):
 import psycopg2  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
+from streams.capture.postgres import DEFAULT_COMPRESSION  # noqa: E402
 from tests.bench.common import (  # noqa: E402
     Row,
     median,
@@ -309,7 +310,7 @@ class Polling:
         try:
             producer = Producer({
                 "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                "linger.ms": 5,
+                "linger.ms": 5, "compression.type": DEFAULT_COMPRESSION,  # as the capture's
             })  # fmt: skip
             conn = psycopg2.connect(self.dsn)
             conn.autocommit = True

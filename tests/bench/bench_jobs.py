@@ -684,10 +684,18 @@ def cpu_rows_of(m: dict) -> list[Row]:
                 if peer.startswith("quix")
                 else (f"bytewax {BYTEWAX_VERSION}")
             )
+            note = (
+                None
+                if out
+                else (
+                    "informational: records per CPU-second of the system's own process (all its "
+                    "threads) over the span its records/s is timed; the broker's CPU counts for "
+                    "no one"
+                )
+            )
             out.append(
                 Row(f"({workload}) {label}: CPU efficiency", "records/CPU-s", t, name, p,
-                    note="informational: the process's CPU time (all threads) over the timed "
-                         "span; the broker's is counted for no one")
+                    note=note)
             )  # fmt: skip
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import SCREENSHOTS
+from tests.browser.conftest import SCREENSHOTS, ServerProcess
 
 pytestmark = pytest.mark.browser
 WAIT_MS = 30_000
@@ -43,6 +43,18 @@ PAGES = [
     "/accounts/password_change/",
     "/api/v1/docs",
 ]
+
+
+@pytest.fixture(scope="module")
+def server_process(tmp_path_factory, data_template):
+    """One server for this module's tests: they only look at pages (no form is sent, nothing
+    is created or changed), so sharing it saves a start and a stop per test."""
+    server = ServerProcess(tmp_path_factory.mktemp("narrow"), data_template)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _login(browser, base: str, user: str, password: str, viewport: dict, scheme="light"):

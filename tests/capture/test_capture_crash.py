@@ -241,7 +241,8 @@ def test_a_record_the_log_refuses_mid_transaction_stops_the_capture_unconfirmed(
         confirmed = _confirmed_lsn(pg_dsn)
         execute(  # ...but for the one with this row; the transaction's last row comes later
             pg_dsn,
-            "INSERT INTO accounts VALUES (1, 0, repeat('x', 150000))",
+            "INSERT INTO accounts SELECT 1, 0, string_agg(md5(g::text), '') "
+            "FROM generate_series(1, 10000) g",  # 320 KB that do not compress to 100 KB
             "INSERT INTO accounts SELECT g, 0, repeat('n', 400) FROM generate_series(2, 400) g",
         )
         wait_for(lambda: capture.error is not None, "the capture to stop on the refusal")

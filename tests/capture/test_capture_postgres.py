@@ -8,6 +8,7 @@ import psycopg2
 import pytest
 
 from streams.capture.postgres import CaptureError, PostgresCapture
+from streams.log import compression, produce
 from tests.capture.helpers import (
     CaptureThread,
     execute,
@@ -81,6 +82,9 @@ def test_inserts_updates_deletes_become_debezium_events_in_commit_order(pg_dsn, 
     as_text += "'active', active, 'doc', doc::text)"
     assert fold(records) == table_rows(pg_dsn, "items", as_text)
     assert broker.store.describe_topic("tidelog.public.items").config["cleanup.policy"] == "compact"
+    stored = broker.store.read_batches("tidelog.public.items", 0, 0, 1 << 20)
+    codecs = {compression.NAMES[h.codec] for h, _ in produce.split_batches(stored)}
+    assert codecs == {"lz4"}  # the producer's default compression
     assert [r.value["after"] for r in read_topic(bootstrap, "tidelog.public.other")] == [
         {"id": 1, "v": "x"}
     ]

@@ -341,6 +341,22 @@ def test_a_bad_record_stops_the_job_naming_it_and_loses_nothing(store, coordinat
         Runner(j2, store, coordinator=coordinator).run_until_idle()
 
 
+def test_after_a_record_error_close_commits_nothing_of_the_failed_batch(store, coordinator):
+    """A batch can fail half-way through the job (the records before the bad one have gone
+    through some steps, maybe not all): closing the runner commits none of it — outputs,
+    state or offsets — so that a restart redoes the batch from the last checkpoint."""
+    store.create_topic("nums", 1)
+    write(store, "nums", [(f"k{i}", {"x": x}, i) for i, x in enumerate([1, 2, 0, 4])])
+    j = Job("inv")
+    j.stream("nums", value=JSON).map(lambda v: {"inv": 1 / v["x"]}).to("inverses")
+    runner = Runner(j, store, coordinator=coordinator, checkpoint_interval_ms=60_000)
+    with pytest.raises(RecordError, match=r"nums-0 offset 2: ZeroDivisionError"):
+        runner.run_until_idle()
+    runner.close()
+    assert coordinator.committed("inv") == {}
+    assert count_records(store, "inverses") == 0
+
+
 def test_a_table_tombstone_takes_its_records_timestamp(store, coordinator):
     """A deleted customer (a tombstone: no value to read "ts" from) is deleted from the
     record's timestamp on: orders after it are not enriched, orders before it are."""

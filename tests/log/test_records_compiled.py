@@ -19,7 +19,9 @@ from streams.log import records as rb
 from streams.log.records import ProducerRecord, Record
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = int(os.environ.get("TIDELOG_RECORDS_EXAMPLES", "200"))
+# examples per property (here and in test_records_native.py): 100 keeps `make test` short (these
+# were the slowest tests of tests/log at 200); `make soak` runs 5000
+EXAMPLES = int(os.environ.get("TIDELOG_RECORDS_EXAMPLES", "100"))
 CODECS = tuple(sorted(compression.NAMES))
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
