@@ -120,8 +120,8 @@ class TableSchema:
                 row[name] = None
             elif raw is pgoutput.UNCHANGED_TOAST:
                 row[name] = UNAVAILABLE
-            else:
-                row[name] = decode(raw)
+            else:  # bytes (an identity test above, not isinstance: this runs per column)
+                row[name] = decode(raw)  # type: ignore[arg-type]
         return row
 
     @functools.cached_property

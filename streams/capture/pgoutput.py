@@ -246,9 +246,9 @@ def decode(payload: bytes) -> PgOutputMessage:
     buf = r.buf
     if buf[0] == 0x49 and len(buf) > 5 and buf[5] == 0x4E:  # 'I' ... 'N': most messages
         r.pos = 6
-        msg = Insert(_UINT32.unpack_from(buf, 1)[0], r.tuple())
+        insert = Insert(_UINT32.unpack_from(buf, 1)[0], r.tuple())
         r.done("I")
-        return msg
+        return insert
     kind = r.byte()
     msg: PgOutputMessage
     if kind == "B":

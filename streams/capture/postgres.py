@@ -289,17 +289,19 @@ class KafkaSink:
                 msg = consumer.poll(0.5)
                 if msg is None:
                     continue
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         break
-                    raise CaptureError(f"cannot read the end of {topic!r}: {msg.error()}")
+                    raise CaptureError(f"cannot read the end of {topic!r}: {err}")
                 last = msg
-                if msg.offset() >= high - 1:
+                if (msg.offset() or 0) >= high - 1:
                     break
             if last is None:
                 raise CaptureError(f"cannot read the last record of {topic!r} (offset {high - 1})")
             headers = dict(last.headers() or [])
-            return parse_position(headers.get(POSITION_HEADER))
+            raw = headers.get(POSITION_HEADER)
+            return parse_position(raw.encode() if isinstance(raw, str) else raw)
         finally:
             consumer.close()
 
@@ -330,15 +332,18 @@ class KafkaSink:
                 msg = consumer.poll(0.5)
                 if msg is None:
                     continue
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         break
-                    raise CaptureError(f"cannot read {topic!r}: {msg.error()}")
-                if msg.value() is None:
-                    state.pop(msg.key(), None)
-                else:
-                    state[msg.key()] = msg.value()
-                if msg.offset() >= high - 1:
+                    raise CaptureError(f"cannot read {topic!r}: {err}")
+                key, value = msg.key(), msg.value()
+                if key is not None:  # the capture keys every record it writes
+                    if value is None:
+                        state.pop(key, None)
+                    else:
+                        state[key] = value
+                if (msg.offset() or 0) >= high - 1:
                     break
             return state
         finally:
@@ -722,6 +727,11 @@ class PostgresCapture:
             self._emit(txn, schema, key, event("d", before, None))
             self._emit(txn, schema, key, None)  # the tombstone
 
+    def _sink(self) -> KafkaSink:
+        if self.sink is None:
+            raise CaptureError("the capture is not running (no sink to write to)")
+        return self.sink
+
     # -- DBLog chunks ------------------------------------------------------------------------
 
     def _record_progress(self, job: SnapshotJob, **counters: Any) -> None:
@@ -732,7 +742,7 @@ class PostgresCapture:
             if err is not None:
                 self._failure = err
 
-        producer = self.sink.producer
+        producer = self._sink().producer
         while True:
             try:
                 producer.produce(
@@ -880,7 +890,7 @@ class PostgresCapture:
         headers: list[tuple[str, str | bytes | None]],
         on_delivery: Callable[[Any, Any], None] | None,
     ) -> None:
-        producer = self.sink.producer
+        producer = self._sink().producer
         while True:
             try:
                 # positional, about twice as fast as keywords in confluent-kafka 2.16 (pinned):

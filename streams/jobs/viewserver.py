@@ -35,7 +35,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from streams.errors import InvalidConfig, TidelogError
-from streams.jobs.serde import BYTES, JSON, KEY, TEXT
+from streams.jobs.serde import BYTES, JSON, KEY, TEXT, Serde
 from streams.jobs.views import (
     MAX_ROWS,
     Answer,
@@ -55,7 +55,7 @@ from streams.jobs.views import (
 from streams.log.partitioner import partition_for_key
 
 MAX_BODY = 64 * 1024
-_ERRORS = {
+_ERRORS: dict[type[TidelogError], int] = {
     UnknownView: 404,
     ViewUnavailable: 503,
     ViewTimeout: 504,
@@ -203,7 +203,7 @@ def _describe(v: View) -> dict:
     }
 
 
-_SERDES = {"bytes": BYTES, "text": TEXT, "json": JSON, "key": KEY}
+_SERDES: dict[str, Serde] = {"bytes": BYTES, "text": TEXT, "json": JSON, "key": KEY}
 
 
 # ------------------------------------------------------------------------------ the client
