@@ -388,6 +388,14 @@ class KafkaLog:
                 }
             )
         c = self._restorer
+        try:  # an empty changelog (a new task): nothing to read, so no fetch waiting for EOF
+            low, high = c.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=self.offsets_timeout_s
+            )
+            if high <= low:
+                return
+        except KafkaException:
+            pass  # the broker does not answer yet: the read below waits for it
         c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         deadline = time.monotonic() + UNAVAILABLE_S
         try:
