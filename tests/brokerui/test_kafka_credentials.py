@@ -71,7 +71,9 @@ def test_a_user_made_by_create_user_gets_them_at_the_first_console_sign_in(clien
 
 
 def test_the_authenticator_answers_with_the_console_s_users_and_roles(broker):
-    operators, viewers = Group.objects.get(name="operator"), Group.objects.get(name="viewer")
+    # get_or_create: a transactional test run before this one (on its worker) flushed the roles
+    operators = Group.objects.get_or_create(name="operator")[0]
+    viewers = Group.objects.get_or_create(name="viewer")[0]
     olivia = User.objects.create_user("olivia", password="operator-pass-123")
     olivia.groups.add(operators)
     victor = User.objects.create_user("victor", password="viewer-pass-123")
