@@ -423,11 +423,7 @@ class DualWriteRace:
             thread.join(timeout_s)
             index.close()
             with admin.cursor() as cur:
-                cur.execute(
-                    "SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots"
-                    " WHERE slot_name = %s",
-                    (name, name),
-                )
+                _drop_replication_slot(cur, name, timeout_s)
                 cur.execute(f"DROP PUBLICATION IF EXISTS {name}")
                 cur.execute(f"DROP TABLE IF EXISTS {name}")
             admin.close()
@@ -490,6 +486,23 @@ class _Snapshot:
 
     def close(self) -> None:
         pass
+
+
+def _drop_replication_slot(cur, slot: str, timeout_s: float) -> None:
+    """Drop replication slot `slot` if it exists, once no walsender holds it. The capture has
+    closed its replication connection, but PostgreSQL's backend for it may still be exiting:
+    dropping it then fails with ObjectInUse (seen on a loaded machine). Still held after
+    `timeout_s`, the drop is tried anyway and that error raised."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cur.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+        row = cur.fetchone()
+        if row is None:
+            return
+        if not row[0] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:
