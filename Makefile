@@ -65,8 +65,16 @@ system-deps:
 		echo "warning: missing$$missing; install with: sudo apt-get install$$missing" >&2; \
 	fi
 
+# make test: the suite in TEST_WORKERS processes (pytest-xdist; a test file stays on one worker,
+# so its module fixtures start once), its temporary files (pytest's tmp_path, the brokers' data
+# dirs, PostgreSQL's) on TEST_TMPDIR: a RAM file system where there is one, since fsync there
+# costs nothing (DEVELOPERS.md "Test time"). `make test TEST_TMPDIR=/tmp TEST_WORKERS=0` runs it
+# on disk in one process; `make soak` always does.
+TEST_WORKERS ?= 2
+TEST_TMPDIR ?= $(if $(wildcard /dev/shm/.),/dev/shm/tidelog-tests,$(or $(TMPDIR),/tmp))
 test: $(STAMP) native system-deps node-deps
-	$(PY) -m pytest
+	mkdir -p $(TEST_TMPDIR)
+	TMPDIR=$(TEST_TMPDIR) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # make soak: the crash, torture, race and fuzz tests at long sizes (`make test` runs them at
 # short ones; DEVELOPERS.md "Test sizes"). Each size is an environment variable that the
