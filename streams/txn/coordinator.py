@@ -85,6 +85,8 @@ import struct
 import threading
 from collections.abc import Callable
 
+import orjson
+
 from streams.errors import (
     ConcurrentTransactions,
     InvalidProducerIdMapping,
@@ -96,10 +98,7 @@ from streams.errors import (
     UnknownTransactionalId,
 )
 from streams.log import LogStore, ProducerRecord
-from streams.log.records import (
-    BatchHeader,  # the type of what ``verify_produce`` is given
-    build_batch,
-)
+from streams.log.records import BatchHeader  # the type of what ``verify_produce`` is given
 
 log = logging.getLogger(__name__)
 
@@ -735,8 +734,7 @@ class TransactionCoordinator:
         """Append the state record; with `durable`, wait until it (and every record before
         it) is on disk."""
         record = ProducerRecord(_encode(meta), _encode_key(meta.transactional_id))
-        data = build_batch([record], now_ms=self.clock())
-        done = self.store.produce(TXN_STATE_TOPIC, 0, data)
+        done = self.store.append_unsynced(TXN_STATE_TOPIC, 0, [record])
         self._state_end = max(self._state_end, done.base_offset + 1)
         if durable and done.sync_to is not None:
             self.store.sync_to(TXN_STATE_TOPIC, 0, done.sync_to)
@@ -802,7 +800,7 @@ def _encode(meta: TxnMetadata) -> bytes:
     """The value: JSON (version 0) of the fields of Kafka's TransactionLogValue plus the
     offsets the transaction will commit (Kafka keeps those as transactional records in
     ``__consumer_offsets``; here they wait with the transaction)."""
-    return json.dumps(
+    return orjson.dumps(
         {
             "version": 0,
             "producer_id": meta.producer_id,
@@ -816,9 +814,8 @@ def _encode(meta: TxnMetadata) -> bytes:
             },
             "start_ms": meta.start_ms,
             "update_ms": meta.update_ms,
-        },
-        separators=(",", ":"),
-    ).encode()
+        }
+    )
 
 
 def _decode(transactional_id: str, value: bytes) -> TxnMetadata:
