@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streams.broker.runtime import Broker
 from streams.log import KAFKA_FLUSH_DEFAULTS
 from streams.protocol import ListenerConfig
+from tests.tls import self_signed_cert
 
 TIMEOUT_S = 30
 
@@ -80,6 +81,15 @@ def test_the_listener_runs_on_the_event_loop_asked_for(tmp_path, event_loop, loo
 
 def test_uvloop_is_the_default_and_an_unknown_loop_is_refused(tmp_path):
     assert ListenerConfig().event_loop == "uvloop"
+    cert, key = self_signed_cert(tmp_path)
+    tls = Broker.open(
+        tmp_path / "tls",
+        kafka_listener=ListenerConfig(port=0, tls_cert_file=str(cert), tls_key_file=str(key)),
+    )
+    try:  # a TLS listener stays on asyncio's loop (see streams.protocol.server)
+        assert not isinstance(tls._listener._loop, uvloop.Loop)
+    finally:
+        tls.close()
     with pytest.raises(ValueError, match="event_loop"):
         Broker.open(tmp_path / "data", kafka_listener=ListenerConfig(port=0, event_loop="trio"))
 
