@@ -51,7 +51,7 @@ from streams.processing.aggregates import (
     new_acc,
     values_builder,
 )
-from streams.processing.operator import MIN_TIME, WindowOperator
+from streams.processing.operator import MIN_TIME, WindowOperator, extract_values
 from streams.processing.windows import Session, Tumbling
 
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
@@ -412,11 +412,14 @@ class _Window(_Step):
         self.sessions = isinstance(self.window, Session)
         self._size = self.window.size_ms if type(self.window) is Tumbling else None
         self.ops: list[tuple[Callable, WindowOperator]] = []
+        self._fields: list[str | None] = []  # each op's field name, for extract_values
         for members in groups.values():
             ext = next(
                 (a.extractor() for _, a in members if a.field_id() != "__count__"),
                 members[0][1].extractor(),
             )
+            named = next((a.field for _, a in members if a.field_id() != "__count__"), None)
+            self._fields.append(named if isinstance(named, str) else None)
             op = WindowOperator(
                 self.window,
                 {n: a.spec() for n, a in members},
@@ -473,24 +476,27 @@ class _Window(_Step):
             super().push_many(side, recs)
             return
         dirty = self._dirty
+        touched = None  # a tumbling window's operator notes the windows touched itself
         if self.sessions:
             dirty.update([(r[0], _SESSION) for r in recs])
         elif self._size is not None:
-            size = self._size
-            dirty.update([(r[0], r[2] - r[2] % size) for r in recs])
+            touched = dirty
         else:
             starts = self.window.starts
             dirty.update([(r[0], s) for r in recs for s in starts(r[2])])
         outs = []
-        for ext, op in self.ops:
-            events, r = [], None
-            try:
-                for r in recs:
-                    events.append((r[0], ext(r[1]), r[2], 0))
-            except Exception:
-                self.task.blame(r)
-                raise
-            outs.append(op.process_many(events))  # a failure here names the batch
+        for (ext, op), field in zip(self.ops, self._fields, strict=True):
+            values = None
+            if op.needs_values:
+                values = []
+                try:
+                    extract_values(recs, field, ext, values)
+                except Exception:
+                    self.task.blame(recs[len(values)])
+                    raise
+            # a failure here names the batch
+            outs.append(op.process_records(recs, values, touched))
+            touched = None
         if outs[0]:
             self._emit(outs, recs[-1][3])
 
