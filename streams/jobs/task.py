@@ -409,6 +409,9 @@ class _Window(_Step):
         emit = "current" if node.params["emit"] == "updates" else "final"
         self.only_final = node.params["emit"] == "final"
         self._dirty: set[tuple[object, object]] = set()  # windows touched since the last commit
+        # the fixed windows the store holds a snapshot of (so that a window that opens and
+        # closes between two commits, never written, is not looked up to be deleted)
+        self._stored: set[tuple[object, object]] = set()
         self.sessions = isinstance(self.window, Session)
         self._size = self.window.size_ms if type(self.window) is Tumbling else None
         self.ops: list[tuple[Callable, WindowOperator]] = []
@@ -447,6 +450,8 @@ class _Window(_Step):
                 opened = [op.restore_fixed(key, start, st) for (_, op), st in pairs]
             if not all(opened):
                 del self.store[skey]
+            elif not self.sessions:
+                self._stored.add(skey)
 
     def push(self, side, key, value, ts):
         op0 = self.ops[0][1]
@@ -512,6 +517,7 @@ class _Window(_Step):
                     self.store.pop((key, start), None)
             elif op0.fixed_window_state(key, start) is not None:
                 self.store[(key, start)] = [op.fixed_window_state(key, start) for _, op in self.ops]
+                self._stored.add((key, start))
         self._dirty.clear()
         self.store[_PROGRESS] = [op.progress() for _, op in self.ops]
 
@@ -524,8 +530,11 @@ class _Window(_Step):
             if self.sessions:
                 self._dirty.add((r0.key, _SESSION))  # snapshot (or delete) its sessions
             elif r0.final:
-                self._dirty.discard((r0.key, r0.start))
-                self.store.pop((r0.key, r0.start), None)
+                wk = (r0.key, r0.start)
+                self._dirty.discard(wk)
+                if wk in self._stored:
+                    self._stored.discard(wk)
+                    del self.store[wk]
             if self.only_final and not r0.final:
                 continue
             value = {"start": r0.start, "end": r0.end}
@@ -540,6 +549,7 @@ class _Window(_Step):
     def flush(self) -> None:
         self._emit([op.flush() for _, op in self.ops])
         self._dirty.clear()
+        self._stored.clear()
         for skey in list(self.store.keys()):
             del self.store[skey]
 
@@ -709,11 +719,13 @@ class _ViewTap(_Step):
         # a windowed view's rows by end: heap of (end, n, (key, start)), n a tie-breaker
         self.ends: list[tuple[int, int, tuple]] = []
         self._n = itertools.count()
+        self._keys: set[tuple] = set()  # a windowed view's keys in the store
 
     def restored(self) -> None:
         if self.windowed:
             self.ends = [(row["end"], next(self._n), k) for k, row in self.store.scan()]
             heapq.heapify(self.ends)
+            self._keys = {k for _, _, k in self.ends}
 
     def before_commit(self) -> None:
         """Drop the windows the watermark has passed by more than the view's retention."""
@@ -728,6 +740,7 @@ class _ViewTap(_Step):
                 continue
             if row["end"] == end:
                 del self.store[k]
+                self._keys.discard(k)
             else:  # a session that grew since: its row expires later
                 heapq.heappush(self.ends, (row["end"], next(self._n), k))
 
@@ -741,9 +754,12 @@ class _ViewTap(_Step):
                 self.store[key] = value
             return
         for start, _end in value.get("replaces", ()):
-            self.store.pop((key, start), None)
+            if (key, start) in self._keys:
+                self._keys.discard((key, start))
+                del self.store[(key, start)]
         k = (key, value["start"])
-        if k not in self.store:
+        if k not in self._keys:
+            self._keys.add(k)
             heapq.heappush(self.ends, (value["end"], next(self._n), k))
         self.store[k] = value
 
