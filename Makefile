@@ -17,6 +17,7 @@ SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postg
 
 NATIVE := streams/log/_cdecode.so
 NATIVE_SRC := streams/log/_cdecode.pyx
+NATIVE_CEP := streams/jobs/_cepchain.so
 
 .PHONY: run test soak bench lint venv system-deps node-deps native
 
@@ -25,7 +26,7 @@ venv: $(STAMP)
 # Tidelog's compiled record decoder (Cython -> C -> a module beside its source; see
 # streams/log/records.py). Without a C compiler the log reads with aiokafka's reader instead,
 # and `make` says so; tests/log/test_records_native.py fails then, so CI cannot miss it.
-native: $(NATIVE)
+native: $(NATIVE) $(NATIVE_CEP)
 
 $(NATIVE): $(NATIVE_SRC) $(STAMP)
 	@$(PY) -m cython -3 -o streams/log/_cdecode.c $(NATIVE_SRC) && \
@@ -34,6 +35,15 @@ $(NATIVE): $(NATIVE_SRC) $(STAMP)
 		streams/log/_cdecode.c -o $@ || \
 	echo "warning: could not build $@ (a C compiler and Python's headers are needed);" \
 		"the log decodes with aiokafka's reader instead" >&2
+
+# CEP's kernel for chains of compiled conditions (streams/jobs/cep_chain.py); without it the
+# generated Python runs, and tests/jobs/test_cep_native.py fails.
+$(NATIVE_CEP): streams/jobs/_cepchain.pyx $(STAMP)
+	@$(PY) -m cython -3 -o streams/jobs/_cepchain.c streams/jobs/_cepchain.pyx && \
+	$${CC:-cc} -shared -fPIC -O2 -Wall \
+		-I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		streams/jobs/_cepchain.c -o $@ || \
+	echo "warning: could not build $@; CEP chains run their generated Python instead" >&2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

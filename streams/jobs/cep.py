@@ -98,7 +98,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
 from streams.errors import InvalidConfig
-from streams.jobs.cep_chain import specialisable, specialised_process
+from streams.jobs.cep_chain import NATIVE, native_process, specialisable, specialised_process
 
 Out = list[tuple[object, object, int]]  # returned as () when empty
 MIN_TIME = -(2**63)
@@ -287,7 +287,8 @@ class CepOperator:
     - ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips building the
       timed-out partial matches nobody reads; runs still end at the same time;
     - a chain whose conditions are all compiled (``field("type") == "search"``) gets a
-      ``process`` generated for it (``streams.jobs.cep_chain``; ``specialise=False`` keeps
+      ``process`` made for it (``streams.jobs.cep_chain``: compiled by Cython when built,
+      else generated Python; ``specialise="python"`` asks for the latter, ``False`` keeps
       the general one): the same state, the same steps, without the calls.
     """
 
@@ -298,7 +299,7 @@ class CepOperator:
         out_of_orderness_ms: int = 0,
         store: MutableMapping | None = None,
         timeouts: bool = True,
-        specialise: bool = True,
+        specialise: bool | str = True,
     ):
         pattern.check()
         if isinstance(out_of_orderness_ms, bool) or not isinstance(out_of_orderness_ms, int):
@@ -348,10 +349,15 @@ class CepOperator:
         for skey, st in scan():
             if skey != _WM:
                 self._schedule(skey[0], self._decode(st))
-        # a chain of compiled conditions: a process() generated for it (``cep_chain``)
+        # a chain of compiled conditions: a process() made for it (``cep_chain``)
+        self.specialised: str | None = None
         self.specialised_source: str | None = None
         if specialise and specialisable(self):
-            self.process, self.specialised_source = specialised_process(self, _NONE)  # type: ignore[method-assign]
+            process, self.specialised_source = specialised_process(self, _NONE)
+            self.specialised = "python"
+            if NATIVE and specialise != "python":
+                process, self.specialised = native_process(self, _NONE), "native"
+            self.process = process  # type: ignore[method-assign]
 
     # -------------------------------------------------------------- structure
 

@@ -16,8 +16,10 @@ writes the Python source of a ``process(key, value, ts)`` for that pattern and c
   the same form: the generated code is only a faster way through the same steps, and the
   operator's tests run both ways (``specialise=False`` turns it off).
 
-The generated source is kept as ``CepOperator.specialised_source`` (for reading and
-debugging).
+``streams/jobs/_cepchain.pyx`` (Cython, built by ``make native``) is the same ``process``
+compiled, used when built (``NATIVE``); it tests ``field(name) == constant`` in C. The
+operator says which runs in ``CepOperator.specialised`` (``"native"``, ``"python"`` or None)
+and keeps the generated source as ``specialised_source`` (for reading and debugging).
 """
 
 from __future__ import annotations
@@ -25,15 +27,38 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from streams.jobs.conditions import Cond, Env
+from streams.jobs.conditions import Cond, Env, _Compare, compile_conds
 
 if TYPE_CHECKING:
     from streams.jobs.cep import CepOperator
+
+try:  # the same process, compiled (streams/jobs/_cepchain.pyx, built by `make native`)
+    from streams.jobs._cepchain import ChainKernel
+except ImportError:  # not built: the generated Python
+    ChainKernel = None
+
+NATIVE = ChainKernel is not None
 
 
 def specialisable(op: CepOperator) -> bool:
     """Whether `op` runs a chain whose conditions are all compiled."""
     return op._chain and all(isinstance(u, Cond) for u in op._unary)
+
+
+def native_process(op: CepOperator, none: tuple) -> Callable:
+    """``ChainKernel(...).process`` for `op` (``NATIVE`` and ``specialisable(op)`` must
+    hold): the steps of ``specialised_process``'s source, compiled."""
+    conds = compile_conds([u for u in op._unary if isinstance(u, Cond)])
+    eqs = []
+    for u in op._unary:
+        simple = (
+            isinstance(u, _Compare)
+            and u.op == "=="
+            and len(u.path) == 1
+            and type(u.value) in (str, int)  # equal when identical, as C's test assumes
+        )
+        eqs.append((u.path[0], u.value) if simple else None)  # type: ignore[union-attr]
+    return ChainKernel(op, none, conds, eqs).process  # type: ignore[misc]
 
 
 def specialised_process(op: CepOperator, none: tuple) -> tuple[Callable, str]:
