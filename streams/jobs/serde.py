@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import orjson
 
 from streams.errors import TidelogError
+from streams.jobs.conditions import field  # noqa: F401 - re-exported (``streams.jobs.field``)
 
 
 class SerdeError(TidelogError):
@@ -213,16 +214,3 @@ def serde_of(value: object) -> Serde:
     if not isinstance(value, Serde):
         raise SerdeError(f"{value!r} is not a serialiser (needs serialize and deserialize)")
     return value
-
-
-def field(name: str) -> Callable[[object], int]:
-    """A timestamp (or key) extractor reading one field of a dict value: ``field("ts")``."""
-
-    def get(value: object) -> int:
-        try:
-            return value[name]  # type: ignore[index]
-        except (KeyError, TypeError, IndexError) as exc:
-            raise SerdeError(f"the value has no field {name!r}: {value!r:.200}") from exc
-
-    get.__name__ = f"field_{name}"
-    return get
