@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections.abc import Callable, MutableMapping
 
 from streams.errors import InvalidConfig
@@ -25,6 +26,9 @@ Joiner = Callable[[object, object], object]
 
 def _third(r: tuple) -> object:
     return r[2]
+
+
+_first = operator.itemgetter(0)  # an entry's time: a bisection's key, called in C
 
 
 def pair(left: object, right: object) -> object:
@@ -151,8 +155,8 @@ class IntervalJoin:
                         if len(other) > scan_max and key not in unordered[1 - side]:
                             # in time order: only the entries within reach, found by bisection
                             # (the same ones, in the same order, as the whole scan would find)
-                            i = bisect.bisect_left(other, lo, key=_ts)
-                            other_in = other[i : bisect.bisect_right(other, hi, i, key=_ts)]
+                            i = bisect.bisect_left(other, lo, key=_first)
+                            other_in = other[i : bisect.bisect_right(other, hi, i, key=_first)]
                         else:
                             other_in = other
                         for e in other_in:

@@ -94,9 +94,46 @@ def compact_json_encoder() -> Callable[[object], str]:
     return encode
 
 
+def _not_json(obj: object) -> object:
+    raise TypeError(f"{type(obj).__name__} is left to the json module")
+
+
+# What orjson writes otherwise than json.dumps(ensure_ascii=True): non-ASCII text and DEL (json
+# escapes them), floats (another shortest form at times: 1e+16 / 1e16) and NaN or infinities
+# (orjson writes null). Any of these, or a bare null, sends the value to the json encoder.
+_NOT_AS_JSON = re.compile(rb"[^\x00-\x7e]|[0-9][.eE]|null").search
+_ORJSON_STRICT = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS  # str/int/dict subclasses: json's conversion decides
+    | orjson.OPT_PASSTHROUGH_DATACLASS  # what json cannot write goes to _not_json ...
+    | orjson.OPT_PASSTHROUGH_DATETIME  # ... and then to json, which raises its own error
+)
+
+
+def compact_json_bytes() -> Callable[[object], bytes]:
+    """``json.dumps(obj, separators=(",", ":")).encode()``, the same bytes, written by orjson
+    (several times faster) when its text is provably json's — ASCII, no float, no null; a
+    value orjson refuses (non-string dict keys, integers past 64 bits, subclasses, dataclasses,
+    datetimes, nesting past 254 levels, lone surrogates) is written by the json encoder above
+    (``compact_json_encoder``), with its result or error. Two kinds of value json refuses
+    and orjson writes: ``enum.Enum`` members (their value) and ``uuid.UUID`` (its text)."""
+    text = compact_json_encoder()
+    dumps, fast, check = orjson.dumps, _ORJSON_STRICT, _NOT_AS_JSON
+
+    def encode(obj: object) -> bytes:
+        try:
+            data = dumps(obj, _not_json, fast)
+        except TypeError:
+            return text(obj).encode()
+        if check(data) is None:
+            return data
+        return text(obj).encode()
+
+    return encode
+
+
 # One encoder and decoder for every record: ``json.dumps(obj, separators=...)`` would build a
 # new encoder per call, and ``json.loads(bytes)`` sniffs the encoding of each record first.
-_encode = compact_json_encoder()
+_encode = compact_json_bytes()
 _decode = _json.JSONDecoder().decode
 # orjson (pinned, 3.13) reads JSON several times faster than the json module, with the same
 # result, except: integers beyond 64 bits (orjson returns a float), and what it rejects and
@@ -116,7 +153,7 @@ class JsonSerde:
         if obj is None:
             return None
         try:
-            return _encode(obj).encode()
+            return _encode(obj)
         except (TypeError, ValueError, RecursionError) as exc:
             raise SerdeError(f"cannot write as JSON: {exc}") from exc
 
