@@ -99,9 +99,9 @@ def _not_json(obj: object) -> object:
 
 
 # What orjson writes otherwise than json.dumps(ensure_ascii=True): non-ASCII text and DEL (json
-# escapes them), floats (another shortest form at times: 1e+16 / 1e16) and NaN or infinities
-# (orjson writes null). Any of these, or a bare null, sends the value to the json encoder.
-_NOT_AS_JSON = re.compile(rb"[^\x00-\x7e]|[0-9][.eE]|null").search
+# escapes them), NaN and infinities (orjson writes null) and floats (at times another shortest
+# form: 1e16 for 1e+16). Such a value, or one with a bare null, goes to the json encoder.
+_FLOAT = re.compile(rb"[0-9][.eE]").search  # after a quick "no . e E at all"
 _ORJSON_STRICT = (
     orjson.OPT_PASSTHROUGH_SUBCLASS  # str/int/dict subclasses: json's conversion decides
     | orjson.OPT_PASSTHROUGH_DATACLASS  # what json cannot write goes to _not_json ...
@@ -109,26 +109,48 @@ _ORJSON_STRICT = (
 )
 
 
-def compact_json_bytes() -> Callable[[object], bytes]:
-    """``json.dumps(obj, separators=(",", ":")).encode()``, the same bytes, written by orjson
-    (several times faster) when its text is provably json's — ASCII, no float, no null; a
-    value orjson refuses (non-string dict keys, integers past 64 bits, subclasses, dataclasses,
-    datetimes, nesting past 254 levels, lone surrogates) is written by the json encoder above
-    (``compact_json_encoder``), with its result or error. Two kinds of value json refuses
-    and orjson writes: ``enum.Enum`` members (their value) and ``uuid.UUID`` (its text)."""
-    text = compact_json_encoder()
-    dumps, fast, check = orjson.dumps, _ORJSON_STRICT, _NOT_AS_JSON
+def compact_json_bytes(*, exact: bool = True) -> Callable[[object], bytes]:
+    """``json.dumps(obj, separators=(",", ":")).encode()`` written by orjson (several times
+    faster) where that gives the same bytes — ASCII, no float, no null — and by the json
+    encoder above (``compact_json_encoder``) otherwise, with its result or error. A value
+    orjson refuses (non-string dict keys, integers past 64 bits, subclasses, dataclasses,
+    datetimes, nesting past 254 levels, lone surrogates) goes to json too. Two kinds of value
+    json refuses and orjson writes: ``enum.Enum`` members (their value), ``uuid.UUID`` (text).
 
-    def encode(obj: object) -> bytes:
+    ``exact=False`` (a store's changelog, which only ``json.loads`` reads): orjson's bytes
+    whenever ``json.loads`` reads them back as it reads json's, i.e. also with floats (the
+    shortest form that round-trips) and non-ASCII text as UTF-8; not with NaN or infinities
+    (orjson writes null), so a null still sends the value to json."""
+    text = compact_json_encoder()
+    dumps, strict, no_float = orjson.dumps, _ORJSON_STRICT, _FLOAT
+
+    def encode_exact(obj: object) -> bytes:
         try:
-            data = dumps(obj, _not_json, fast)
+            data = dumps(obj, _not_json, strict)
         except TypeError:
             return text(obj).encode()
-        if check(data) is None:
+        if (
+            data.isascii()
+            and b"\x7f" not in data
+            and b"null" not in data
+            and (
+                (b"." not in data and b"e" not in data and b"E" not in data)
+                or no_float(data) is None
+            )
+        ):
             return data
         return text(obj).encode()
 
-    return encode
+    def encode_loadable(obj: object) -> bytes:
+        try:
+            data = dumps(obj, _not_json, strict)
+        except TypeError:
+            return text(obj).encode()
+        if b"null" not in data:
+            return data
+        return text(obj).encode()
+
+    return encode_exact if exact else encode_loadable
 
 
 # One encoder and decoder for every record: ``json.dumps(obj, separators=...)`` would build a

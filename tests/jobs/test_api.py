@@ -214,12 +214,13 @@ def test_json_reads_what_json_loads_reads(value):
     )
 )
 def test_json_writes_what_json_dumps_writes(value):
-    """The JSON serde (and a store's changelog) write json.dumps's compact bytes, through
-    orjson where its text is the same: not for non-ASCII text, floats, NaN, non-string keys,
-    integers past 64 bits; the same error for what json cannot write."""
+    """The JSON serde and a store's keys are json.dumps's compact bytes, through orjson where
+    its text is the same: not for non-ASCII text, floats, NaN, non-string keys, integers past
+    64 bits; the same error for what json cannot write. A store's values read back as
+    json.dumps's do."""
     import json
 
-    from streams.jobs.state import encode
+    from streams.jobs.state import encode, encode_value
 
     try:
         want = json.dumps(value, separators=(",", ":")).encode()
@@ -229,6 +230,7 @@ def test_json_writes_what_json_dumps_writes(value):
         return
     assert JSON.serialize(value) == (None if value is None else want)  # None: a tombstone
     assert encode(value) == want
+    assert repr(json.loads(encode_value(value))) == repr(json.loads(want))  # NaN != NaN
 
 
 def test_bad_job_definitions_get_clear_errors():
