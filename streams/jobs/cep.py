@@ -2,10 +2,12 @@
 
 ::
 
-    pattern = (Pattern.begin("search", where=lambda e: e["type"] == "search")
+    from streams.jobs import field
+
+    pattern = (Pattern.begin("search", where=field("type") == "search")
                .followed_by("click", where=lambda e, m: e["type"] == "click"
                                                  and e["q"] == m["search"][0]["q"])
-               .not_followed_by("order", where=lambda e: e["type"] == "order")
+               .not_followed_by("order", where=field("type") == "order")
                .within(600_000))
     matches = events.key_by("user").match(pattern, out_of_orderness_ms=5_000)
     matches.to("abandoned")
@@ -17,6 +19,15 @@ the lists of their events (in the order taken). Conditions must be pure function
 arguments (they are evaluated again after a restart, on restored state). Positive stages take
 one event each (more with ``times`` / ``one_or_more``); ``not_next`` / ``not_followed_by``
 stages are negations that take none.
+
+**Write conditions on the event alone as compiled conditions** (``streams.jobs.conditions``):
+``field("type") == "search"``, ``(field("type") == "click") & (field("price") >= 100)``,
+``field("type").isin([...])``, ``~``, ``|``. They mean what the Python function would (a
+missing field reads as ``None``), and the operator can read them: a *chain* (``begin`` then
+``followed_by`` stages, ``times(n)`` included) whose conditions are all compiled runs a
+matcher generated for it (``streams.jobs.cep_chain``): the conditions are written into its
+code, no function is called per event per partial match. Use a Python function for what they cannot
+say (a condition on the events matched so far, as ``click`` above); any pattern may mix both.
 
 Semantics (per key; ``E`` = the key's events in event-time order, see "Order" below). A
 **match** assigns to each positive stage an event of ``E`` (or, for an ``optional()``
@@ -87,6 +98,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
 from streams.errors import InvalidConfig
+from streams.jobs.cep_chain import NATIVE, native_process, specialisable, specialised_process
 
 Out = list[tuple[object, object, int]]  # returned as () when empty
 MIN_TIME = -(2**63)
@@ -273,7 +285,11 @@ class CepOperator:
       without sorting keys, and for a chain without ``timed_out()`` consumer the runs'
       ends, which then emit nothing, just drop the runs;
     - ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips building the
-      timed-out partial matches nobody reads; runs still end at the same time.
+      timed-out partial matches nobody reads; runs still end at the same time;
+    - a chain whose conditions are all compiled (``field("type") == "search"``) gets a
+      ``process`` made for it (``streams.jobs.cep_chain``: compiled by Cython when built,
+      else generated Python; ``specialise="python"`` asks for the latter, ``False`` keeps
+      the general one): the same state, the same steps, without the calls.
     """
 
     def __init__(
@@ -283,6 +299,7 @@ class CepOperator:
         out_of_orderness_ms: int = 0,
         store: MutableMapping | None = None,
         timeouts: bool = True,
+        specialise: bool | str = True,
     ):
         pattern.check()
         if isinstance(out_of_orderness_ms, bool) or not isinstance(out_of_orderness_ms, int):
@@ -332,6 +349,15 @@ class CepOperator:
         for skey, st in scan():
             if skey != _WM:
                 self._schedule(skey[0], self._decode(st))
+        # a chain of compiled conditions: a process() made for it (``cep_chain``)
+        self.specialised: str | None = None
+        self.specialised_source: str | None = None
+        if specialise and specialisable(self):
+            process, self.specialised_source = specialised_process(self, _NONE)
+            self.specialised = "python"
+            if NATIVE and specialise != "python":
+                process, self.specialised = native_process(self, _NONE), "native"
+            self.process = process  # type: ignore[method-assign]
 
     # -------------------------------------------------------------- structure
 

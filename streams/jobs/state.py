@@ -37,17 +37,17 @@ from collections.abc import Iterator, MutableMapping
 from typing import Protocol
 
 from streams.errors import InvalidConfig
-from streams.jobs.serde import compact_json_encoder
+from streams.jobs.serde import compact_json_bytes
 
 _MISSING = object()  # in Store._dirty: the key was deleted
 _ABSENT = object()  # not in a dict
 
 
-_encode = compact_json_encoder()  # json.dumps's compact text, at a third of the cost
-
-
-def encode(obj: object) -> bytes:
-    return _encode(obj).encode()
+# a key's bytes are json.dumps's, whichever encoder wrote them (the backend and the compacted
+# changelog are keyed by them); a value's are any JSON that json.loads reads back as it reads
+# json.dumps's (orjson's, but for NaN and infinities: see compact_json_bytes)
+encode = compact_json_bytes()
+encode_value = compact_json_bytes(exact=False)
 
 
 def decode_key(data: bytes) -> object:
@@ -265,7 +265,7 @@ class Store(MutableMapping):
                 if objects is not None:
                     objects.pop(key, None)
             else:
-                v = encode(value)
+                v = encode_value(value)
                 if backend.get(k) != v:
                     backend.put(k, v)
                     out.append((k, v))

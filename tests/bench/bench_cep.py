@@ -67,6 +67,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from streams.jobs.cep import CepOperator, Pattern  # noqa: E402
+from streams.jobs.conditions import field  # noqa: E402
 from streams.jobs.search import Doc, QueryIndex, brute_force_match  # noqa: E402
 from streams.jobs.state import Store  # noqa: E402
 from tests.bench.common import (  # noqa: E402
@@ -90,9 +91,9 @@ SEED = 20261202
 # ---------------------------------------------------------------------- CEP
 
 PATTERN = (
-    Pattern.begin("search", where=lambda e: e["type"] == "search")
-    .followed_by("click", where=lambda e: e["type"] == "click")
-    .followed_by("order", where=lambda e: e["type"] == "order")
+    Pattern.begin("search", where=field("type") == "search")
+    .followed_by("click", where=field("type") == "click")
+    .followed_by("order", where=field("type") == "order")
     .within(WITHIN_MS)
 )
 

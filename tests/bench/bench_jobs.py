@@ -2,7 +2,7 @@
 
 Run: ``make bench BENCH=jobs`` or ``python -m tests.bench jobs``. ``BENCH_SCALE`` (default 1.0)
 scales the record counts (0.05 is a smoke run); ``BENCH_JOBS_ONLY=window`` (or ``join``)
-measures one job only. Writes ``bench-results/jobs.json``.
+measures one job only (and writes ``jobs-<job>.json``). Writes ``bench-results/jobs.json``.
 
 Two jobs (issue 13 item 10), each on the same input for every system:
 
@@ -581,7 +581,7 @@ def main() -> None:
     table = rows_of({k: median(v) for k, v in rates.items()}, missing)
     table += cpu_rows_of({k: median(v) for k, v in cpu_rates.items()})
     print_table(table)
-    log(f"wrote {write_results(NAME, table)}")
+    log(f"wrote {write_results(NAME + ''.join(f'-{w}' for w in only), table)}")
 
 
 def measure_once(workload, inputs, total, want, close_ts, bootstrap, tmp, missing):

@@ -1,0 +1,174 @@
+# cython: language_level=3
+"""The native ``process`` of a CEP chain with compiled conditions (``streams.jobs.cep_chain``).
+
+The same steps as the Python source ``cep_chain.specialised_process`` writes for a chain —
+the same state, kept in the operator's own containers (its arrival queue, wake-up queues,
+live keys and store), the same fall-backs to the operator's methods for everything but the
+common case — compiled: the interpreter's work per event is gone, only the objects remain.
+
+A stage whose condition is ``field(name) == constant`` (a str or int constant, one level)
+is tested in C on a ``dict`` event; any other compiled condition is called (its generated
+Python function). Built by ``make native`` beside its source; without it the generated
+Python runs (``cep_chain.NATIVE`` says which).
+"""
+
+from cpython.object cimport Py_EQ, PyObject_RichCompareBool
+
+
+cdef class ChainKernel:
+    cdef object op, none
+    cdef object pend, qx, heap, live, store_get
+    cdef object decode, buffer, advance, run_key, chain_expire, chain_value, ends
+    cdef list conds, eq_names, eq_consts, names
+    cdef object ooo, within
+    cdef bint has_within, quiet, distinct
+    cdef Py_ssize_t last
+
+    def __init__(self, op, none, conds, eqs):
+        """`conds`: per stage a function ``(event) -> bool``; `eqs`: per stage ``(field
+        name, constant)`` when its condition is ``field(name) == constant``, else None."""
+        self.op, self.none = op, none
+        self.pend, self.qx, self.heap = op._pend, op._qx, op._heap
+        self.live, self.store_get = op._live, op.store.get
+        self.decode, self.buffer, self.advance = op._decode, op._buffer, op.advance
+        self.run_key, self.chain_expire = op._run_key, op._chain_expire
+        self.chain_value, self.ends = op._chain_value, op._ends
+        self.conds = list(conds)
+        self.eq_names = [None if e is None else e[0] for e in eqs]
+        self.eq_consts = [None if e is None else e[1] for e in eqs]
+        self.names = list(op._names)
+        self.distinct = op._distinct
+        self.ooo = op.ooo
+        self.within = op.within
+        self.has_within = op.within is not None
+        self.quiet = op._quiet
+        self.last = op._last
+
+    cdef inline bint holds(self, Py_ssize_t i, object value) except -1:
+        cdef object name = self.eq_names[i]
+        if name is not None and type(value) is dict:
+            return PyObject_RichCompareBool((<dict>value).get(name), self.eq_consts[i], Py_EQ)
+        return bool(self.conds[i](value))
+
+    cdef list expired(self, list runs, object now):
+        """Runs whose `within` ended at or before `now` leave (the first one has)."""
+        cdef Py_ssize_t n = 1, size = len(runs)
+        while n < size and runs[n][1] + self.within <= now:
+            n += 1
+        return runs[n:]
+
+    cdef drain(self, object wm):
+        """Without a timed_out() reader a run's end only drops it (``_chain_drop``)."""
+        qx = self.qx
+        while qx and qx[0][0] <= wm:
+            k = qx.popleft()[1]
+            s = self.live.get(k)
+            if s is None:
+                raw = self.store_get((k,))
+                if raw is None:
+                    continue
+                s = self.decode(raw)
+                self.live[k] = s
+            rs = s[1]
+            if rs and rs[0][1] + self.within <= wm:
+                s[1] = self.expired(rs, wm)
+
+    def process(self, key, value, ts):
+        cdef object op = self.op
+        cdef object wm = op._wm
+        cdef object mx, st, raw, runs, r, matches, timeouts, due, built
+        cdef Py_ssize_t i, j
+        cdef bint ended
+        if ts < wm:
+            op.late_count += 1
+            return self.none
+        mx = op._mx
+        if ts < mx:
+            self.buffer(key, ts, value)
+            return self.none
+        pend = self.pend
+        pend.append((ts, key, value))
+        if ts == mx:
+            return self.none
+        op._mx = ts
+        if ts - self.ooo <= wm:
+            return self.none
+        wm = ts - self.ooo
+        op._wm = wm
+        qx, heap = self.qx, self.heap
+        if (
+            pend[0][0] >= wm
+            or (len(pend) > 1 and pend[1][0] < wm)
+            or (heap and heap[0][0] <= wm)
+            or (not self.quiet and self.has_within and qx and qx[0][0] <= wm)
+        ):
+            return self.advance(wm)
+        ts, key, value = pend.popleft()
+        live = self.live
+        st = live.get(key)
+        if st is None:
+            raw = self.store_get((key,))
+            st = [[], []] if raw is None else self.decode(raw)
+            live[key] = st
+        elif st[0]:  # events of the key buffered out of order: the operator's way
+            matches, timeouts = [], []
+            self.run_key(key, wm, matches, timeouts, [[ts, value]])
+            if self.quiet and self.has_within:
+                self.drain(wm)
+            if matches or timeouts:
+                return (matches or (), timeouts or ())
+            return self.none
+        runs = st[1]
+        matches = None
+        timeouts = ()
+        if runs:
+            if self.has_within and runs[0][1] + self.within <= ts:
+                if self.quiet:
+                    runs = self.expired(runs, ts)
+                else:
+                    timeouts = []
+                    runs = self.chain_expire(key, runs, ts, timeouts)
+            ended = False
+            for r in runs:
+                i = r[0]
+                if not self.holds(i, value):
+                    continue
+                r.append(ts)
+                r.append(value)
+                if i == self.last:
+                    if self.distinct:
+                        built = {}
+                        for j in range(self.last + 1):
+                            built[self.names[j]] = [r[2 + 2 * j]]
+                    else:
+                        built = self.chain_value(r)
+                    if matches is None:
+                        matches = []
+                    matches.append((key, built, ts))
+                    r[0] = -1
+                    ended = True
+                else:
+                    r[0] = i + 1
+            if ended:
+                runs = [r for r in runs if r[0] >= 0]
+        if self.holds(0, value):
+            runs.append([1, ts, value])
+            if self.has_within:
+                due = ts + self.within
+                if not qx or qx[-1][0] <= due:
+                    qx.append((due, key))
+                else:
+                    self.ends(due, key)
+        if self.has_within and runs and runs[0][1] + self.within <= wm:
+            if self.quiet:
+                runs = self.expired(runs, wm)
+            else:
+                if not timeouts:
+                    timeouts = []
+                runs = self.chain_expire(key, runs, wm, timeouts)
+        st[1] = runs
+        if self.quiet and self.has_within and qx and qx[0][0] <= wm:
+            self.drain(wm)
+        if matches is None and not timeouts:
+            return self.none
+        return (matches if matches is not None else (), timeouts)
