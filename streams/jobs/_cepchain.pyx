@@ -32,6 +32,11 @@ cdef class ChainKernel:
     cdef long long ooo, within
     cdef bint has_within, quiet, distinct
     cdef Py_ssize_t last
+    # the newest in-order event, held here rather than in the arrival queue while that is
+    # empty (`unhold` puts it there): in order, each event is released by the next one
+    cdef bint holding
+    cdef long long h_t
+    cdef object h_ts, h_key, h_value
 
     def __init__(self, op, none, conds, eqs, long long mx, long long wm):
         """`conds`: per stage a function ``(event) -> bool``; `eqs`: per stage ``(field
@@ -55,6 +60,18 @@ cdef class ChainKernel:
         self.within = op.within if self.has_within else 0
         self.quiet = op._quiet
         self.last = op._last
+
+    cpdef unhold(self):
+        """The held event goes to the arrival queue, where the operator's methods look (it is
+        empty while one is held). ``CepOperator._unqueue`` calls this first."""
+        if self.holding:
+            self.holding = False
+            self.pend_append((self.h_ts, self.h_key, self.h_value))
+            self.h_ts = self.h_key = self.h_value = None
+
+    cdef inline void hold(self, long long t, object ts, object key, object value):
+        self.holding = True
+        self.h_t, self.h_ts, self.h_key, self.h_value = t, ts, key, value
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
@@ -99,23 +116,44 @@ cdef class ChainKernel:
         if t < mx:
             self.buffer(key, ts, value)
             return self.none
-        self.pend_append((ts, key, value))
+        pend, qx, heap = self.pend, self.qx, self.heap
         if t == mx:
+            self.unhold()
+            self.pend_append((ts, key, value))
             return self.none
         self.mx = t
-        if t - self.ooo <= wm:
+        if t - self.ooo <= wm:  # nothing released
+            if self.holding or pend:
+                self.unhold()
+                self.pend_append((ts, key, value))
+            else:
+                self.hold(t, ts, key, value)
             return self.none
         wm = self.wm = t - self.ooo
-        pend, qx, heap = self.pend, self.qx, self.heap
         if (
-            <long long>pend[0][0] >= wm
-            or (len(pend) > 1 and <long long>pend[1][0] < wm)
-            or (heap and <long long>heap[0][0] <= wm)
-            or (not self.quiet and self.has_within and qx and <long long>qx[0][0] <= wm)
-        ):
-            return self.advance(wm)
-        ts, key, value = self.pend_popleft()
-        t = ts
+            self.holding
+            and self.h_t < wm
+            and not (heap and <long long>heap[0][0] <= wm)
+            and not (not self.quiet and self.has_within and qx and <long long>qx[0][0] <= wm)
+        ):  # the common case: the held event alone is released, the new one held
+            t, ts, key, value, self.h_t, self.h_ts, self.h_key, self.h_value = (
+                self.h_t, self.h_ts, self.h_key, self.h_value, t, ts, key, value
+            )
+        else:
+            self.unhold()
+            self.pend_append((ts, key, value))
+            if (
+                <long long>pend[0][0] >= wm
+                or (len(pend) > 1 and <long long>pend[1][0] < wm)
+                or (heap and <long long>heap[0][0] <= wm)
+                or (not self.quiet and self.has_within and qx and <long long>qx[0][0] <= wm)
+            ):
+                return self.advance(wm)
+            ts, key, value = self.pend_popleft()
+            t = ts
+            if len(pend) == 1:  # the new event alone waits: held from now on
+                h = self.pend_popleft()
+                self.hold(h[0], h[0], h[1], h[2])
         live = self.live
         st = live.get(key)
         if st is None:

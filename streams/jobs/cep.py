@@ -474,7 +474,9 @@ class CepOperator:
 
     def _unqueue(self) -> None:
         """The events waiting in the arrival queue go to their keys' states (which the store
-        holds)."""
+        holds; the native kernel's held event first)."""
+        if self._kernel is not None:
+            self._kernel.unhold()
         for ts, key, value in self._pend:
             self._buffer(key, ts, value)
         self._pend.clear()
