@@ -98,7 +98,8 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
 from streams.errors import InvalidConfig
-from streams.jobs.cep_chain import NATIVE, native_process, specialisable, specialised_process
+from streams.jobs.cep_chain import NATIVE, native_kernel, specialisable, specialised_process
+from streams.jobs.conditions import Cond
 
 Out = list[tuple[object, object, int]]  # returned as () when empty
 MIN_TIME = -(2**63)
@@ -136,6 +137,15 @@ def _two(where: Callable) -> bool:
 
 
 def _condition(where: Callable) -> Callable[[object, dict], bool]:
+    if isinstance(where, Cond):  # compiled: its function on the hot path, itself kept
+        fn = where.function()
+
+        def compiled(e, _m):
+            return fn(e)
+
+        compiled.__wrapped__ = fn  # type: ignore[attr-defined]
+        compiled.cond_expr = where  # type: ignore[attr-defined]
+        return compiled
     if not callable(where):
         raise InvalidConfig("where", where, "must be a function of (event) or (event, matched)")
     if _two(where):
@@ -316,6 +326,7 @@ class CepOperator:
         # compiled tables, by stage index
         self._conds = [s.cond for s in self.stages]
         self._unary = [getattr(s.cond, "__wrapped__", None) for s in self.stages]
+        self._exprs = [getattr(s.cond, "cond_expr", None) for s in self.stages]  # compiled
         self._strict = [s.kind == "next" for s in self.stages]
         self._names = [s.name for s in self.stages]
         self._distinct = len(set(self._names)) == len(self._names)
@@ -352,11 +363,13 @@ class CepOperator:
         # a chain of compiled conditions: a process() made for it (``cep_chain``)
         self.specialised: str | None = None
         self.specialised_source: str | None = None
+        self._kernel = None  # the native kernel, which then keeps the clock (_clock)
         if specialise and specialisable(self):
             process, self.specialised_source = specialised_process(self, _NONE)
             self.specialised = "python"
             if NATIVE and specialise != "python":
-                process, self.specialised = native_process(self, _NONE), "native"
+                self._kernel = native_kernel(self, _NONE)
+                process, self.specialised = self._kernel.process, "native"
             self.process = process  # type: ignore[method-assign]
 
     # -------------------------------------------------------------- structure
@@ -392,7 +405,13 @@ class CepOperator:
 
     @property
     def watermark(self) -> int | None:
-        return None if self._wm == MIN_TIME else self._wm
+        wm = self._clock()[1]
+        return None if wm == MIN_TIME else wm
+
+    def _clock(self) -> tuple[int, int]:
+        """(largest event time seen, watermark): the native kernel's while it runs."""
+        k = self._kernel
+        return (self._mx, self._wm) if k is None else (k.mx, k.wm)
 
     def sync(self) -> None:
         """Write the state of the keys touched since the last sync, and the watermark, to the
@@ -406,8 +425,9 @@ class CepOperator:
             elif skey in store:
                 del store[skey]
         self._live.clear()
-        if self._mx != MIN_TIME:
-            store[_WM] = [self._mx, self._wm]
+        mx, wm = self._clock()
+        if mx != MIN_TIME:
+            store[_WM] = [mx, wm]
 
     def process(self, key: object, value: object, ts: int) -> tuple[Out, Out]:
         """Add one event; returns ``(matches, timed out)`` released by it."""
@@ -454,7 +474,9 @@ class CepOperator:
 
     def _unqueue(self) -> None:
         """The events waiting in the arrival queue go to their keys' states (which the store
-        holds)."""
+        holds; the native kernel's held event first)."""
+        if self._kernel is not None:
+            self._kernel.unhold()
         for ts, key, value in self._pend:
             self._buffer(key, ts, value)
         self._pend.clear()
@@ -541,6 +563,8 @@ class CepOperator:
         self._qx.clear()
         self._heap.clear()
         self._mx = self._wm = MIN_TIME
+        if self._kernel is not None:
+            self._kernel.mx = self._kernel.wm = MIN_TIME
         return matches, timeouts
 
     # -------------------------------------------------------------- matching

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from streams.jobs.conditions import Cond, Env, _Compare, compile_conds
+from streams.jobs.conditions import Cond, Env, _Compare
 
 if TYPE_CHECKING:
     from streams.jobs.cep import CepOperator
@@ -42,15 +42,16 @@ NATIVE = ChainKernel is not None
 
 def specialisable(op: CepOperator) -> bool:
     """Whether `op` runs a chain whose conditions are all compiled."""
-    return op._chain and all(isinstance(u, Cond) for u in op._unary)
+    return op._chain and all(isinstance(u, Cond) for u in op._exprs)
 
 
-def native_process(op: CepOperator, none: tuple) -> Callable:
-    """``ChainKernel(...).process`` for `op` (``NATIVE`` and ``specialisable(op)`` must
-    hold): the steps of ``specialised_process``'s source, compiled."""
-    conds = compile_conds([u for u in op._unary if isinstance(u, Cond)])
+def native_kernel(op: CepOperator, none: tuple):
+    """A ``ChainKernel`` for `op` (``NATIVE`` and ``specialisable(op)`` must hold): the steps
+    of ``specialised_process``'s source, compiled; it keeps the operator's clock from then
+    on (``CepOperator._clock``)."""
+    conds = [u.function() for u in op._exprs if isinstance(u, Cond)]
     eqs = []
-    for u in op._unary:
+    for u in op._exprs:
         simple = (
             isinstance(u, _Compare)
             and u.op == "=="
@@ -58,14 +59,14 @@ def native_process(op: CepOperator, none: tuple) -> Callable:
             and type(u.value) in (str, int)  # equal when identical, as C's test assumes
         )
         eqs.append((u.path[0], u.value) if simple else None)  # type: ignore[union-attr]
-    return ChainKernel(op, none, conds, eqs).process  # type: ignore[misc]
+    return ChainKernel(op, none, conds, eqs, op._mx, op._wm)  # type: ignore[misc]
 
 
 def specialised_process(op: CepOperator, none: tuple) -> tuple[Callable, str]:
     """``(process, its source)`` for `op` (``specialisable(op)`` must hold); `none` is the
     operator's ``(matches, timed out)`` answer for nothing released."""
     env = Env("value")
-    exprs = [u.source(env) for u in op._unary if isinstance(u, Cond)]
+    exprs = [u.source(env) for u in op._exprs if isinstance(u, Cond)]
     last, within, quiet = op._last, op.within, op._quiet
     names = op._names
     if op._distinct:

@@ -38,7 +38,7 @@ Thread-safety: conditions are immutable.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 __all__ = ["Cond", "Field", "field", "read_field"]
 
@@ -137,10 +137,15 @@ class Cond:
     _fn = None
 
     def __call__(self, event: object) -> bool:
+        return self.function()(event)
+
+    def function(self) -> Callable[[object], bool]:
+        """The condition as a plain function (compiled once): cheaper to call than the
+        condition object itself."""
         fn = self._fn
         if fn is None:
             fn = self._fn = compile_conds([self])[0]
-        return fn(event)
+        return fn
 
     def source(self, env: Env) -> str:
         raise NotImplementedError
