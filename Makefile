@@ -17,6 +17,7 @@ SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postg
 
 NATIVE := streams/log/_cdecode.so
 NATIVE_SRC := streams/log/_cdecode.pyx
+NATIVE_JOIN := streams/jobs/_cjoin.so
 
 .PHONY: run test soak bench lint venv system-deps node-deps native
 
@@ -25,7 +26,9 @@ venv: $(STAMP)
 # Tidelog's compiled record decoder (Cython -> C -> a module beside its source; see
 # streams/log/records.py). Without a C compiler the log reads with aiokafka's reader instead,
 # and `make` says so; tests/log/test_records_native.py fails then, so CI cannot miss it.
-native: $(NATIVE)
+# The interval join's compiled loop (streams/jobs/_cjoin.pyx, see streams/jobs/joins.py) is built
+# the same way; without it joins run their pure-Python loop (tests/jobs/test_joins_native.py fails).
+native: $(NATIVE) $(NATIVE_JOIN)
 
 $(NATIVE): $(NATIVE_SRC) $(STAMP)
 	@$(PY) -m cython -3 -o streams/log/_cdecode.c $(NATIVE_SRC) && \
@@ -34,6 +37,14 @@ $(NATIVE): $(NATIVE_SRC) $(STAMP)
 		streams/log/_cdecode.c -o $@ || \
 	echo "warning: could not build $@ (a C compiler and Python's headers are needed);" \
 		"the log decodes with aiokafka's reader instead" >&2
+
+$(NATIVE_JOIN): streams/jobs/_cjoin.pyx $(STAMP)
+	@$(PY) -m cython -3 -o streams/jobs/_cjoin.c $< && \
+	$${CC:-cc} -shared -fPIC -O2 -Wall \
+		-I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		streams/jobs/_cjoin.c -o $@ || \
+	echo "warning: could not build $@ (a C compiler and Python's headers are needed);" \
+		"interval joins run their pure-Python loop instead" >&2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
