@@ -1,19 +1,21 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The compiled matching loop of an inner interval join (``streams.jobs.joins``).
+"""The compiled loops of an inner interval join (``streams.jobs.joins``).
 
-One function, ``inner_batch``, with the contract of the pure-Python loop of
-``IntervalJoin.process_many`` for ``how="inner"`` (which stays the reference, and runs
-whenever this module is not built or the join is a left join): the same emissions in the same
-order, the same state, heap, late count and watermark, and on a joiner's error the index of
-the failing item. It is the same algorithm, compiled: no bytecode dispatch per record, the
-stores' ``get`` and the heap push called directly. Timestamps stay Python integers (a user's
-timestamp extractor may give any integer).
+``inner_batch`` has the contract of the pure-Python loop of ``IntervalJoin.process_many`` for
+``how="inner"``, and ``expire_inner`` that of ``IntervalJoin._expire`` for an inner join (the
+Python loops stay the reference, and run whenever this module is not built or the join is a
+left join): the same emissions in the same order, the same state, heap, late count and
+watermark, and on a joiner's error the index of the failing item. Same algorithm, compiled:
+no bytecode dispatch per record, the stores' ``get`` and the heap calls made directly.
+Timestamps stay Python integers (a user's timestamp extractor may give any integer). What
+it saves is modest (about 15 % of the join's own time, measured: the stores' Python methods
+and the joiner stay Python calls).
 
 A property test (tests/jobs/test_joins_native.py) holds the two to the same answers.
 """
 
 from bisect import bisect_left, bisect_right
-from heapq import heappush
+from heapq import heappop, heappush
 from operator import itemgetter
 
 from cpython.list cimport PyList_Append
@@ -122,3 +124,33 @@ cdef inline object _candidate(list maxs, int side, object ts, object grace, obje
 
 
 cdef object _third = itemgetter(2)
+
+
+def expire_inner(list heap, object lstore, object rstore, object within, object wm,
+                 tuple unordered):
+    """An inner join's expiry (``IntervalJoin._expire`` with nothing to emit): every entry
+    with ``ts + within < wm`` leaves its key's list, a key left empty leaves its store."""
+    cdef set touched = set()
+    cdef tuple top, stores = (lstore, rstore)
+    cdef list entries, keep
+    cdef object store, e, key
+    cdef int side
+    while heap and (<tuple>heap[0])[0] < wm:
+        top = heappop(heap)
+        touched.add((top[1], top[2]))
+    for top in touched:
+        side = top[0]
+        key = top[1]
+        store = stores[side]
+        entries = store.get(key)
+        if not entries:
+            continue
+        keep = []
+        for e in entries:
+            if not ((<list>e)[0] + within < wm):
+                PyList_Append(keep, e)
+        if keep:
+            store[key] = keep
+        else:
+            del store[key]
+            (<set>unordered[side]).discard(key)

@@ -20,10 +20,11 @@ from collections.abc import Callable, MutableMapping
 from streams.errors import InvalidConfig
 from streams.processing.operator import MIN_TIME
 
-try:  # the inner join's compiled loop, built in place by `make` (streams/jobs/_cjoin.pyx)
+try:  # the inner join's compiled loops, built in place by `make` (streams/jobs/_cjoin.pyx)
+    from streams.jobs._cjoin import expire_inner as _native_expire_inner
     from streams.jobs._cjoin import inner_batch as _native_inner_batch
-except ImportError:  # not built: the pure-Python loop below, the reference
-    _native_inner_batch = None
+except ImportError:  # not built: the pure-Python loops below, the reference
+    _native_inner_batch = _native_expire_inner = None
 
 Out = list[tuple[object, object, int]]  # (key, value, timestamp)
 Joiner = Callable[[object, object], object]
@@ -237,6 +238,11 @@ class IntervalJoin:
                 self._expire(wm, [])
 
     def _expire(self, wm: int, out: Out) -> None:
+        if self.how == "inner" and self.native is not None:
+            _native_expire_inner(
+                self._heap, self.sides[0], self.sides[1], self.within, wm, self._unordered
+            )
+            return
         heap = self._heap
         touched: set[tuple[int, object]] = set()
         while heap and heap[0][0] < wm:
