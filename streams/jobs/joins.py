@@ -14,10 +14,17 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections.abc import Callable, MutableMapping
 
 from streams.errors import InvalidConfig
 from streams.processing.operator import MIN_TIME
+
+try:  # the inner join's compiled loops, built in place by `make` (streams/jobs/_cjoin.pyx)
+    from streams.jobs._cjoin import expire_inner as _native_expire_inner
+    from streams.jobs._cjoin import inner_batch as _native_inner_batch
+except ImportError:  # not built: the pure-Python loops below, the reference
+    _native_inner_batch = _native_expire_inner = None
 
 Out = list[tuple[object, object, int]]  # (key, value, timestamp)
 Joiner = Callable[[object, object], object]
@@ -25,6 +32,9 @@ Joiner = Callable[[object, object], object]
 
 def _third(r: tuple) -> object:
     return r[2]
+
+
+_first = operator.itemgetter(0)  # an entry's time: a bisection's key, called in C
 
 
 def pair(left: object, right: object) -> object:
@@ -64,6 +74,10 @@ class IntervalJoin:
     matching pairs (plus unmatched left events for a left join), whatever the arrival order.
     """
 
+    SCAN_MAX = 8  # a partner list up to this long is scanned whole (cheaper than bisecting)
+    # an inner join's batches go through the compiled loop when it is built (None: never)
+    native = staticmethod(_native_inner_batch) if _native_inner_batch is not None else None
+
     def __init__(
         self,
         within_ms: int,
@@ -91,11 +105,18 @@ class IntervalJoin:
         self.late_count = 0
         self.failed_item: tuple | None = None  # process_many's failing item
         self._heap: list[tuple[int, int, object]] = []  # (expires after, side, key)
+        # per side, the keys whose entries are not in time order (an event older than the
+        # key's last one arrived): their lists are scanned whole, the others' bisected
+        self._unordered: tuple[set, set] = (set(), set())
         for side, store in enumerate(self.sides):
             scan = getattr(store, "scan", store.items)  # a Store scans without caching
             for key, entries in scan():
+                last = MIN_TIME
                 for e in entries:
                     self._heap.append((e[0] + self.within, side, key))
+                    if e[0] < last:
+                        self._unordered[side].add(key)
+                    last = e[0]
         heapq.heapify(self._heap)
 
     @property
@@ -104,55 +125,41 @@ class IntervalJoin:
 
     def process(self, side: int, key: object, value: object, ts: int) -> Out:
         """Add an event of the left (`side` 0) or right (1) input; returns the emissions."""
-        out: Out = []
-        if ts < self._wm:
-            self.late_count += 1
-        else:
-            others = self.sides[1 - side]
-            other = others.get(key)
-            matched = False
-            if other:
-                changed = False
-                within, joiner = self.within, self.joiner
-                for e in other:
-                    if -within <= e[0] - ts <= within:
-                        matched = True
-                        if not e[2]:
-                            e[2] = changed = True
-                        if side == 0:
-                            out.append((key, joiner(value, e[1]), ts if ts > e[0] else e[0]))
-                        else:
-                            out.append((key, joiner(e[1], value), ts if ts > e[0] else e[0]))
-                if changed:
-                    others[key] = other  # tell a changelogged store
-            mine_store = self.sides[side]
-            mine = mine_store.get(key)
-            if mine is None:
-                mine_store[key] = [[ts, value, matched]]
-            else:
-                mine.append([ts, value, matched])
-                mine_store[key] = mine
-            heapq.heappush(self._heap, (ts + self.within, side, key))
-        if ts > self._max[side]:
-            self._observe(side, ts, out)
-        return out
+        return [(k, v, t) for k, v, t, _ in self.process_many([(side, (key, value, ts, None))])]
 
     def process_many(self, items: list[tuple[int, tuple]]) -> list[tuple]:
         """``process`` for a batch: `items` are ``(side, (key, value, ts, origin))`` in
         processing order; returns ``(key, value, ts, origin)`` emissions (`origin` of the
-        record that caused each), in the order ``process`` would have emitted them one
-        record at a time. An inner join expires state once, at the end of the batch (an
-        entry past the watermark can match no non-late event, so no output changes); a left
-        join, which emits unmatched records when they expire, expires after each record as
-        ``process`` does. The progress in ``meta`` is written once, at the end. If an item
+        record that caused each), in the order batches of one record would have emitted
+        them (``process`` is such a batch). A record's matches come in its partner's arrival
+        order: a partner list in time order is bisected to the entries within reach, one
+        with an out-of-order entry is scanned whole. An inner join expires state once, at the
+        end of the batch (an entry past the watermark can match no non-late event, so no
+        output changes); a left join, which emits unmatched records when they expire, expires
+        after each record. The progress in ``meta`` is written once, at the end. If an item
         fails (the joiner raised), ``failed_item`` is that item."""
-        out: list[tuple] = []
         sides, within, joiner = self.sides, self.within, self.joiner
-        maxs, heap = self._max, self._heap
+        maxs, heap, unordered, scan_max = self._max, self._heap, self._unordered, self.SCAN_MAX
         per_record = self.how != "inner"
         wm, grace = self._wm, self.grace
-        item = None
         self.failed_item = None
+        if not per_record and self.native is not None:
+            progress = [wm, 0, 0]
+            try:
+                out = self.native(
+                    items, sides[0], sides[1], within, joiner, maxs, heap, unordered, scan_max,
+                    grace, MIN_TIME, progress,
+                )  # fmt: skip
+            except Exception:
+                self.failed_item = items[progress[2]]
+                raise
+            finally:
+                wm = self._wm = progress[0]
+                self.late_count += progress[1]
+            self._progressed(wm, per_record)
+            return out
+        out: list[tuple] = []
+        item = None
         try:
             for item in items:
                 side, (key, value, ts, origin) = item
@@ -167,8 +174,16 @@ class IntervalJoin:
                     if other:
                         changed = False
                         mine_out = []
-                        for e in other:
-                            if -within <= e[0] - ts <= within:
+                        lo, hi = ts - within, ts + within
+                        if len(other) > scan_max and key not in unordered[1 - side]:
+                            # in time order: only the entries within reach, found by bisection
+                            # (the same ones, in the same order, as the whole scan would find)
+                            i = bisect.bisect_left(other, lo, key=_first)
+                            other_in = other[i : bisect.bisect_right(other, hi, i, key=_first)]
+                        else:
+                            other_in = other
+                        for e in other_in:
+                            if lo <= e[0] <= hi:
                                 matched = True
                                 if not e[2]:
                                     e[2] = changed = True
@@ -184,10 +199,12 @@ class IntervalJoin:
                     if mine is None:
                         mine_store[key] = [[ts, value, matched]]
                     else:
+                        if mine and ts < mine[-1][0]:
+                            unordered[side].add(key)
                         mine.append([ts, value, matched])
                         mine_store[key] = mine
                     heapq.heappush(heap, (ts + within, side, key))
-                if ts > maxs[side]:  # as _observe, with the meta writes left to the end
+                if ts > maxs[side]:  # the watermark moves (meta written at the end)
                     maxs[side] = ts
                     o = maxs[1 - side]
                     cand = (ts if o == MIN_TIME else min(ts, o)) - grace
@@ -206,7 +223,12 @@ class IntervalJoin:
         except Exception:
             self.failed_item = item
             raise
-        meta = self.meta
+        self._progressed(wm, per_record)
+        return out
+
+    def _progressed(self, wm: int, per_record: bool) -> None:
+        """After a batch: the progress into ``meta``; an inner join's state expires."""
+        meta, maxs = self.meta, self._max
         for name, t in (("lmax", maxs[0]), ("rmax", maxs[1])):
             if t != MIN_TIME and meta.get(name) != t:
                 meta[name] = t
@@ -214,20 +236,13 @@ class IntervalJoin:
             meta["wm"] = wm
             if not per_record:
                 self._expire(wm, [])
-        return out
-
-    def _observe(self, side: int, ts: int, out: Out) -> None:
-        """`ts` is the largest event time of `side` so far: move the watermark."""
-        self._max[side] = ts
-        self.meta[("lmax", "rmax")[side]] = ts
-        other = self._max[1 - side]
-        cand = (ts if other == MIN_TIME else min(ts, other)) - self.grace
-        if cand > self._wm:
-            self._wm = cand
-            self.meta["wm"] = cand
-            self._expire(cand, out)
 
     def _expire(self, wm: int, out: Out) -> None:
+        if self.how == "inner" and self.native is not None:
+            _native_expire_inner(
+                self._heap, self.sides[0], self.sides[1], self.within, wm, self._unordered
+            )
+            return
         heap = self._heap
         touched: set[tuple[int, object]] = set()
         while heap and heap[0][0] < wm:
@@ -249,6 +264,7 @@ class IntervalJoin:
                 self.sides[side][key] = keep
             else:
                 del self.sides[side][key]
+                self._unordered[side].discard(key)
         out.sort(key=lambda r: r[2])
 
     def flush(self) -> Out:
@@ -261,6 +277,8 @@ class IntervalJoin:
             for key in list(store.keys()):
                 del store[key]
         self._heap.clear()
+        for keys in self._unordered:
+            keys.clear()
         out.sort(key=lambda r: r[2])
         return out
 

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import orjson
 
 from streams.errors import TidelogError
+from streams.jobs.conditions import field  # noqa: F401 - re-exported (``streams.jobs.field``)
 
 
 class SerdeError(TidelogError):
@@ -94,9 +95,68 @@ def compact_json_encoder() -> Callable[[object], str]:
     return encode
 
 
+def _not_json(obj: object) -> object:
+    raise TypeError(f"{type(obj).__name__} is left to the json module")
+
+
+# What orjson writes otherwise than json.dumps(ensure_ascii=True): non-ASCII text and DEL (json
+# escapes them), NaN and infinities (orjson writes null) and floats (at times another shortest
+# form: 1e16 for 1e+16). Such a value, or one with a bare null, goes to the json encoder.
+_FLOAT = re.compile(rb"[0-9][.eE]").search  # after a quick "no . e E at all"
+_ORJSON_STRICT = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS  # str/int/dict subclasses: json's conversion decides
+    | orjson.OPT_PASSTHROUGH_DATACLASS  # what json cannot write goes to _not_json ...
+    | orjson.OPT_PASSTHROUGH_DATETIME  # ... and then to json, which raises its own error
+)
+
+
+def compact_json_bytes(*, exact: bool = True) -> Callable[[object], bytes]:
+    """``json.dumps(obj, separators=(",", ":")).encode()`` written by orjson (several times
+    faster) where that gives the same bytes — ASCII, no float, no null — and by the json
+    encoder above (``compact_json_encoder``) otherwise, with its result or error. A value
+    orjson refuses (non-string dict keys, integers past 64 bits, subclasses, dataclasses,
+    datetimes, nesting past 254 levels, lone surrogates) goes to json too. Two kinds of value
+    json refuses and orjson writes: ``enum.Enum`` members (their value), ``uuid.UUID`` (text).
+
+    ``exact=False`` (a store's changelog, which only ``json.loads`` reads): orjson's bytes
+    whenever ``json.loads`` reads them back as it reads json's, i.e. also with floats (the
+    shortest form that round-trips) and non-ASCII text as UTF-8; not with NaN or infinities
+    (orjson writes null), so a null still sends the value to json."""
+    text = compact_json_encoder()
+    dumps, strict, no_float = orjson.dumps, _ORJSON_STRICT, _FLOAT
+
+    def encode_exact(obj: object) -> bytes:
+        try:
+            data = dumps(obj, _not_json, strict)
+        except TypeError:
+            return text(obj).encode()
+        if (
+            data.isascii()
+            and b"\x7f" not in data
+            and b"null" not in data
+            and (
+                (b"." not in data and b"e" not in data and b"E" not in data)
+                or no_float(data) is None
+            )
+        ):
+            return data
+        return text(obj).encode()
+
+    def encode_loadable(obj: object) -> bytes:
+        try:
+            data = dumps(obj, _not_json, strict)
+        except TypeError:
+            return text(obj).encode()
+        if b"null" not in data:
+            return data
+        return text(obj).encode()
+
+    return encode_exact if exact else encode_loadable
+
+
 # One encoder and decoder for every record: ``json.dumps(obj, separators=...)`` would build a
 # new encoder per call, and ``json.loads(bytes)`` sniffs the encoding of each record first.
-_encode = compact_json_encoder()
+_encode = compact_json_bytes()
 _decode = _json.JSONDecoder().decode
 # orjson (pinned, 3.13) reads JSON several times faster than the json module, with the same
 # result, except: integers beyond 64 bits (orjson returns a float), and what it rejects and
@@ -116,7 +176,7 @@ class JsonSerde:
         if obj is None:
             return None
         try:
-            return _encode(obj).encode()
+            return _encode(obj)
         except (TypeError, ValueError, RecursionError) as exc:
             raise SerdeError(f"cannot write as JSON: {exc}") from exc
 
@@ -169,6 +229,39 @@ TEXT = TextSerde()
 JSON = JsonSerde()
 KEY = KeySerde()
 
+try:  # the compiled reading of input records, built in place by `make native`
+    from streams.jobs import _crecords
+except ImportError:  # not built: the runner's pure loop decodes every record
+    _crecords = None
+_LAYOUTS: dict[type, tuple[int, int, int, int] | None] = {}
+
+
+def decode_records(
+    recs: list, key: Serde, value: Serde, extract: Callable[[object], int] | None
+) -> list | None:
+    """A batch read from a log — records of one ``NamedTuple`` type with ``key``, ``value``,
+    ``timestamp_ms`` and ``offset`` fields (``Record``, ``LogRecord``) — as the runner's
+    ``(key, value, ts, offset)`` tuples, by the compiled loop (``_crecords.pyx``), which takes
+    text or bytes keys and JSON values: the same tuples as deserialising each record (the
+    timestamp ``extract(value)``, or the record's for a tombstone or without `extract`). None
+    when it does not take the batch (other serialisers, not built, a record it defers on):
+    then decode it record by record."""
+    if _crecords is None or not recs or value is not JSON or (key is not TEXT and key is not BYTES):
+        return None
+    rtype = type(recs[0])
+    layout = _LAYOUTS.get(rtype, ())
+    if layout == ():
+        fields = getattr(rtype, "_fields", ())
+        names = ("key", "value", "timestamp_ms", "offset")
+        ok = issubclass(rtype, tuple) and all(n in fields for n in names)
+        layout = _LAYOUTS[rtype] = tuple(fields.index(n) for n in names) if ok else None
+    if layout is None:
+        return None
+    out: list = []
+    if _crecords.decode(recs, rtype, *layout, key is TEXT, JSON.deserialize, extract, out):
+        return out
+    return None
+
 
 def serde_of(value: object) -> Serde:
     """A Serde, or one of the names "bytes", "text", "json"."""
@@ -180,16 +273,3 @@ def serde_of(value: object) -> Serde:
     if not isinstance(value, Serde):
         raise SerdeError(f"{value!r} is not a serialiser (needs serialize and deserialize)")
     return value
-
-
-def field(name: str) -> Callable[[object], int]:
-    """A timestamp (or key) extractor reading one field of a dict value: ``field("ts")``."""
-
-    def get(value: object) -> int:
-        try:
-            return value[name]  # type: ignore[index]
-        except (KeyError, TypeError, IndexError) as exc:
-            raise SerdeError(f"the value has no field {name!r}: {value!r:.200}") from exc
-
-    get.__name__ = f"field_{name}"
-    return get

@@ -3,6 +3,7 @@ serialisers, process() state, joins wired through the API."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -196,6 +197,40 @@ def test_json_reads_what_json_loads_reads(value):
     assert repr(got) == repr(want)  # repr: NaN != NaN, and 1 == 1.0 would hide a float
     for edge in (b"123456789012345678901234567890", b"-9223372036854775809", b"1e400", b"NaN"):
         assert repr(JSON.deserialize(edge)) == repr(json.loads(edge))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.recursive(
+        JSON_VALUES
+        | st.sampled_from(
+            ["\x7f", '\x1f\x08\x0c/\\"', 1e16, 1e-7, -0.0, float("nan"), float("-inf")]
+        ),
+        lambda inner: (
+            st.tuples(inner, inner)
+            | st.dictionaries(st.integers(0, 3) | st.booleans() | st.none() | st.text(), inner)
+        ),
+        max_leaves=6,
+    )
+)
+def test_json_writes_what_json_dumps_writes(value):
+    """The JSON serde and a store's keys are json.dumps's compact bytes, through orjson where
+    its text is the same: not for non-ASCII text, floats, NaN, non-string keys, integers past
+    64 bits; the same error for what json cannot write. A store's values read back as
+    json.dumps's do."""
+    import json
+
+    from streams.jobs.state import encode, encode_value
+
+    try:
+        want = json.dumps(value, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(SerdeError, match=re.escape(str(exc)[:40])):
+            JSON.serialize(value)
+        return
+    assert JSON.serialize(value) == (None if value is None else want)  # None: a tombstone
+    assert encode(value) == want
+    assert repr(json.loads(encode_value(value))) == repr(json.loads(want))  # NaN != NaN
 
 
 def test_bad_job_definitions_get_clear_errors():

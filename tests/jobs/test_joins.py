@@ -46,10 +46,21 @@ def interval_oracle(events, within, grace, how):
     return out
 
 
-def run_interval(events, within, grace, how):
-    op = IntervalJoin(within, how=how, grace_ms=grace, joiner=lambda a, b: (a, b))
+def run_interval(events, within, grace, how, scan_max=IntervalJoin.SCAN_MAX, restart_at=None):
+    """The join's output over `events` (then flushed); `scan_max` 0 bisects every partner list
+    in time order; `restart_at` reopens the join over its stores before that event."""
+
+    def open_join(op=None):
+        stores = {} if op is None else {"left": op.sides[0], "right": op.sides[1], "meta": op.meta}
+        new = IntervalJoin(within, how=how, grace_ms=grace, joiner=lambda a, b: (a, b), **stores)
+        new.SCAN_MAX = scan_max
+        return new
+
+    op = open_join()
     got = Counter()
     for i, (side, key, ts) in enumerate(events):
+        if i == restart_at:
+            op = open_join(op)
         for k, v, t in op.process(side, key, i, ts):
             got[(k, v, t)] += 1
     for k, v, t in op.flush():
@@ -62,6 +73,33 @@ def run_interval(events, within, grace, how):
 def test_interval_join_equals_brute_force(events, within, grace, how):
     got, _ = run_interval(events, within, grace, how)
     assert got == interval_oracle(events, within, grace, how)
+
+
+@SETTINGS
+@given(
+    stream_events(),
+    st.integers(0, 50),
+    st.integers(0, 200),
+    st.sampled_from(["inner", "left"]),
+    st.integers(0, 40),
+)
+def test_interval_join_bisecting_partner_lists_equals_brute_force(
+    events, within, grace, how, restart_at
+):
+    """Every partner list bisected (``SCAN_MAX`` 0) unless out of time order, with a reopen
+    over the same stores mid-stream (which must find the out-of-order lists again): the
+    brute-force output all the same."""
+    got, _ = run_interval(events, within, grace, how, scan_max=0, restart_at=restart_at)
+    assert got == interval_oracle(events, within, grace, how)
+
+
+def test_a_reopened_join_finds_an_out_of_order_partner_list():
+    """Left events at 10, 100, 5 of one key (5 arrives out of order), then a reopen over the
+    stores: a right event at 6 matches the one at 5, which bisecting that list would miss."""
+    events = [(0, "a", 10), (0, "a", 100), (0, "a", 5), (1, "a", 6)]
+    for restart_at in (None, 3):
+        got, _ = run_interval(events, 2, 200, "inner", scan_max=0, restart_at=restart_at)
+        assert got == Counter({("a", (2, 3), 6): 1})
 
 
 @SETTINGS
