@@ -15,36 +15,33 @@ NODE_STAMP := $(NODE_TESTS)/node_modules/.installed
 export TIDELOG_HTTP_PORT ?= 8000
 SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postgresql
 
-NATIVE := streams/log/_cdecode.so
-NATIVE_SRC := streams/log/_cdecode.pyx
-NATIVE_JOIN := streams/jobs/_cjoin.so
+# Compiled modules (Cython -> C -> a module beside its source), each with a pure-Python
+# fallback that stays the reference; a test per module fails when it is not built, so CI
+# cannot miss a build that failed:
+#   streams/log/_cdecode       the record decoder (else aiokafka's reader; test_records_native.py)
+#   streams/processing/_cwindow  tumbling windows' batch loop (else the pure loop; test_cwindow.py)
+#   streams/jobs/_crecords     jobs' input record reading (else record by record; test_crecords.py)
+#   streams/jobs/_cepchain     CEP chains of compiled conditions (else generated Python;
+#                              test_cep_native.py)
+#   streams/jobs/_cjoin        an inner interval join's batch and expiry loops (else the pure
+#                              loops of joins.py; test_joins_native.py)
+NATIVE := streams/log/_cdecode.so streams/processing/_cwindow.so streams/jobs/_crecords.so \
+	streams/jobs/_cepchain.so streams/jobs/_cjoin.so
 
 .PHONY: run test soak bench lint venv system-deps node-deps native
 
 venv: $(STAMP)
 
-# Tidelog's compiled record decoder (Cython -> C -> a module beside its source; see
-# streams/log/records.py). Without a C compiler the log reads with aiokafka's reader instead,
-# and `make` says so; tests/log/test_records_native.py fails then, so CI cannot miss it.
-# The interval join's compiled loop (streams/jobs/_cjoin.pyx, see streams/jobs/joins.py) is built
-# the same way; without it joins run their pure-Python loop (tests/jobs/test_joins_native.py fails).
-native: $(NATIVE) $(NATIVE_JOIN)
+# Without a C compiler each module's fallback runs, and `make` says so.
+native: $(NATIVE)
 
-$(NATIVE): $(NATIVE_SRC) $(STAMP)
-	@$(PY) -m cython -3 -o streams/log/_cdecode.c $(NATIVE_SRC) && \
+%.so: %.pyx $(STAMP)
+	@$(PY) -m cython -3 -o $*.c $< && \
 	$${CC:-cc} -shared -fPIC -O2 -Wall \
 		-I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-		streams/log/_cdecode.c -o $@ || \
+		$*.c -o $@ || \
 	echo "warning: could not build $@ (a C compiler and Python's headers are needed);" \
-		"the log decodes with aiokafka's reader instead" >&2
-
-$(NATIVE_JOIN): streams/jobs/_cjoin.pyx $(STAMP)
-	@$(PY) -m cython -3 -o streams/jobs/_cjoin.c $< && \
-	$${CC:-cc} -shared -fPIC -O2 -Wall \
-		-I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-		streams/jobs/_cjoin.c -o $@ || \
-	echo "warning: could not build $@ (a C compiler and Python's headers are needed);" \
-		"interval joins run their pure-Python loop instead" >&2
+		"its pure-Python fallback runs instead" >&2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

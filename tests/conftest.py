@@ -5,6 +5,7 @@ Django is imported inside the fixtures only, so the engine's tests never load it
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -43,10 +44,21 @@ def broker(settings, tmp_path):
     close_broker()
 
 
+@functools.cache
+def _password_hash(password: str) -> str:
+    """`password` hashed by the console's own hasher (PBKDF2, about 0.3 s of CPU each), once per
+    test process: the `operator` and `viewer` of ~800 tests share it (one salt for all of them)
+    and still sign in through a real password check."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(password)
+
+
 def _user(name: str, password: str, role: str):
     from django.contrib.auth.models import Group, User
 
-    user = User.objects.create_user(name, password=password)
+    # the row create_user(name, password=password) makes, less the repeated hashing
+    user = User.objects.create(username=name, password=_password_hash(password))
     # get_or_create: a transactional test's flush empties the tables, the migration's roles too
     user.groups.add(Group.objects.get_or_create(name=role)[0])
     return user

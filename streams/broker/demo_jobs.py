@@ -32,7 +32,7 @@ import logging
 
 from streams.broker.demo import CLICKS, CUSTOMERS, DEMO_TOPIC_CONFIG, ORDERS, SEARCHES
 from streams.errors import TopicAlreadyExists
-from streams.jobs import JSON, TEXT, Count, Job, Pattern, Sum, Tumbling
+from streams.jobs import JSON, TEXT, Count, Job, Pattern, Sum, Tumbling, field
 from streams.jobs.embedded import EmbeddedJobs, JobSpec
 
 log = logging.getLogger(__name__)
@@ -133,13 +133,15 @@ def _session_event(kind: str, v: dict) -> dict:
     return {"kind": kind, **{k: v[k] for k in keep if k in v}}
 
 
+# conditions on the event alone compiled (field(...) == ...), as streams.jobs.cep recommends;
+# the click's, which looks at the matched search, a function
 ABANDONED_PATTERN = (
-    Pattern.begin("search", where=lambda e: e["kind"] == "search")
+    Pattern.begin("search", where=field("kind") == "search")
     .followed_by(
         "click",
         where=lambda e, m: e["kind"] == "click" and e["search_id"] == m["search"][0]["search_id"],
     )
-    .not_followed_by("order", where=lambda e: e["kind"] == "order")
+    .not_followed_by("order", where=field("kind") == "order")
     .within(CLICK_WINDOW_MS)
 )
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streams.errors import InvalidConfig
+from streams.jobs.conditions import Field
 from streams.processing import aggregates as spec
 
 Extract = str | Callable[[object], object] | None
@@ -30,6 +31,8 @@ class FieldAggregate:
         return extractor(self.field)
 
     def field_id(self) -> object:
+        if isinstance(self.field, Field):  # its == builds a condition: compare its path
+            return ("__field__", *self.field.path)
         return self.field
 
 

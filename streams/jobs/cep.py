@@ -2,10 +2,12 @@
 
 ::
 
-    pattern = (Pattern.begin("search", where=lambda e: e["type"] == "search")
+    from streams.jobs import field
+
+    pattern = (Pattern.begin("search", where=field("type") == "search")
                .followed_by("click", where=lambda e, m: e["type"] == "click"
                                                  and e["q"] == m["search"][0]["q"])
-               .not_followed_by("order", where=lambda e: e["type"] == "order")
+               .not_followed_by("order", where=field("type") == "order")
                .within(600_000))
     matches = events.key_by("user").match(pattern, out_of_orderness_ms=5_000)
     matches.to("abandoned")
@@ -17,6 +19,15 @@ the lists of their events (in the order taken). Conditions must be pure function
 arguments (they are evaluated again after a restart, on restored state). Positive stages take
 one event each (more with ``times`` / ``one_or_more``); ``not_next`` / ``not_followed_by``
 stages are negations that take none.
+
+**Write conditions on the event alone as compiled conditions** (``streams.jobs.conditions``):
+``field("type") == "search"``, ``(field("type") == "click") & (field("price") >= 100)``,
+``field("type").isin([...])``, ``~``, ``|``. They mean what the Python function would (a
+missing field reads as ``None``), and the operator can read them: a *chain* (``begin`` then
+``followed_by`` stages, ``times(n)`` included) whose conditions are all compiled runs a
+matcher generated for it (``streams.jobs.cep_chain``): the conditions are written into its
+code, no function is called per event per partial match. Use a Python function for what they cannot
+say (a condition on the events matched so far, as ``click`` above); any pattern may mix both.
 
 Semantics (per key; ``E`` = the key's events in event-time order, see "Order" below). A
 **match** assigns to each positive stage an event of ``E`` (or, for an ``optional()``
@@ -87,6 +98,8 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
 from streams.errors import InvalidConfig
+from streams.jobs.cep_chain import NATIVE, native_kernel, specialisable, specialised_process
+from streams.jobs.conditions import Cond
 
 Out = list[tuple[object, object, int]]  # returned as () when empty
 MIN_TIME = -(2**63)
@@ -124,6 +137,15 @@ def _two(where: Callable) -> bool:
 
 
 def _condition(where: Callable) -> Callable[[object, dict], bool]:
+    if isinstance(where, Cond):  # compiled: its function on the hot path, itself kept
+        fn = where.function()
+
+        def compiled(e, _m):
+            return fn(e)
+
+        compiled.__wrapped__ = fn  # type: ignore[attr-defined]
+        compiled.cond_expr = where  # type: ignore[attr-defined]
+        return compiled
     if not callable(where):
         raise InvalidConfig("where", where, "must be a function of (event) or (event, matched)")
     if _two(where):
@@ -273,7 +295,11 @@ class CepOperator:
       without sorting keys, and for a chain without ``timed_out()`` consumer the runs'
       ends, which then emit nothing, just drop the runs;
     - ``timeouts=False`` (a ``.match`` with no ``timed_out()`` consumer) skips building the
-      timed-out partial matches nobody reads; runs still end at the same time.
+      timed-out partial matches nobody reads; runs still end at the same time;
+    - a chain whose conditions are all compiled (``field("type") == "search"``) gets a
+      ``process`` made for it (``streams.jobs.cep_chain``: compiled by Cython when built,
+      else generated Python; ``specialise="python"`` asks for the latter, ``False`` keeps
+      the general one): the same state, the same steps, without the calls.
     """
 
     def __init__(
@@ -283,6 +309,7 @@ class CepOperator:
         out_of_orderness_ms: int = 0,
         store: MutableMapping | None = None,
         timeouts: bool = True,
+        specialise: bool | str = True,
     ):
         pattern.check()
         if isinstance(out_of_orderness_ms, bool) or not isinstance(out_of_orderness_ms, int):
@@ -299,6 +326,7 @@ class CepOperator:
         # compiled tables, by stage index
         self._conds = [s.cond for s in self.stages]
         self._unary = [getattr(s.cond, "__wrapped__", None) for s in self.stages]
+        self._exprs = [getattr(s.cond, "cond_expr", None) for s in self.stages]  # compiled
         self._strict = [s.kind == "next" for s in self.stages]
         self._names = [s.name for s in self.stages]
         self._distinct = len(set(self._names)) == len(self._names)
@@ -332,6 +360,17 @@ class CepOperator:
         for skey, st in scan():
             if skey != _WM:
                 self._schedule(skey[0], self._decode(st))
+        # a chain of compiled conditions: a process() made for it (``cep_chain``)
+        self.specialised: str | None = None
+        self.specialised_source: str | None = None
+        self._kernel = None  # the native kernel, which then keeps the clock (_clock)
+        if specialise and specialisable(self):
+            process, self.specialised_source = specialised_process(self, _NONE)
+            self.specialised = "python"
+            if NATIVE and specialise != "python":
+                self._kernel = native_kernel(self, _NONE)
+                process, self.specialised = self._kernel.process, "native"
+            self.process = process  # type: ignore[method-assign]
 
     # -------------------------------------------------------------- structure
 
@@ -366,7 +405,13 @@ class CepOperator:
 
     @property
     def watermark(self) -> int | None:
-        return None if self._wm == MIN_TIME else self._wm
+        wm = self._clock()[1]
+        return None if wm == MIN_TIME else wm
+
+    def _clock(self) -> tuple[int, int]:
+        """(largest event time seen, watermark): the native kernel's while it runs."""
+        k = self._kernel
+        return (self._mx, self._wm) if k is None else (k.mx, k.wm)
 
     def sync(self) -> None:
         """Write the state of the keys touched since the last sync, and the watermark, to the
@@ -380,8 +425,9 @@ class CepOperator:
             elif skey in store:
                 del store[skey]
         self._live.clear()
-        if self._mx != MIN_TIME:
-            store[_WM] = [self._mx, self._wm]
+        mx, wm = self._clock()
+        if mx != MIN_TIME:
+            store[_WM] = [mx, wm]
 
     def process(self, key: object, value: object, ts: int) -> tuple[Out, Out]:
         """Add one event; returns ``(matches, timed out)`` released by it."""
@@ -428,7 +474,9 @@ class CepOperator:
 
     def _unqueue(self) -> None:
         """The events waiting in the arrival queue go to their keys' states (which the store
-        holds)."""
+        holds; the native kernel's held event first)."""
+        if self._kernel is not None:
+            self._kernel.unhold()
         for ts, key, value in self._pend:
             self._buffer(key, ts, value)
         self._pend.clear()
@@ -515,6 +563,8 @@ class CepOperator:
         self._qx.clear()
         self._heap.clear()
         self._mx = self._wm = MIN_TIME
+        if self._kernel is not None:
+            self._kernel.mx = self._kernel.wm = MIN_TIME
         return matches, timeouts
 
     # -------------------------------------------------------------- matching

@@ -108,6 +108,12 @@ class WorkerMetrics:
         return out
 
     @property
+    def keeps_watermark(self) -> bool:
+        """Whether any step keeps an event-time watermark (a window, a join, a pattern): a job
+        of filters, maps and re-keying has none to show."""
+        return any(t.watermarks_ms for t in self.tasks)
+
+    @property
     def watermark_ms(self) -> int | None:
         """The slowest watermark of any step of any task (None: no step has one yet)."""
         marks = [w for t in self.tasks for w in t.watermarks_ms.values() if w is not None]

@@ -73,7 +73,7 @@ from streams.errors import InvalidConfig, TidelogError
 from streams.jobs.job import Job
 from streams.jobs.logs import TP, EmbeddedLog, JobLog, Records, TaskCheckpoint, TaskMigrated
 from streams.jobs.metrics import JobMetrics
-from streams.jobs.serde import SerdeError
+from streams.jobs.serde import SerdeError, decode_records
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
 from streams.jobs.views import RunnerViews, ViewRegistry
@@ -555,6 +555,9 @@ class Runner:
             return []
         params = self._serdes[topic]
         extract = params["timestamp"]
+        fast = decode_records(recs, params["key"], params["value"], extract)  # compiled
+        if fast is not None:
+            return fast
         kdes, vdes = params["key"].deserialize, params["value"].deserialize
         out = []
         append = out.append

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import orjson
 
 from streams.errors import TidelogError
+from streams.jobs.conditions import field  # noqa: F401 - re-exported (``streams.jobs.field``)
 
 
 class SerdeError(TidelogError):
@@ -228,6 +229,39 @@ TEXT = TextSerde()
 JSON = JsonSerde()
 KEY = KeySerde()
 
+try:  # the compiled reading of input records, built in place by `make native`
+    from streams.jobs import _crecords
+except ImportError:  # not built: the runner's pure loop decodes every record
+    _crecords = None
+_LAYOUTS: dict[type, tuple[int, int, int, int] | None] = {}
+
+
+def decode_records(
+    recs: list, key: Serde, value: Serde, extract: Callable[[object], int] | None
+) -> list | None:
+    """A batch read from a log — records of one ``NamedTuple`` type with ``key``, ``value``,
+    ``timestamp_ms`` and ``offset`` fields (``Record``, ``LogRecord``) — as the runner's
+    ``(key, value, ts, offset)`` tuples, by the compiled loop (``_crecords.pyx``), which takes
+    text or bytes keys and JSON values: the same tuples as deserialising each record (the
+    timestamp ``extract(value)``, or the record's for a tombstone or without `extract`). None
+    when it does not take the batch (other serialisers, not built, a record it defers on):
+    then decode it record by record."""
+    if _crecords is None or not recs or value is not JSON or (key is not TEXT and key is not BYTES):
+        return None
+    rtype = type(recs[0])
+    layout = _LAYOUTS.get(rtype, ())
+    if layout == ():
+        fields = getattr(rtype, "_fields", ())
+        names = ("key", "value", "timestamp_ms", "offset")
+        ok = issubclass(rtype, tuple) and all(n in fields for n in names)
+        layout = _LAYOUTS[rtype] = tuple(fields.index(n) for n in names) if ok else None
+    if layout is None:
+        return None
+    out: list = []
+    if _crecords.decode(recs, rtype, *layout, key is TEXT, JSON.deserialize, extract, out):
+        return out
+    return None
+
 
 def serde_of(value: object) -> Serde:
     """A Serde, or one of the names "bytes", "text", "json"."""
@@ -239,16 +273,3 @@ def serde_of(value: object) -> Serde:
     if not isinstance(value, Serde):
         raise SerdeError(f"{value!r} is not a serialiser (needs serialize and deserialize)")
     return value
-
-
-def field(name: str) -> Callable[[object], int]:
-    """A timestamp (or key) extractor reading one field of a dict value: ``field("ts")``."""
-
-    def get(value: object) -> int:
-        try:
-            return value[name]  # type: ignore[index]
-        except (KeyError, TypeError, IndexError) as exc:
-            raise SerdeError(f"the value has no field {name!r}: {value!r:.200}") from exc
-
-    get.__name__ = f"field_{name}"
-    return get

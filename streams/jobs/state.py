@@ -167,6 +167,8 @@ class Store(MutableMapping):
         self._objects: dict[object, object] | None = (
             {} if isinstance(self.backend, MemoryBackend) else None
         )
+        self.taken: list[tuple[object, object]] = []  # see take_changes
+        self.taken_from: list | None = None
 
     def __getitem__(self, key: object) -> object:
         v = self._dirty.get(key, None)
@@ -245,7 +247,13 @@ class Store(MutableMapping):
                 yield k, json.loads(value)
 
     def take_changes(self) -> list[tuple[bytes, bytes | None]]:
+        """The changelog records of the keys changed since the last call, written through to
+        the backend. ``taken`` then holds the same changes as objects, ``(key, value or
+        None)`` in the same order, and ``taken_from`` the list returned (so that a reader of
+        ``taken`` can tell they belong to the changes it has): the store's own objects, not
+        copies, which nobody may modify."""
         out: list[tuple[bytes, bytes | None]] = []
+        taken: list[tuple[object, object]] = []
         backend, objects = self.backend, self._objects
         for key, value in self._dirty.items():
             k = encode(key)
@@ -253,6 +261,7 @@ class Store(MutableMapping):
                 if backend.get(k) is not None:
                     backend.delete(k)
                 out.append((k, None))
+                taken.append((key, None))
                 if objects is not None:
                     objects.pop(key, None)
             else:
@@ -260,9 +269,11 @@ class Store(MutableMapping):
                 if backend.get(k) != v:
                     backend.put(k, v)
                     out.append((k, v))
+                    taken.append((key, value))
                 if objects is not None:
                     objects[key] = value
         self._dirty.clear()
+        self.taken, self.taken_from = taken, out
         return out
 
     def restore(self, key: bytes, value: bytes | None) -> None:

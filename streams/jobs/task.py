@@ -51,7 +51,7 @@ from streams.processing.aggregates import (
     new_acc,
     values_builder,
 )
-from streams.processing.operator import MIN_TIME, WindowOperator
+from streams.processing.operator import MIN_TIME, WindowOperator, extract_values
 from streams.processing.windows import Session, Tumbling
 
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
@@ -409,14 +409,20 @@ class _Window(_Step):
         emit = "current" if node.params["emit"] == "updates" else "final"
         self.only_final = node.params["emit"] == "final"
         self._dirty: set[tuple[object, object]] = set()  # windows touched since the last commit
+        # the fixed windows the store holds a snapshot of (so that a window that opens and
+        # closes between two commits, never written, is not looked up to be deleted)
+        self._stored: set[tuple[object, object]] = set()
         self.sessions = isinstance(self.window, Session)
         self._size = self.window.size_ms if type(self.window) is Tumbling else None
         self.ops: list[tuple[Callable, WindowOperator]] = []
+        self._fields: list[str | None] = []  # each op's field name, for extract_values
         for members in groups.values():
             ext = next(
                 (a.extractor() for _, a in members if a.field_id() != "__count__"),
                 members[0][1].extractor(),
             )
+            named = next((a.field for _, a in members if a.field_id() != "__count__"), None)
+            self._fields.append(named if isinstance(named, str) else None)
             op = WindowOperator(
                 self.window,
                 {n: a.spec() for n, a in members},
@@ -444,6 +450,8 @@ class _Window(_Step):
                 opened = [op.restore_fixed(key, start, st) for (_, op), st in pairs]
             if not all(opened):
                 del self.store[skey]
+            elif not self.sessions:
+                self._stored.add(skey)
 
     def push(self, side, key, value, ts):
         op0 = self.ops[0][1]
@@ -473,24 +481,27 @@ class _Window(_Step):
             super().push_many(side, recs)
             return
         dirty = self._dirty
+        touched = None  # a tumbling window's operator notes the windows touched itself
         if self.sessions:
             dirty.update([(r[0], _SESSION) for r in recs])
         elif self._size is not None:
-            size = self._size
-            dirty.update([(r[0], r[2] - r[2] % size) for r in recs])
+            touched = dirty
         else:
             starts = self.window.starts
             dirty.update([(r[0], s) for r in recs for s in starts(r[2])])
         outs = []
-        for ext, op in self.ops:
-            events, r = [], None
-            try:
-                for r in recs:
-                    events.append((r[0], ext(r[1]), r[2], 0))
-            except Exception:
-                self.task.blame(r)
-                raise
-            outs.append(op.process_many(events))  # a failure here names the batch
+        for (ext, op), field in zip(self.ops, self._fields, strict=True):
+            values = None
+            if op.needs_values:
+                values = []
+                try:
+                    extract_values(recs, field, ext, values)
+                except Exception:
+                    self.task.blame(recs[len(values)])
+                    raise
+            # a failure here names the batch
+            outs.append(op.process_records(recs, values, touched))
+            touched = None
         if outs[0]:
             self._emit(outs, recs[-1][3])
 
@@ -506,6 +517,7 @@ class _Window(_Step):
                     self.store.pop((key, start), None)
             elif op0.fixed_window_state(key, start) is not None:
                 self.store[(key, start)] = [op.fixed_window_state(key, start) for _, op in self.ops]
+                self._stored.add((key, start))
         self._dirty.clear()
         self.store[_PROGRESS] = [op.progress() for _, op in self.ops]
 
@@ -518,8 +530,11 @@ class _Window(_Step):
             if self.sessions:
                 self._dirty.add((r0.key, _SESSION))  # snapshot (or delete) its sessions
             elif r0.final:
-                self._dirty.discard((r0.key, r0.start))
-                self.store.pop((r0.key, r0.start), None)
+                wk = (r0.key, r0.start)
+                self._dirty.discard(wk)
+                if wk in self._stored:
+                    self._stored.discard(wk)
+                    del self.store[wk]
             if self.only_final and not r0.final:
                 continue
             value = {"start": r0.start, "end": r0.end}
@@ -534,6 +549,7 @@ class _Window(_Step):
     def flush(self) -> None:
         self._emit([op.flush() for _, op in self.ops])
         self._dirty.clear()
+        self._stored.clear()
         for skey in list(self.store.keys()):
             del self.store[skey]
 
@@ -703,11 +719,13 @@ class _ViewTap(_Step):
         # a windowed view's rows by end: heap of (end, n, (key, start)), n a tie-breaker
         self.ends: list[tuple[int, int, tuple]] = []
         self._n = itertools.count()
+        self._keys: set[tuple] = set()  # a windowed view's keys in the store
 
     def restored(self) -> None:
         if self.windowed:
             self.ends = [(row["end"], next(self._n), k) for k, row in self.store.scan()]
             heapq.heapify(self.ends)
+            self._keys = {k for _, _, k in self.ends}
 
     def before_commit(self) -> None:
         """Drop the windows the watermark has passed by more than the view's retention."""
@@ -722,6 +740,7 @@ class _ViewTap(_Step):
                 continue
             if row["end"] == end:
                 del self.store[k]
+                self._keys.discard(k)
             else:  # a session that grew since: its row expires later
                 heapq.heappush(self.ends, (row["end"], next(self._n), k))
 
@@ -735,9 +754,12 @@ class _ViewTap(_Step):
                 self.store[key] = value
             return
         for start, _end in value.get("replaces", ()):
-            self.store.pop((key, start), None)
+            if (key, start) in self._keys:
+                self._keys.discard((key, start))
+                del self.store[(key, start)]
         k = (key, value["start"])
-        if k not in self.store:
+        if k not in self._keys:
+            self._keys.add(k)
             heapq.heappush(self.ends, (value["end"], next(self._n), k))
         self.store[k] = value
 

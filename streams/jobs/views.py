@@ -92,20 +92,65 @@ class ViewTimeout(TidelogError):
     code = "view_timeout"
 
 
+_END = -1  # closes a list's elements in ``order``: below every rank (a prefix sorts first)
+
+
 def order(key: object) -> tuple:
     """A total order over JSON-able keys: numbers < strings < lists/tuples (element-wise),
-    ``None`` first; within a type, the type's own order."""
-    if key is None:
-        return (0,)
-    if isinstance(key, bool):
-        return (1, int(key))
-    if isinstance(key, int | float):
-        return (1, key)
-    if isinstance(key, str):
+    ``None`` first; within a type, the type's own order.
+
+    The sort key is flat, so that comparing two (a sorted list's bisect) compares one tuple of
+    scalars: each scalar is its rank (0 None, 1 number, 2 string) and its value (none for
+    None); a list is 3, its elements' entries, then ``_END``. Equal ranks at a position mean
+    the same shape up to it, so the flat tuples compare as the keys do."""
+    t = type(key)  # the common shapes first: a string, a number, (string, number)
+    if t is str:
         return (2, key)
-    if isinstance(key, list | tuple):
-        return (3, tuple(order(k) for k in key))
-    raise InvalidConfig("key", key, "a view key is a number, a string or a list of those")
+    if t is int or t is float:
+        return (1, key)
+    out: list = []
+    if t is tuple:  # a windowed view's (key, start)
+        out.append(3)
+        append = out.append
+        for k in key:  # type: ignore[attr-defined]
+            tk = type(k)
+            if tk is str:
+                append(2)
+                append(k)
+            elif tk is int:
+                append(1)
+                append(k)
+            else:
+                _flat(k, out)
+        append(_END)
+    else:
+        _flat(key, out)
+    return tuple(out)
+
+
+def _flat(key: object, out: list) -> None:
+    t = type(key)
+    if t is str:
+        out += (2, key)
+    elif t is int or t is float:
+        out += (1, key)
+    elif t is tuple or t is list:
+        out.append(3)
+        for k in key:  # type: ignore[attr-defined]
+            _flat(k, out)
+        out.append(_END)
+    elif key is None:
+        out.append(0)
+    elif isinstance(key, bool):
+        out += (1, int(key))
+    elif isinstance(key, int | float):
+        out += (1, key)
+    elif isinstance(key, str):
+        out += (2, key)
+    elif isinstance(key, list | tuple):
+        _flat(list(key), out)
+    else:
+        raise InvalidConfig("key", key, "a view key is a number, a string or a list of those")
 
 
 @dataclass(frozen=True)
@@ -236,6 +281,7 @@ class View:
 
     def _apply(self, p: int, part: _Part, changes, offsets, wm) -> None:
         diffs: list[tuple[int, object, object]] = []
+        added = []  # new keys, sorted in at once (a commit's changes name each key once)
         for key, row in changes:
             old = part.rows.get(key)
             if old is not None:
@@ -247,9 +293,10 @@ class View:
                     part.keys.remove(key)
             if row is not None:
                 if old is None:
-                    part.keys.add(key)
+                    added.append(key)
                 part.rows[key] = row
                 diffs.append((1, key, row))
+        part.keys.update(added)
         part.offsets = {t: o for t, o in offsets.items() if t in self.input_topics}
         part.watermark = wm
         t = self._tick()
@@ -328,8 +375,9 @@ class View:
         limit = _limit(limit)
         k = _key(key)
         p = self.partition_of(k)
-        lo = order((k, time_from)) if time_from is not None else (3, (order(k),))
-        hi = order((k, time_to)) if time_to is not None else (3, (order(k), (9,)))
+        # unbounded: every (k, start) from its prefix (3, k) up to (3, k, 9), 9 above any rank
+        lo = order((k, time_from)) if time_from is not None else (3, *order(k))
+        hi = order((k, time_to)) if time_to is not None else (3, *order(k), 9)
         with self._cond:
             self._wait(wait_for, timeout_s, [p])
             part = self._served(p)
@@ -671,7 +719,13 @@ class RunnerViews:
     def committed(self, p: int, task, changes: dict[str, list], offsets: dict[str, int]) -> None:
         for name, view in self.views.items():
             raw = changes.get(view_store(name), ())
-            decoded = [(decode_key(k), None if v is None else _json(v)) for k, v in raw]
+            store = task.stores[view_store(name)]
+            if view.windowed and raw and store.taken_from is raw:
+                # the rows a window step built (numbers, strings, lists): the objects that
+                # were encoded are what decoding them would give, so they are not decoded
+                decoded = store.taken
+            else:
+                decoded = [(decode_key(k), None if v is None else _json(v)) for k, v in raw]
             view.publish(p, self.runner, decoded, offsets, _watermark(task, name))
 
     def closed(self, partitions: Iterable[int]) -> None:

@@ -259,6 +259,17 @@ class PartitionLog:
             self._sync_to(written.last_offset + 1)
         return written.base_offset, (now if written.timestamp < 0 else h.max_timestamp)
 
+    def append_unsynced(self, batch_records: Sequence[ProducerRecord]) -> Appended:
+        """Records the broker writes itself (a coordinator's state record: Kafka's
+        ``AppendOrigin.COORDINATOR``), as one batch the store encodes (``produce.store_batch``,
+        no client validation to repeat), through ``append_batches``, without waiting for the
+        disk: ``sync_to(result.sync_to)`` before relying on them, as for a client's."""
+        now = self.clock()
+        h, batch = produce.store_batch(self.config, self.topic, batch_records, now)
+        (written,) = self.append_batches([(h, batch)], now)
+        sync_to = written.last_offset + 1 if written.sync else None
+        return Appended(written.base_offset, written.timestamp, sync_to, self.log_start_offset)
+
     def append_record_set(
         self, data: bytes, verify_txn: Callable[[rb.BatchHeader], None] | None = None
     ) -> Appended:

@@ -812,6 +812,14 @@ class LogStore:
             return plog.append_record_set(data)
         return plog.append_record_set(data, lambda h: verify_txn(topic, partition, h))
 
+    def append_unsynced(
+        self, topic: str, partition: int, records: Sequence[ProducerRecord]
+    ) -> Appended:
+        """Records the broker writes itself (a coordinator's state), as one batch, without
+        waiting for the disk (``PartitionLog.append_unsynced``): call `sync_to(topic,
+        partition, result.sync_to)` before relying on them."""
+        return self.partition_log(topic, partition).append_unsynced(records)
+
     def sync_to(self, topic: str, partition: int, end: int) -> None:
         """Return once every offset below `end` of the partition is on disk (group commit);
         StorageError if the disk failed (the partition is offline then)."""

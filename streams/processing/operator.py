@@ -76,6 +76,14 @@ from streams.processing.aggregates import (
 )
 from streams.processing.windows import Hopping, Session, Sliding, Tumbling
 
+try:  # the compiled batch loop of tumbling windows, built in place by `make native`
+    from streams.processing import _cwindow
+except ImportError:  # not built (no C compiler, or run outside make): the pure loops below
+    _cwindow = None
+else:
+    if _cwindow.ACC_INDEXES != (REV, CNT, SUM, MIN, MAX, SK):  # a stale build
+        _cwindow = None
+
 MIN_TIME = -(1 << 62)  # "no watermark yet": below every real timestamp
 _EMITTED, _REPLACED = ACC_LEN, ACC_LEN + 1  # extra slots of session accumulators
 _first = itemgetter(0)
@@ -162,6 +170,7 @@ class WindowOperator:
         self._current = emit == "current"
         self._side = late == "side"
         self._fast_hopping = True  # tests turn it off to check it against the generic path
+        self.compiled = True  # process_records may take the compiled loop (when built)
         self._clock = clock or wall_clock_ms
 
         self._wm = MIN_TIME
@@ -219,6 +228,63 @@ class WindowOperator:
     def process_many(self, events: Iterable[Event]) -> list[WindowResult]:
         """Add events ``(key, value, event_time, partition)`` in order; returns the emissions."""
         out: list[WindowResult] = []
+        self._process_into(events, out)
+        return out
+
+    @property
+    def needs_values(self) -> bool:
+        """Whether the specs read the events' values (False: only counts, as ``Count``)."""
+        return self._need_sum or self._need_minmax or self._sketch
+
+    def process_records(
+        self, recs: list, values: list | None, touched: set | None = None
+    ) -> list[WindowResult]:
+        """Add records ``(key, _, event_time, ...)`` of partition 0, the record shape of
+        ``streams.jobs``' tasks, ``values[i]`` being the value of ``recs[i]`` (None when the
+        specs need no values, see ``needs_values``): the same as ``process_many`` of
+        ``(key, values[i], event_time, 0)``. With a tumbling window, `touched` (a set) gets
+        ``(key, window start)`` of every record, late ones included.
+
+        Tumbling event-time windows without an idle timeout take the compiled loop
+        (``_cwindow.pyx``) when it is built; a record it does not take (an event time that is
+        not an ``int`` within +-2**62 ms) goes the pure way, and so does the whole batch when
+        the operator's state is beyond it. ``compiled = False`` turns it off (tests)."""
+        if values is None and self.needs_values:
+            raise ValueError("the aggregates read values: give one per record")
+        if touched is not None and type(self.window) is not Tumbling:
+            raise InvalidConfig("touched", touched, "is kept for tumbling windows only")
+        out: list[WindowResult] = []
+        fast = None
+        if (
+            self.compiled
+            and _cwindow is not None
+            and type(self.window) is Tumbling
+            and not self._processing
+            and self._idle_timeout is None
+        ):
+            fast = _cwindow.tumbling_records
+        i, n = 0, len(recs)
+        while i < n:
+            j = n
+            if fast is not None:
+                i = fast(self, recs, values, touched, out, i)
+                j = i + 1  # the record it did not take, the pure way
+            if i < n:
+                self._records_pure(recs, values, touched, i, j, out)
+            i = j
+        return out
+
+    def _records_pure(
+        self, recs: list, values: list | None, touched: set | None, i: int, j: int, out: list
+    ) -> None:
+        part = recs[i:j]
+        if touched is not None:
+            size = self.window.size_ms
+            touched.update([(r[0], r[2] - r[2] % size) for r in part])
+        vals = values[i:j] if values is not None else [0] * len(part)
+        self._process_into([(r[0], v, r[2], 0) for r, v in zip(part, vals, strict=True)], out)
+
+    def _process_into(self, events: Iterable[Event], out: list[WindowResult]) -> None:
         if self._processing:
             self._processing_many(events, out)
         elif type(self.window) is Tumbling:
@@ -234,7 +300,6 @@ class WindowOperator:
                 if not self._add(key, value, t, p, out):
                     self._late(key, value, t, p)
                 self._observe(t, p, out)
-        return out
 
     def advance(self) -> list[WindowResult]:
         """Re-read the clock: processing-time windows fire, idle partitions are released (which
@@ -761,6 +826,22 @@ class WindowOperator:
             yield from sessions
         for wins in self._sliding.values():
             yield from wins.values()
+
+
+def extract_values(recs: list, field: str | None, ext: Callable, values: list) -> None:
+    """Append the value of each record ``(_, value, ...)`` to `values`: ``ext(value)`` (for a
+    dict, its `field` when it has it, as ``ext`` reads it). On an error, ``len(values)`` is
+    the index of the record that failed. Compiled (``_cwindow.pyx``) when built."""
+    if _cwindow is not None:
+        _cwindow.extract_values(recs, field, ext, values)
+        return
+    extract_values_pure(recs, ext, values)
+
+
+def extract_values_pure(recs: list, ext: Callable, values: list) -> None:
+    append = values.append
+    for r in recs:
+        append(ext(r[1]))
 
 
 def _start(acc: list) -> int:

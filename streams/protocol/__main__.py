@@ -46,6 +46,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "of the machine), fdatasync at least every second (flush.messages and flush.ms of "
         "every topic that does not set them itself)",
     )
+    p.add_argument(
+        "--event-loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the listener's event loop: uvloop (the default; asyncio's if uvloop is not "
+        "installed) or asyncio's own",
+    )
     p.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)
 
@@ -61,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         auto_create_topics=not args.no_auto_create,
         default_partitions=args.default_partitions,
         max_request_bytes=args.max_request_bytes,
+        event_loop=args.event_loop,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

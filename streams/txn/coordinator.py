@@ -75,6 +75,7 @@ markers are written, so a produce cannot slip in after its transaction's marker.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import enum
 import json
@@ -83,6 +84,8 @@ import queue
 import struct
 import threading
 from collections.abc import Callable
+
+import orjson
 
 from streams.errors import (
     ConcurrentTransactions,
@@ -95,10 +98,7 @@ from streams.errors import (
     UnknownTransactionalId,
 )
 from streams.log import LogStore, ProducerRecord
-from streams.log.records import (
-    BatchHeader,  # the type of what ``verify_produce`` is given
-    build_batch,
-)
+from streams.log.records import BatchHeader  # the type of what ``verify_produce`` is given
 
 log = logging.getLogger(__name__)
 
@@ -485,6 +485,46 @@ class TransactionCoordinator:
             self._end(meta, commit=False, now=self.clock())
             return before
 
+    @contextlib.contextmanager
+    def held_if_unblocked(self, transactional_id: str, commit: bool | None = None):
+        """Hold the coordinator's lock, yielding True, if a request of `transactional_id` can
+        be answered on the caller's thread (an event loop) without waiting on the disk or on
+        another thread: the lock is free now (never waited for), the state log is not
+        fsynced per write (a relaxed flush policy, e.g. Kafka's), and no completion of the id
+        is pending. For an EndTxn (`commit` given) also only a commit whose transaction
+        stages no group offsets: an abort fdatasyncs the aborted index, and the offsets go
+        through the group coordinator's lock, which a rebalance holds over an fsync. Else
+        yields False without the lock: call from a worker thread then. Every request method
+        may run inside (the lock is reentrant)."""
+        if self._state_synced_each_write() or not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield transactional_id not in self._completing and (
+                commit is None or (commit and self._commits_unblocked(transactional_id))
+            )
+        finally:
+            self._lock.release()
+
+    def _commits_unblocked(self, transactional_id: str) -> bool:
+        """Whether committing the id's transaction waits on nothing (lock held): no group
+        offsets staged, and no partition of it fsyncs each write (its own flush.messages=1)."""
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            return True
+        if any(meta.offsets.values()):
+            return False
+        return not any(self._synced_each_write(t, p) for t, p in meta.partitions)
+
+    def _synced_each_write(self, topic: str, partition: int) -> bool:
+        """Whether the partition is fsynced before each write is acknowledged (False if it
+        is gone: nothing is written there)."""
+        try:
+            plog = self.store.partition_log(topic, partition)
+        except TidelogError:
+            return False
+        return plog.config.get("flush.messages") == 1
+
     def verify_produce(self, topic: str, partition: int, h: BatchHeader) -> None:
         """Before a transactional batch is written (under the partition's write lock): its
         producer must have an ongoing transaction of this epoch holding this partition."""
@@ -670,17 +710,21 @@ class TransactionCoordinator:
         markers, gone = self.store.append_markers(partitions, pid, epoch, commit)
         for topic, partition in gone:
             log.warning("transaction %s: %s-%d is gone", meta.transactional_id, topic, partition)
-        if commit and offsets and self.groups is not None:
+        with_offsets = commit and bool(offsets) and self.groups is not None
+        synced = None
+        if with_offsets and any(self._synced_each_write(t, p) for t, p, _ in markers):
             # the markers' fsyncs and the offsets' run side by side; both end before Complete*
             synced = self._syncer().submit(self.store.sync_markers, markers, commit)
-            try:
-                durable = self._state_synced_each_write()
+        try:
+            if synced is None:  # nothing to overlap: sync (an abort's index) here first
+                self.store.sync_markers(markers, commit)
+            if with_offsets:
+                offsets_durable = self._state_synced_each_write()
                 for group, group_offsets in offsets:
-                    self.groups.commit_transactional_offsets(group, group_offsets, durable)
-            finally:
+                    self.groups.commit_transactional_offsets(group, group_offsets, offsets_durable)
+        finally:
+            if synced is not None:
                 synced.result()
-        else:
-            self.store.sync_markers(markers, commit)
         with self._lock:
             meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             meta.update_ms = self.clock()
@@ -690,8 +734,7 @@ class TransactionCoordinator:
         """Append the state record; with `durable`, wait until it (and every record before
         it) is on disk."""
         record = ProducerRecord(_encode(meta), _encode_key(meta.transactional_id))
-        data = build_batch([record], now_ms=self.clock())
-        done = self.store.produce(TXN_STATE_TOPIC, 0, data)
+        done = self.store.append_unsynced(TXN_STATE_TOPIC, 0, [record])
         self._state_end = max(self._state_end, done.base_offset + 1)
         if durable and done.sync_to is not None:
             self.store.sync_to(TXN_STATE_TOPIC, 0, done.sync_to)
@@ -700,8 +743,7 @@ class TransactionCoordinator:
         """Whether ``__transaction_state`` is fsynced before each answer (the default flush
         policy); a commit's offsets are then fsynced before its Complete* record, otherwise
         they follow ``__consumer_offsets``' own flush policy, as the state records do theirs."""
-        plog = self.store.partition_log(TXN_STATE_TOPIC, 0)
-        return plog.config.get("flush.messages") == 1
+        return self._synced_each_write(TXN_STATE_TOPIC, 0)
 
     def sync_state(self) -> None:
         """Before a transactional produce is acknowledged (blocking, any thread): every state
@@ -758,7 +800,7 @@ def _encode(meta: TxnMetadata) -> bytes:
     """The value: JSON (version 0) of the fields of Kafka's TransactionLogValue plus the
     offsets the transaction will commit (Kafka keeps those as transactional records in
     ``__consumer_offsets``; here they wait with the transaction)."""
-    return json.dumps(
+    return orjson.dumps(
         {
             "version": 0,
             "producer_id": meta.producer_id,
@@ -772,9 +814,8 @@ def _encode(meta: TxnMetadata) -> bytes:
             },
             "start_ms": meta.start_ms,
             "update_ms": meta.update_ms,
-        },
-        separators=(",", ":"),
-    ).encode()
+        }
+    )
 
 
 def _decode(transactional_id: str, value: bytes) -> TxnMetadata:

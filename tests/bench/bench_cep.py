@@ -2,30 +2,35 @@
 
 Run: ``make bench BENCH=cep``, ``python -m tests.bench cep`` or ``python tests/bench/bench_cep.py``.
 ``BENCH_SCALE`` (default 1.0) scales the event counts (1.0 = the issue's 1,000,000 CEP events;
-0.01 a smoke run). Writes ``bench-results/cep.json``.
+0.01 a smoke run). ``BENCH_CEP_PARTS`` = ``cep`` or ``search`` runs one part only (default:
+both). Writes ``bench-results/cep.json``.
 
 **CEP.** 1,000,000 events over 10,000 keys (uniform), event ``i`` at ``T0 + i`` ms (in order,
 no two at one time), each ``{"type": search|click|order|view}`` (uniform). The pattern::
 
-    Pattern.begin("search", where=type == "search")
-           .followed_by("click", where=type == "click")
-           .followed_by("order", where=type == "order")
+    Pattern.begin("search", where=field("type") == "search")
+           .followed_by("click", where=field("type") == "click")
+           .followed_by("order", where=field("type") == "order")
            .within(60_000)
+
+written as ``streams.jobs.cep`` recommends (compiled conditions; the operator then runs its
+native kernel for chains, ``streams/jobs/_cepchain.pyx``, built by ``make native``).
 
 - Tidelog: ``CepOperator(pattern, out_of_orderness_ms=0, store={}, timeouts=False)`` (the
   operator a job's ``.match`` step runs when nothing reads its ``timed_out()``), over a dict
   store, ``process(key, value, ts)`` per event, then ``flush()``. It does what it always does:
   events wait for the watermark (each is released by the next event's later time), ties in
   time are put in order by value, partial matches are dropped when the watermark passes
-  their ``within`` (a wake-up per run), matches are built as ``{stage: [event]}``.
+  their ``within`` (a wake-up per run), matches are built as ``{stage: [event]}``. A second
+  row runs the same pattern with its conditions as Python functions (``lambda e:
+  e["type"] == "search"``): the operator's general path.
 - Peer (the floor any library must beat): a hand-written Python state machine for the same
   pattern and the same matches (no skip after a match, each ``followed_by`` takes the first
   matching event after the previous one, ``ts - first.ts < within``): per key a list of open
   runs ``[first ts, stage, events]``, processed in arrival order. It does **less** than the
   operator, as a hand-written machine for in-order input would: no watermark buffering (the
   input is in order, so it needs none), expired runs dropped only when their key sees another
-  event, its conditions inlined (``t == "click"``; the operator calls the pattern's
-  ``where`` functions), matches built as tuples.
+  event, its conditions inlined (``t == "click"``), matches built as tuples.
 - A third row runs the operator as a job does: over a ``Store`` (the changelogged store),
   with ``sync()`` and ``take_changes()`` (the changelog records, JSON-encoded) every 1,000
   events, as the runner's default (a checkpoint after each poll of up to 1,000 records).
@@ -57,6 +62,7 @@ Each measurement runs 3 times, interleaved (Tidelog, peer, Tidelog, ...); median
 from __future__ import annotations
 
 import gc
+import os
 import random
 import sys
 import time
@@ -67,6 +73,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from streams.jobs.cep import CepOperator, Pattern  # noqa: E402
+from streams.jobs.conditions import field  # noqa: E402
 from streams.jobs.search import Doc, QueryIndex, brute_force_match  # noqa: E402
 from streams.jobs.state import Store  # noqa: E402
 from tests.bench.common import (  # noqa: E402
@@ -90,6 +97,13 @@ SEED = 20261202
 # ---------------------------------------------------------------------- CEP
 
 PATTERN = (
+    Pattern.begin("search", where=field("type") == "search")
+    .followed_by("click", where=field("type") == "click")
+    .followed_by("order", where=field("type") == "order")
+    .within(WITHIN_MS)
+)
+# the same pattern, its conditions Python functions: the operator's general path
+PATTERN_FUNCTIONS = (
     Pattern.begin("search", where=lambda e: e["type"] == "search")
     .followed_by("click", where=lambda e: e["type"] == "click")
     .followed_by("order", where=lambda e: e["type"] == "order")
@@ -114,11 +128,15 @@ def loadavg() -> str:
         return "?"
 
 
-def run_cep(events, commit_every: int | None = None) -> tuple[float, float, list[Match]]:
+def run_cep(
+    events, commit_every: int | None = None, pattern: Pattern = PATTERN
+) -> tuple[float, float, list[Match]]:
     """(events/s, events per CPU-second, matches); with `commit_every`, over a ``Store``
     synced and its changes taken every that many events."""
     store = Store("cep") if commit_every else {}
-    op = CepOperator(PATTERN, out_of_orderness_ms=0, store=store, timeouts=False)
+    op = CepOperator(pattern, out_of_orderness_ms=0, store=store, timeouts=False)
+    global SPECIALISED
+    SPECIALISED = op.specialised
     got: list = []
     process = op.process
     every = commit_every or len(events) + 1
@@ -180,7 +198,12 @@ def cep_section(rows: list[Row]) -> None:
     events = [(k, {"type": v["type"], "ts": ts}, ts) for k, v, ts in cep_events(n)]
     gc.collect()
     gc.freeze()
-    rates: dict[str, list[tuple[float, float]]] = {"tidelog": [], "hand": [], "committed": []}
+    rates: dict[str, list[tuple[float, float]]] = {
+        "tidelog": [],
+        "hand": [],
+        "committed": [],
+        "functions": [],
+    }
     want = None
     load = [loadavg()]
     for run in range(REPEATS):
@@ -189,9 +212,12 @@ def cep_section(rows: list[Row]) -> None:
         hand = Counter(got_h)
         rate_c, cpu_c, got_c = run_cep(events)
         rates["tidelog"].append((rate_c, cpu_c))
+        specialised = SPECIALISED
         rate_s, cpu_s, got_s = run_cep(events, commit_every=1_000)
         rates["committed"].append((rate_s, cpu_s))
-        for got in (got_c, got_s):
+        rate_f, cpu_f, got_f = run_cep(events, pattern=PATTERN_FUNCTIONS)
+        rates["functions"].append((rate_f, cpu_f))
+        for got in (got_c, got_s, got_f):
             mine = normalise_cep(got)
             if mine != hand:
                 diff = (mine - hand) + (hand - mine)
@@ -199,7 +225,8 @@ def cep_section(rows: list[Row]) -> None:
         want = sum(hand.values())
         log(
             f"run {run + 1}: tidelog {rate_c:,.0f} events/s ({cpu_c:,.0f}/CPU-s), with commits "
-            f"{rate_s:,.0f} ({cpu_s:,.0f}/CPU-s), hand-written {rate_h:,.0f} events/s "
+            f"{rate_s:,.0f} ({cpu_s:,.0f}/CPU-s), function conditions {rate_f:,.0f} "
+            f"({cpu_f:,.0f}/CPU-s), hand-written {rate_h:,.0f} events/s "
             f"({cpu_h:,.0f}/CPU-s), {want:,} matches, equal"
         )
     load.append(loadavg())
@@ -221,7 +248,8 @@ def cep_section(rows: list[Row]) -> None:
             target=">= 0.5x peer",
             check=at_least_ratio(0.5),
             note=(
-                f"{common}; CepOperator over a dict store (watermark buffering included); "
+                f"{common}; CepOperator over a dict store (watermark buffering included), "
+                f"compiled conditions (chain matcher: {specialised}); "
                 f"median of {REPEATS}, interleaved; {loads}"
             ),
         )
@@ -236,6 +264,19 @@ def cep_section(rows: list[Row]) -> None:
             target=">= 0.5x peer",
             check=at_least_ratio(0.5),
             note=f"the same runs, per CPU-second of this process; {loads}",
+        )
+    )
+    rows.append(
+        Row(
+            "CEP, conditions as Python functions (the general operator)",
+            "events/s",
+            med("functions", 0),
+            peer=hand_name,
+            peer_value=med("hand", 0),
+            note=(
+                f"{common}; per CPU-second: {med('functions', 1):,.0f} (hand-written "
+                f"{med('hand', 1):,.0f}); lambda e: e['type'] == ...: a call per event per run"
+            ),
         )
     )
     rows.append(
@@ -419,10 +460,18 @@ def search_section(rows: list[Row]) -> None:
     )
 
 
+SPECIALISED: str | None = None  # which chain matcher the last run_cep used
+
+
 def main() -> None:
+    parts = os.environ.get("BENCH_CEP_PARTS", "cep,search").split(",")
+    if not set(parts) <= {"cep", "search"}:
+        raise SystemExit(f"BENCH_CEP_PARTS must name cep and/or search, got {parts!r}")
     rows: list[Row] = []
-    cep_section(rows)
-    search_section(rows)
+    if "cep" in parts:
+        cep_section(rows)
+    if "search" in parts:
+        search_section(rows)
     print_table(rows)
     write_results(NAME, rows)
 

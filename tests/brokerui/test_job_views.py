@@ -165,3 +165,24 @@ def test_the_jobs_scope_routes_a_jobs_read_and_written_series():
     assert Scope("jobs") not in route(series("records_in", "ctr-by-query", 0), {}, jobs)
     match = matcher(Scope("jobs"), (), jobs)
     assert match(series("group_records", "search-ctr")) and not match(series("bytes_in"))
+
+
+def _stat(page: str, job: str, stat: str) -> str:
+    card = page.split(f'data-job="{job}"', 1)[1].split("</article>", 1)[0]
+    return card.split(f'data-stat="{stat}">', 1)[1].split("</dd>", 1)[0]
+
+
+def test_a_job_without_event_time_says_its_watermark_is_not_used(jobs, operator_client):
+    """session-activity only filters, maps and re-keys: no step keeps a watermark, so its card
+    says "not used" rather than "none yet" (which would suggest one is coming); a job with a
+    join shows its watermark once events arrived."""
+    jobs.start("session-activity")
+    jobs.start("search-ctr")
+    wait_for(lambda: jobs.status("session-activity").worker.records_in > 0)
+    wait_for(lambda: jobs.status("search-ctr").worker.watermark_ms is not None)
+    assert not jobs.status("session-activity").worker.keeps_watermark
+    assert jobs.status("search-ctr").worker.keeps_watermark
+    page = operator_client.get("/jobs/").content.decode()
+    assert "not used" in _stat(page, "session-activity", "watermark")
+    joined = _stat(page, "search-ctr", "watermark")
+    assert "UTC" in joined and "not used" not in joined and "none yet" not in joined

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from streams.errors import InvalidConfig
 from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Job, Pattern, field
+from streams.jobs.cep import CepOperator
 from streams.jobs.runner import Runner
 from streams.jobs.testing import TestDriver
 from streams.log import LogStore
@@ -27,6 +28,17 @@ from streams.log import LogStore
 
 def is_(t):
     return lambda e: e["t"] == t
+
+
+def is_field(t):
+    return field("t") == t
+
+
+@pytest.fixture(name="is_", params=["function", "compiled"])
+def _is(request):
+    """The timelines' conditions as Python functions (the operator's general path) and as
+    compiled conditions (``field("t") == t``: a chain of them runs the generated matcher)."""
+    return is_ if request.param == "function" else is_field
 
 
 def run(pattern, events, *, ooo=0, key="u", timeouts=True):
@@ -57,7 +69,7 @@ def run(pattern, events, *, ooo=0, key="u", timeouts=True):
     return show(d.output("matches")), show(d.output("timeouts"))
 
 
-def test_followed_by_takes_the_next_matching_event_and_does_not_skip_after_a_match():
+def test_followed_by_takes_the_next_matching_event_and_does_not_skip_after_a_match(is_):
     """followed_by is relaxed (skip till next match); no skip after a match: every a starts one.
 
     a1  x2  b3  a4  b5  b6
@@ -69,7 +81,7 @@ def test_followed_by_takes_the_next_matching_event_and_does_not_skip_after_a_mat
     assert matches == [{"a": "a1", "b": "b3"}, {"a": "a4", "b": "b5"}]
 
 
-def test_next_needs_the_immediately_following_event():
+def test_next_needs_the_immediately_following_event(is_):
     """next is strict contiguity.
 
     a1  b2  a3  x4  b5
@@ -81,7 +93,7 @@ def test_next_needs_the_immediately_following_event():
     assert matches == [{"a": "a1", "b": "b2"}]
 
 
-def test_not_followed_by_between_two_stages():
+def test_not_followed_by_between_two_stages(is_):
     """a, then c, with no n in between.
 
     a1  n2  c3  a4  x5  c6
@@ -97,7 +109,7 @@ def test_not_followed_by_between_two_stages():
     assert matches == [{"a": "a4", "c": "c6"}]
 
 
-def test_not_next():
+def test_not_next(is_):
     """a, not immediately followed by n, then c.
 
     a1  n2  c3  a4  x5  n6  c7
@@ -109,7 +121,7 @@ def test_not_next():
     assert matches == [{"a": "a4", "c": "c7"}]
 
 
-def test_trailing_not_followed_by_waits_for_within():
+def test_trailing_not_followed_by_waits_for_within(is_):
     """search, click, and no order within 10 ms of the search (the demo's pattern).
 
     s0  c2  o5 | s20 c21  x25 | s40 c41 ... o52
@@ -128,7 +140,7 @@ def test_trailing_not_followed_by_waits_for_within():
     assert timeouts == []
 
 
-def test_optional_stage():
+def test_optional_stage(is_):
     """a, optionally b, then c: both the match with b and the one without.
 
     a1  b2  c3
@@ -145,7 +157,7 @@ def test_optional_stage():
     assert sorted(matches, key=len) == [{"a": "a1", "c": "c3"}, {"a": "a1", "b": "b2", "c": "c3"}]
 
 
-def test_times_takes_n_events_each_the_next_that_fits():
+def test_times_takes_n_events_each_the_next_that_fits(is_):
     """b.times(2): two b's, the first after a, the second the first b after that.
 
     a1  b2  x3  b4  b5
@@ -156,7 +168,7 @@ def test_times_takes_n_events_each_the_next_that_fits():
     assert matches == [{"a": "a1", "b": "b2 b4"}]
 
 
-def test_one_or_more_gives_a_match_per_count():
+def test_one_or_more_gives_a_match_per_count(is_):
     """a b+ c (relaxed inside the loop: skip till next).
 
     a1  b2  x3  b4  c5
@@ -177,7 +189,7 @@ def test_one_or_more_gives_a_match_per_count():
     ]
 
 
-def test_next_one_or_more_is_strict_only_for_the_first_event():
+def test_next_one_or_more_is_strict_only_for_the_first_event(is_):
     """a next(b)+: the first b right after a, the further ones relaxed (Flink's default).
 
     a1  b2  x3  b4  a5  x6  b7
@@ -195,7 +207,7 @@ def test_next_one_or_more_is_strict_only_for_the_first_event():
     ]
 
 
-def test_one_or_more_at_the_end_matches_at_each_event_and_never_times_out():
+def test_one_or_more_at_the_end_matches_at_each_event_and_never_times_out(is_):
     """a b+ within 10.
 
     a1  b2  b3  a20
@@ -209,7 +221,7 @@ def test_one_or_more_at_the_end_matches_at_each_event_and_never_times_out():
     assert timeouts == [{"a": "a20"}]
 
 
-def test_within_drops_partial_matches_and_reports_them_as_timed_out():
+def test_within_drops_partial_matches_and_reports_them_as_timed_out(is_):
     """within 10: b must come less than 10 after a.
 
     a0  b10  a12  b15  a30
@@ -224,7 +236,7 @@ def test_within_drops_partial_matches_and_reports_them_as_timed_out():
 
 
 @pytest.mark.parametrize("timeouts", [True, False])
-def test_within_ends_each_run_on_its_own_time_while_other_keys_move_the_watermark(timeouts):
+def test_within_ends_each_run_on_its_own_time_while_other_keys_move_the_watermark(is_, timeouts):
     """s, c, o within 10; key u's two runs end at 10 and 12; key v's events move the watermark.
 
     u:  s0  s2  c3                  o11
@@ -244,7 +256,7 @@ def test_within_ends_each_run_on_its_own_time_while_other_keys_move_the_watermar
     assert timed_out == ([{"s": "s0", "c": "c3"}] if timeouts else [])
 
 
-def test_conditions_see_the_events_matched_so_far():
+def test_conditions_see_the_events_matched_so_far(is_):
     """b must carry a larger value than the a it follows.
 
     a1(v=5)  b2(v=3)  b3(v=7)
@@ -258,7 +270,7 @@ def test_conditions_see_the_events_matched_so_far():
     assert matches == [{"a": "a1", "b": "b3"}]
 
 
-def test_out_of_order_events_within_the_bound_give_the_in_order_result():
+def test_out_of_order_events_within_the_bound_give_the_in_order_result(is_):
     """Arrival b3 a1 b2 c5 against event time a1 b2 b3 c5 (disorder 2): a next b is {a1, b2}.
     A late event (more than the bound behind the largest time seen) is dropped and counted."""
     p = Pattern.begin("a", where=is_("a")).next("b", where=is_("b"))
@@ -268,11 +280,25 @@ def test_out_of_order_events_within_the_bound_give_the_in_order_result():
     assert matches == []
 
 
-def test_matches_are_per_key():
+def test_matches_are_per_key(is_):
     """a1 (key u), b2 (key v): keys do not mix."""
     p = Pattern.begin("a", where=is_("a")).followed_by("b", where=is_("b"))
     evs = [{"t": "a", "ts": 1, "k": "u"}, {"t": "b", "ts": 2, "k": "v"}]
     assert run(p, evs)[0] == []
+
+
+def test_a_chain_of_compiled_conditions_runs_the_generated_matcher():
+    """Only a chain (begin, then followed_by) whose conditions are all compiled gets the
+    generated process(); a function condition, or a negation, keeps the general one."""
+    s, c = field("t") == "s", field("t") == "c"
+    assert CepOperator(Pattern.begin("s", s).followed_by("c", c)).specialised_source
+    assert CepOperator(Pattern.begin("s", s).followed_by("c", c), specialise=False).process
+    for p in (
+        Pattern.begin("s", s).followed_by("c", is_("c")),
+        Pattern.begin("s", s).followed_by("c", c).not_followed_by("o", s).within(5),
+        Pattern.begin("s", s).next("c", c),
+    ):
+        assert CepOperator(p).specialised_source is None
 
 
 def test_invalid_patterns_are_refused_clearly():
@@ -426,16 +452,20 @@ def oracle(pattern: Pattern, events: list[dict], timed_out: list | None = None) 
     return out
 
 
-def _cond(t: str, bigger: bool, first: str):
+def _cond(t: str, bigger: bool, first: str, compiled: bool = False):
     if bigger:
         return lambda e, m: e["t"] == t and e["v"] >= m[first][0]["v"]
+    if compiled:
+        return field("t") == t
     return lambda e, m: e["t"] == t
 
 
 @st.composite
-def patterns(draw):
+def patterns(draw, compiled: bool = False):
     """1-3 positive stages (next / followed_by, optional in the middle), a negation or none
-    in each gap, possibly a trailing not_followed_by (with within)."""
+    in each gap, possibly a trailing not_followed_by (with within). `compiled`: the
+    conditions that do not look at the matched events are ``field("t") == t`` (a chain of
+    them runs the generated matcher), else functions."""
     letters = st.sampled_from("abc")
     quantifiers = st.sampled_from([None, None, "times", "one_or_more"])
 
@@ -451,17 +481,19 @@ def patterns(draw):
 
     bigger = st.sampled_from([False, False, True])  # compare with s0's event
     n = draw(st.integers(1, 3))
-    p = quantify(Pattern.begin("s0", where=_cond(draw(letters), False, "")), 0)
+    p = quantify(Pattern.begin("s0", where=_cond(draw(letters), False, "", compiled)), 0)
     for i in range(1, n + 1):
         neg = draw(st.sampled_from([None, "not_next", "not_followed_by", "not_followed_by"]))
         if neg and not p.stages[-1].optional and not p.stages[-1].loop:
-            p = getattr(p, neg)(f"n{i}", _cond(draw(letters), draw(bigger), "s0"))
+            p = getattr(p, neg)(f"n{i}", _cond(draw(letters), draw(bigger), "s0", compiled))
         if i == n and draw(st.booleans()):
             break
         kind = draw(st.sampled_from(["next", "followed_by", "followed_by"]))
-        p = quantify(getattr(p, kind)(f"s{i}", _cond(draw(letters), draw(bigger), "s0")), i)
+        p = quantify(
+            getattr(p, kind)(f"s{i}", _cond(draw(letters), draw(bigger), "s0", compiled)), i
+        )
     if p.stages[-1].kind == "not_next" or p.stages[-1].optional:
-        p = p.followed_by(f"s{n + 1}", _cond(draw(letters), False, ""))
+        p = p.followed_by(f"s{n + 1}", _cond(draw(letters), False, "", compiled))
     if draw(st.booleans()) or p.stages[-1].negative:
         p = p.within(draw(st.integers(3, 20)))
     p.check()
@@ -486,22 +518,24 @@ def canon(key, m):
     return (key, json.dumps(m, sort_keys=True))
 
 
-@settings(max_examples=500, deadline=None)
+@pytest.mark.parametrize("compiled", [False, True], ids=["function", "compiled"])
+@settings(max_examples=300, deadline=None)
 @given(
-    patterns(),
+    st.data(),
     events_st,
     st.integers(0, 4),
     st.randoms(use_true_random=False),
     st.sampled_from([True, True, False]),
 )
 def test_matches_equal_the_brute_force_for_any_arrival_within_the_disorder_bound(
-    pattern, events, ooo, rnd, read_timeouts
+    compiled, data, events, ooo, rnd, read_timeouts
 ):
     """Arrival order: sorted by ts + a jitter in [0, ooo], so every event arrives no more than
     `ooo` behind the largest time seen before it (never late); the matches and the timed-out
     partial matches (multisets) are the oracle's whatever that order. Without a
     ``timed_out()`` consumer (the operator then skips building them) the matches are the
-    same."""
+    same. Conditions as functions, and compiled (chains of them: the generated matcher)."""
+    pattern = data.draw(patterns(compiled), label="pattern")
     arrival = sorted(events, key=lambda e: e["ts"] + rnd.randint(0, ooo))
     j = Job("cep")
     m = j.stream("ev", value=JSON, timestamp=field("ts")).match(pattern, out_of_orderness_ms=ooo)
@@ -607,10 +641,31 @@ def run_with_restarts(
             store.close()
 
 
+# the same chain, its conditions compiled: the generated matcher (``cep_chain``)
+BOUGHT_COMPILED = (
+    Pattern.begin("search", where=field("t") == "s")
+    .followed_by("click", where=(field("t") == "c") & (field("v") == 1))
+    .followed_by("order", where=field("t") == "o")
+    .within(150)
+)
+
+
 @pytest.mark.parametrize(
     ("pattern", "timeouts"),
-    [(ABANDONED, True), (BOUGHT, True), (BOUGHT, False)],
-    ids=["not_followed_by", "chain", "chain-no-timed_out"],
+    [
+        (ABANDONED, True),
+        (BOUGHT, True),
+        (BOUGHT, False),
+        (BOUGHT_COMPILED, True),
+        (BOUGHT_COMPILED, False),
+    ],
+    ids=[
+        "not_followed_by",
+        "chain",
+        "chain-no-timed_out",
+        "compiled-chain",
+        "compiled-chain-no-timed_out",
+    ],
 )
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_a_restart_mid_pattern_gives_the_uninterrupted_runs_matches(backend, pattern, timeouts):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -51,18 +52,59 @@ def batches(draw, codecs=CODECS, max_records=40) -> bytes:
             at += 1 + gap
             offset_deltas.append(at)
     pid = draw(st.sampled_from([rb.NO_PRODUCER_ID, 0, 7, 2**40]))
-    return rb.build_batch(
+    log_append = draw(st.sampled_from(["create", "log-append", "log-append, records keep theirs"]))
+    batch = rb.build_batch(
         recs,
         base_offset=draw(st.integers(0, 2**50)),
         now_ms=draw(st.integers(0, rb.MAX_TIMESTAMP)),
         codec=draw(st.sampled_from(codecs)),
-        log_append_time=draw(st.booleans()),
+        log_append_time=log_append == "log-append",
         producer_id=pid,
         producer_epoch=-1 if pid < 0 else 3,
         base_sequence=rb.NO_SEQUENCE if pid < 0 else 11,
         attributes_extra=draw(st.sampled_from([0, rb.ATTR_TRANSACTIONAL, rb.ATTR_CONTROL])),
         offset_deltas=offset_deltas,
     )
+    if log_append == "log-append, records keep theirs":
+        batch = as_log_append_time(batch, draw(st.integers(0, rb.MAX_TIMESTAMP)))
+    return batch
+
+
+def as_log_append_time(batch: bytes, max_ts: int) -> bytes:
+    """`batch` as a Kafka broker with message.timestamp.type=LogAppendTime stores a client's
+    batch: the LogAppendTime flag and the broker's time in the header (CRC recomputed), the
+    records' own timestamp deltas left as the client wrote them. Every record then reads as
+    `max_ts`, whatever its delta says (Tidelog re-encodes instead, so its own batches never
+    show the difference)."""
+    out = bytearray(batch)
+    attributes = int.from_bytes(out[21:23], "big") | rb.ATTR_LOG_APPEND_TIME
+    out[21:23] = attributes.to_bytes(2, "big")
+    out[35:43] = max_ts.to_bytes(8, "big")
+    out[17:21] = crc32c.crc32c(bytes(out[rb.CRC_START :])).to_bytes(4, "big")
+    rb.validate_batch(bytes(out))
+    return bytes(out)
+
+
+def record_ends(section: bytes) -> list[int]:
+    """The byte budgets at which a read of the uncompressed records section `section` stops
+    exactly at a record's end: the running sums of the records' lengths (their length varints
+    not counted, as read budgets count)."""
+    ends, pos, used = [], 0, 0
+    while pos < len(section):
+        length, pos = rb.read_varint(section, pos)
+        if length < 0:
+            break
+        pos += length
+        used += length
+        ends.append(used)
+    return ends
+
+
+def byte_budgets(data, section: bytes):
+    """A read's byte budget: anything from none (-1) to past the end, or a record boundary
+    and its neighbours, where an off-by-one in the budget check shows."""
+    edges = [e + d for e in record_ends(section) for d in (-1, 0, 1)] or [0]
+    return data.draw(st.integers(-1, len(section) + 10) | st.sampled_from(edges))
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -235,7 +277,7 @@ def test_partial_reads_decode_alike(batch, data):
     section = body if body is not None else batch[rb.HEADER_SIZE : h.size]
     start = data.draw(st.integers(h.base_offset - 2, h.next_offset + 1))
     limit = data.draw(st.integers(0, h.count + 2))
-    max_bytes = data.draw(st.integers(-1, len(section) + 10))
+    max_bytes = byte_budgets(data, section)
     force_first = data.draw(st.booleans())
     want = rb._decode_body(memoryview(section), h, start, limit, max_bytes, force_first)
     got = rb._decode_range_compiled(batch, h, body, start, limit, max_bytes, force_first)

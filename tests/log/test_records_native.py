@@ -24,6 +24,7 @@ from tests.log.test_records_compiled import (
     SLOW_OK,
     batches,
     body_of,
+    byte_budgets,
     outcome,
     pure,
     pure_decode_from,
@@ -85,7 +86,7 @@ def test_partial_reads_decode_alike(batch, data):
     section = body_of(batch, h) or batch[rb.HEADER_SIZE : h.size]
     start = data.draw(st.integers(h.base_offset - 2, h.next_offset + 1))
     limit = data.draw(st.integers(0, h.count + 2))
-    max_bytes = data.draw(st.integers(-1, len(section) + 10))
+    max_bytes = byte_budgets(data, section)
     force_first = data.draw(st.booleans())
     want = rb._decode_body(memoryview(section), h, start, limit, max_bytes, force_first)
     assert native(batch, start, limit, max_bytes, force_first) == want

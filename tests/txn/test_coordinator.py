@@ -12,7 +12,7 @@ import pytest
 
 from streams.errors import InvalidTxnState, ProducerFenced, TransactionalProducerFenced
 from streams.groups import GroupCoordinator
-from streams.log import LogStore
+from streams.log import KAFKA_FLUSH_DEFAULTS, LogStore
 from streams.log import records as rb
 from streams.log import txn as ptxn
 from streams.log.records import ProducerRecord
@@ -31,8 +31,10 @@ class Broker:
     """A store, group and transaction coordinators, opened and closed together (closed without
     waiting for anything more, as a crashed process leaves them)."""
 
-    def __init__(self, path, clock: Clock):
-        self.store = LogStore.open(str(path), clock=clock, background=False)
+    def __init__(self, path, clock: Clock, topic_defaults=None):
+        self.store = LogStore.open(
+            str(path), clock=clock, background=False, topic_defaults=topic_defaults
+        )
         if "t" not in self.store.list_topics():
             self.store.create_topic("t", 2)
         self.groups = GroupCoordinator(self.store, clock=clock)
@@ -637,3 +639,55 @@ def test_two_threads_saving_the_aborted_index_write_each_entry_once(tmp_path, mo
         t.join()
     with open(os.path.join(tmp_path, ptxn.INDEX_FILE), "rb") as f:
         assert len(f.read()) == ptxn._ENTRY.size  # one entry, once
+
+
+def test_only_requests_that_wait_on_nothing_are_answered_on_the_callers_thread(tmp_path, clock):
+    """``held_if_unblocked`` (the listener answers on its loop when it yields True): under
+    Kafka's flush policy, with the lock free, for anything but an abort or a commit with
+    group offsets (the aborted index's fdatasync; the group coordinator's lock). Under the
+    default policy, or with the lock held elsewhere, never: the lock is not waited for."""
+    relaxed = Broker(tmp_path / "relaxed", clock, topic_defaults=KAFKA_FLUSH_DEFAULTS)
+    strict = Broker(tmp_path / "strict", clock)
+    try:
+
+        def unblocked(b: Broker, commit=None) -> bool:
+            with b.txns.held_if_unblocked("copier", commit) as free:
+                return free
+
+        for b in (relaxed, strict):
+            pid, epoch = b.txns.init_producer_id("copier", 60_000)
+            b.txns.add_partitions("copier", pid, epoch, [("t", 0)])
+        assert (unblocked(relaxed), unblocked(relaxed, True)) == (True, True)
+        assert unblocked(relaxed, False) is False  # an abort: the aborted index's fdatasync
+        assert (unblocked(strict), unblocked(strict, True)) == (False, False)
+
+        holding, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with relaxed.txns._lock:
+                holding.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        holding.wait(30)
+        try:
+            assert unblocked(relaxed) is False  # taken elsewhere: not waited for
+        finally:
+            release.set()
+            holder.join()
+        assert unblocked(relaxed) is True
+
+        pid, epoch = (
+            relaxed.txns._txns["copier"].producer_id,
+            relaxed.txns._txns["copier"].producer_epoch,
+        )
+        relaxed.txns.add_offsets("copier", pid, epoch, "group")
+        assert unblocked(relaxed, True) is True  # a group with no offsets yet
+        relaxed.txns.txn_offset_commit("copier", pid, epoch, "group", {("in", 0): (7, "")})
+        assert unblocked(relaxed, True) is False  # the offsets go through the group's lock
+        relaxed.txns.end_txn("copier", pid, epoch, True)
+        assert relaxed.groups.offsets.committed("group")[("in", 0)].offset == 7
+    finally:
+        relaxed.close()
+        strict.close()

@@ -7,9 +7,14 @@ A fenced producer gets PRODUCER_FENCED on the request versions that know it (KIP
 InitProducerId v4, AddPartitionsToTxn v2, AddOffsetsToTxn v2, EndTxn v2, TxnOffsetCommit v3)
 and INVALID_PRODUCER_EPOCH before, as Kafka answers.
 
-Thread-safety: handlers run on the listener's event loop; every coordinator call may block (on
-the coordinator's lock, or an fsync of state records or markers) and runs through
-``BrokerContext.blocking``.
+Thread-safety: handlers run on the listener's event loop. A coordinator call may block (on the
+coordinator's lock, or an fsync of state records or markers) and then runs through
+``BrokerContext.blocking``; AddPartitionsToTxn, AddOffsetsToTxn and a commit's EndTxn run on the
+loop itself when they cannot (``TransactionCoordinator.held_if_unblocked``: a relaxed flush
+policy, the lock free, nothing of the id pending), and so does TxnOffsetCommit when the group
+coordinator's lock is free too (for its member check): under ``--flush kafka`` a transactional
+produce makes no thread-pool round trip, and a consume-transform-produce one makes one (its
+EndTxn, which commits the group's offsets).
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ from streams.txn import TxnState
 # the first version of each API whose clients understand PRODUCER_FENCED (KIP-588)
 _FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
 MIN_EPOCH_BUMP_END_TXN = 5  # KIP-890 part 2: EndTxn v5 returns the bumped epoch
+
+
+async def _call(ctx: BrokerContext, transactional_id: str, fn, *args, commit: bool | None = None):
+    """`fn(*args)` on the loop if the coordinator says it waits on nothing (see the module
+    docstring; `commit`: an EndTxn's), else on the listener's thread pool."""
+    with ctx.transactions.held_if_unblocked(transactional_id, commit) as unblocked:
+        if unblocked:
+            return fn(*args)
+    return await ctx.blocking(fn, *args)
 
 
 def _code(req: Request, exc: TidelogError) -> int:
@@ -72,7 +86,9 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 55  # OPERATION_NOT_ATTEMPTED
     else:
         try:
-            await ctx.blocking(
+            await _call(
+                ctx,
+                b.v3_and_below_transactional_id,
                 ctx.transactions.add_partitions,
                 b.v3_and_below_transactional_id,
                 b.v3_and_below_producer_id,
@@ -101,7 +117,9 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, req: Request) -> Any:
 async def handle_add_offsets_to_txn(ctx: BrokerContext, req: Request) -> Any:
     b = req.body
     try:
-        await ctx.blocking(
+        await _call(
+            ctx,
+            b.transactional_id,
             ctx.transactions.add_offsets,
             b.transactional_id,
             b.producer_id,
@@ -124,7 +142,13 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         for t in b.topics
         for p in t.partitions
     }
-    code = await ctx.blocking(_txn_offset_commit, ctx, req, offsets)  # one trip to the pool
+    with (
+        ctx.transactions.held_if_unblocked(b.transactional_id) as unblocked,
+        ctx.coordinator.held_if_free() as groups_free,
+    ):
+        code = _txn_offset_commit(ctx, req, offsets) if unblocked and groups_free else None
+    if code is None:  # one trip to the pool
+        code = await ctx.blocking(_txn_offset_commit, ctx, req, offsets)
     cls = codec.response_class(req.api_key).TxnOffsetCommitResponseTopic
     topics = [
         cls(
@@ -161,17 +185,22 @@ def _txn_offset_commit(ctx: BrokerContext, req: Request, offsets) -> int:
 async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
     """EndTxn, answered as Kafka's coordinator does once the decision (PrepareCommit or
     PrepareAbort) is on disk; the markers follow from the coordinator's completer thread and
-    the producer's next transaction waits for them (CONCURRENT_TRANSACTIONS meanwhile)."""
+    the producer's next transaction waits for them (CONCURRENT_TRANSACTIONS meanwhile). Under
+    a relaxed flush policy nothing waits for the disk: the markers are written before the
+    answer, on the loop for a commit without group offsets (see the module docstring)."""
     b = req.body
     bump = req.api_version >= MIN_EPOCH_BUMP_END_TXN
     try:
-        pid, epoch = await ctx.blocking(
+        pid, epoch = await _call(
+            ctx,
+            b.transactional_id,
             functools.partial(ctx.transactions.end_txn, wait_for_markers=False),
             b.transactional_id,
             b.producer_id,
             b.producer_epoch,
             b.committed,
             bump,
+            commit=b.committed,
         )
         code = 0
     except TidelogError as exc:

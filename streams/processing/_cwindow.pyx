@@ -1,0 +1,164 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""Tidelog's compiled batch loop of keyed tumbling windows (``WindowOperator.process_records``).
+
+Two functions with the contract of their pure-Python counterparts in
+``streams.processing.operator`` (which stay the reference; tests/processing/test_cwindow.py
+holds the two to the same answers):
+
+- ``extract_values(recs, field, ext, values)``: appends each record's aggregated value to
+  `values` (a dict's `field` read directly; anything else through ``ext(value)``, which also
+  raises the error a missing field gets). On an error, ``len(values)`` is the failing record.
+- ``tumbling_records(op, recs, values, touched, out, i)``: the tumbling event-time loop of
+  ``WindowOperator._tumbling_many`` over records ``(key, _, event_time, ...)`` of partition 0
+  from index `i`, adding ``(key, window start)`` of every record to `touched` (a set or
+  None). It works on the operator's own state (its windows dict, timer heaps, watermark)
+  and calls back into the operator for what is rare (opening a window, a late event, an
+  emission, due timers). It returns the index of the first record it did not take — a
+  timestamp that is not an ``int`` within +-2**62 — so that the caller processes that record
+  the pure way and calls again; ``len(recs)`` when it took them all.
+"""
+
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.ref cimport PyObject
+from cpython.set cimport PySet_Add
+from cpython.tuple cimport PyTuple_GET_ITEM
+from libc.stdint cimport int64_t
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
+    bint PyTuple_CheckExact(object)
+    bint PyDict_CheckExact(object)
+    bint PyLong_CheckExact(object)
+
+# the accumulator layout of streams.processing.aggregates (checked equal at import there)
+cdef enum:
+    _REV = 3
+    _CNT = 5
+    _SUM = 6
+    _MIN = 7
+    _MAX = 8
+    _SK = 9
+
+cdef int64_t LIMIT = (<int64_t>1) << 62  # event times, watermarks: within +-LIMIT
+cdef int64_t SPAN = (<int64_t>1) << 60  # window size, grace, out-of-orderness: below SPAN
+ACC_INDEXES = (_REV, _CNT, _SUM, _MIN, _MAX, _SK)
+
+
+cdef inline object _item(object rec, Py_ssize_t i):
+    if PyTuple_CheckExact(rec):
+        return <object>PyTuple_GET_ITEM(rec, i)
+    return rec[i]
+
+
+def extract_values(list recs, object field, object ext, list values):
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(recs)
+    cdef PyObject* v
+    cdef object value
+    for i in range(n):
+        value = _item(<object>PyList_GET_ITEM(recs, i), 1)
+        if field is not None and PyDict_CheckExact(value):
+            v = PyDict_GetItem(value, field)
+            if v != NULL:
+                PyList_Append(values, <object>v)
+                continue
+        PyList_Append(values, ext(value))
+
+
+cdef inline bint _in_range(object x, int64_t* out, int64_t limit):
+    """x as int64 when it is an int within +-limit."""
+    cdef int overflow = 0
+    cdef long long y
+    if not PyLong_CheckExact(x):
+        return False
+    y = PyLong_AsLongLongAndOverflow(x, &overflow)
+    if overflow or y > limit or y < -limit:
+        return False
+    out[0] = y
+    return True
+
+
+def tumbling_records(op, list recs, list values, object touched, list out, Py_ssize_t i):
+    cdef Py_ssize_t n = PyList_GET_SIZE(recs)
+    cdef int64_t size = 0, grace = 0, ooo = 0, wm = 0, pmax0 = 0, t = 0, start, end, cand
+    cdef int64_t last_start = 0
+    cdef bint have_start = False
+    cdef bint need_sum = op._need_sum
+    cdef bint need_minmax = op._need_minmax
+    cdef bint sketch = op._sketch
+    cdef bint current = op._current
+    cdef dict fixed = op._fixed
+    cdef dict pmax = op._pmax
+    cdef list fire_heap = op._fire_heap
+    cdef list close_heap = op._close_heap
+    cdef PyObject* found
+    cdef list acc
+    cdef object rec, key, tobj, v, wkey, start_obj = None, end_obj = None, wm_obj, prev
+    cdef bint fired
+    if i >= n:
+        return n
+    if not (_in_range(op.window.size_ms, &size, SPAN) and _in_range(op._grace, &grace, SPAN)
+            and _in_range(op._ooo, &ooo, SPAN) and _in_range(op._wm, &wm, LIMIT)):
+        return i  # beyond what the C arithmetic holds: the pure loop takes the batch
+    if size <= 0:
+        return i
+    if len(pmax) > 1 or (pmax and 0 not in pmax):
+        return i  # other partitions' progress: the pure loop (jobs' windows have one)
+    prev = pmax.get(0)
+    if prev is None:
+        pmax0 = -LIMIT  # MIN_TIME, as the pure loop's default
+    elif not _in_range(prev, &pmax0, LIMIT):
+        return i
+    wm_obj = op._wm
+    v = 0
+    while i < n:
+        rec = <object>PyList_GET_ITEM(recs, i)
+        tobj = _item(rec, 2)
+        if not _in_range(tobj, &t, LIMIT):
+            return i
+        key = _item(rec, 0)
+        if values is not None:
+            v = <object>PyList_GET_ITEM(values, i)
+        start = t - t % size  # Cython's % is Python's floor modulo here (cdivision is off)
+        end = start + size
+        if not have_start or start != last_start:
+            start_obj, end_obj = start, end
+            last_start, have_start = start, True
+        wkey = (key, start_obj)
+        if touched is not None:
+            PySet_Add(touched, wkey)
+        if end + grace <= wm:
+            op._late(key, v, tobj, 0)  # still news of its partition's progress (below)
+        else:
+            found = PyDict_GetItem(fixed, wkey)
+            if found == NULL:
+                acc = op._open_fixed(key, start_obj, end_obj)
+            else:
+                acc = <list>found
+            acc[_CNT] = acc[_CNT] + 1
+            if need_sum:
+                acc[_SUM] = acc[_SUM] + v
+            if need_minmax:
+                if v < acc[_MIN]:
+                    acc[_MIN] = v
+                if v > acc[_MAX]:
+                    acc[_MAX] = v
+            if sketch:
+                acc[_SK].add(v)
+            fired = end <= wm
+            if current or fired:
+                op._emit(acc, fired and acc[_REV] > 0, False, out)
+        if t > pmax0:
+            pmax0 = t
+            PyDict_SetItem(pmax, 0, tobj)  # the only partition: the watermark follows it
+            cand = t - ooo
+            if cand > wm:
+                wm = cand
+                wm_obj = wm
+                op._wm = wm_obj
+                if (fire_heap and fire_heap[0] <= wm_obj) or (
+                    close_heap and close_heap[0] <= wm_obj
+                ):
+                    op._fire_due(out)
+        i += 1
+    return n
