@@ -316,7 +316,7 @@ class KafkaLog:
             while buf and buf[0].offset < offset:
                 buf.popleft()
             if buf or tp in self._geof:
-                return [buf[i] for i in range(min(max_records, len(buf)))]
+                return list(itertools.islice(buf, max_records))
             if time.monotonic() > deadline:
                 raise KafkaLogError(f"reading global {tp[0]}-{tp[1]} at {offset}: nothing came")
             timeout = self.poll_timeout_s
