@@ -49,7 +49,6 @@ Thread-safety: one thread drives a ``KafkaLog`` (the runner's).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
 import signal
@@ -57,6 +56,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from itertools import islice
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -316,7 +316,7 @@ class KafkaLog:
             while buf and buf[0].offset < offset:
                 buf.popleft()
             if buf or tp in self._geof:
-                return list(itertools.islice(buf, max_records))
+                return list(islice(buf, max_records))  # deque indexing walks its blocks
             if time.monotonic() > deadline:
                 raise KafkaLogError(f"reading global {tp[0]}-{tp[1]} at {offset}: nothing came")
             timeout = self.poll_timeout_s
@@ -367,7 +367,7 @@ class KafkaLog:
             return []
         while buf and buf[0].offset < offset:
             buf.popleft()
-        return list(itertools.islice(buf, max_records))
+        return list(islice(buf, max_records))
 
     def end_offset(self, topic: str, partition: int) -> int:
         tp = TopicPartition(topic, partition)
