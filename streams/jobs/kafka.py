@@ -218,7 +218,14 @@ class KafkaLog:
         self._fetch(min(seconds, self.poll_timeout_s))
 
     def _fetch(self, timeout: float) -> None:
-        msgs = self._member.consume(FETCH_BATCH, timeout)
+        # consume(n, timeout) waits out its whole timeout unless n messages come: take what
+        # is fetched already, and wait (if asked to) only for a first message
+        consumer = self._member
+        msgs = consumer.consume(FETCH_BATCH, 0)
+        if not msgs and timeout > 0:
+            msgs = consumer.consume(1, timeout)
+            if msgs:
+                msgs += consumer.consume(FETCH_BATCH - 1, 0)
         buffers, new = self._buffers, tuple.__new__  # LogRecord(...) without its Python __new__
         tp, buf = None, None  # a fetch's messages come in runs of one partition
         for m in msgs:
