@@ -218,7 +218,14 @@ class KafkaLog:
         self._fetch(min(seconds, self.poll_timeout_s))
 
     def _fetch(self, timeout: float) -> None:
-        msgs = self._member.consume(FETCH_BATCH, timeout)
+        # consume(n, timeout) waits out its whole timeout unless n messages come: take what
+        # is fetched already, and wait (if asked to) only for a first message
+        consumer = self._member
+        msgs = consumer.consume(FETCH_BATCH, 0)
+        if not msgs and timeout > 0:
+            msgs = consumer.consume(1, timeout)
+            if msgs:
+                msgs += consumer.consume(FETCH_BATCH - 1, 0)
         buffers, new = self._buffers, tuple.__new__  # LogRecord(...) without its Python __new__
         tp, buf = None, None  # a fetch's messages come in runs of one partition
         for m in msgs:
@@ -237,6 +244,9 @@ class KafkaLog:
         """Exactly-once: a transactional producer per task, initialised (fencing the task's
         previous owner and aborting its open transaction) before its state is read."""
         if not self.exactly_once:
+            # the worker's producer made now: its connections and producer id are ready by
+            # the first checkpoint, which otherwise waited for them
+            self._at_least_once_producer()
             return
         for p in tasks:
             if p in self._producers:
@@ -533,7 +543,7 @@ class KafkaLog:
                     raise
                 log.info("job %s: commit retried: %s", self._group, err.str())
 
-    def _at_least_once(self, tasks: dict[int, TaskCheckpoint]) -> set[int]:
+    def _at_least_once_producer(self) -> Producer:
         if self._producer is None:
             self._producer = Producer(
                 {
@@ -542,11 +552,18 @@ class KafkaLog:
                     "partitioner": "murmur2_random",
                     "linger.ms": 5,
                     "on_delivery": self._delivered,
+                    # a report only for a record that failed (they are what a checkpoint
+                    # needs): no Python call per delivered record
+                    "delivery.report.only.error": True,
                 }
             )
+        return self._producer
+
+    def _at_least_once(self, tasks: dict[int, TaskCheckpoint]) -> set[int]:
+        producer = self._at_least_once_producer()
         for cp in tasks.values():
-            self._produce(self._producer, cp.records)
-        left = self._producer.flush(self.commit_timeout_s)
+            self._produce(producer, cp.records)
+        left = producer.flush(self.commit_timeout_s)
         if self._crashing(sum(len(r) for cp in tasks.values() for r in cp.records.values())):
             os.kill(os.getpid(), signal.SIGKILL)
         if left or self._failed:

@@ -1,0 +1,34 @@
+"""``KafkaLog``'s at-least-once checkpoint against a real broker (Tidelog's Kafka listener):
+a record the broker refuses aborts the task's checkpoint (the runner rewinds it), although
+the producer reports only failed deliveries; a checkpoint whose records all arrive does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.jobs.kafka import KafkaLog
+from streams.jobs.logs import TaskCheckpoint
+from streams.log.records import ProducerRecord
+from tests.protocol.conftest import open_broker
+
+
+@pytest.fixture
+def bootstrap(tmp_path):
+    b = open_broker(tmp_path / "data")
+    b.store.create_topic("small", 1, {"max.message.bytes": "2000"})
+    host, port = b.kafka_address
+    yield f"{host}:{port}"
+    b.close()
+
+
+def test_a_refused_record_aborts_the_at_least_once_checkpoint(bootstrap):
+    log = KafkaLog(bootstrap, client_config={"message.timeout.ms": 20_000})
+    try:
+        log.claim([0])  # at-least-once: makes the worker's producer
+        too_big = [ProducerRecord(b"x" * 10_000, b"k", (), None)]
+        assert log.checkpoint("g", {0: TaskCheckpoint({("small", 0): too_big}, {})}) == {0}
+        fine = [ProducerRecord(b"y" * 100, b"k", (), None)]
+        assert log.checkpoint("g", {0: TaskCheckpoint({("small", 0): fine}, {})}) == set()
+    finally:
+        log.close()
+        del log  # its clients go before the broker does (no reconnect noise)
