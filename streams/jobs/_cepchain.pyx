@@ -16,6 +16,18 @@ cimport cython
 from cpython.object cimport Py_EQ, PyObject_RichCompareBool
 
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *op)
+
+
+cdef inline list untracked(list state):
+    """`state` (a key's state, its runs, a run: lists of our own that no value refers to, so
+    they cannot be part of a reference cycle) taken out of the cycle collector's sight: its
+    collections would otherwise walk every open run of every key again and again."""
+    PyObject_GC_UnTrack(<void *>state)
+    return state
+
+
 @cython.final
 cdef class ChainKernel:
     """Also the operator's clock while it runs: the largest event time seen (`mx`) and the
@@ -86,7 +98,7 @@ cdef class ChainKernel:
         cdef Py_ssize_t n = 1, size = len(runs)
         while n < size and <long long>runs[n][1] + self.within <= now:
             n += 1
-        return runs[n:]
+        return untracked(runs[n:])
 
     cdef drain(self, long long wm):
         """Without a timed_out() reader a run's end only drops it (``_chain_drop``)."""
@@ -158,7 +170,7 @@ cdef class ChainKernel:
         st = live.get(key)
         if st is None:
             raw = self.store_get((key,))
-            st = [[], []] if raw is None else self.decode(raw)
+            st = untracked([untracked([]), untracked([])]) if raw is None else self.decode(raw)
             live[key] = st
         elif st[0]:  # events of the key buffered out of order: the operator's way
             matches, timeouts = [], []
@@ -200,9 +212,9 @@ cdef class ChainKernel:
                 else:
                     r[0] = i + 1
             if ended:
-                runs = [r for r in runs if r[0] >= 0]
+                runs = untracked([r for r in runs if r[0] >= 0])
         if self.holds(0, value):
-            runs.append([1, ts, value])
+            runs.append(untracked([1, ts, value]))
             if self.has_within:
                 due = t + self.within
                 if not qx or <long long>qx[len(qx) - 1][0] <= due:
