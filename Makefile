@@ -23,8 +23,10 @@ SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postg
 #   streams/jobs/_crecords     jobs' input record reading (else record by record; test_crecords.py)
 #   streams/jobs/_cepchain     CEP chains of compiled conditions (else generated Python;
 #                              test_cep_native.py)
+#   streams/jobs/_cjoin        an inner interval join's batch and expiry loops (else joins.py's;
+#                              test_joins_native.py)
 NATIVE := streams/log/_cdecode.so streams/processing/_cwindow.so streams/jobs/_crecords.so \
-	streams/jobs/_cepchain.so
+	streams/jobs/_cepchain.so streams/jobs/_cjoin.so
 
 .PHONY: run test soak bench lint venv system-deps node-deps native
 

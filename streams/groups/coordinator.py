@@ -22,12 +22,13 @@ Thread-safety: one lock guards all group state, including the write of offsets t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 
 from streams.errors import (
@@ -533,6 +534,19 @@ class GroupCoordinator:
             # a member's commit may reach disk within flush.ms; an admin commit (a reset) is
             # flushed before it returns
             self.offsets.commit(group_id, normalised, now, durable=generation < 0)
+
+    @contextlib.contextmanager
+    def held_if_free(self) -> Iterator[bool]:
+        """Hold the coordinator's lock, yielding True, if it is free now (never waited for: a
+        rebalance holds it over an fsync), so a short read such as `check_member` can run on
+        an event loop; else yield False without it. Calls inside take it again (reentrant)."""
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._lock.release()
 
     def check_member(self, group_id: str, member_id: str, generation: int) -> None:
         """A TxnOffsetCommit's member check: `member_id` is in the group at `generation`

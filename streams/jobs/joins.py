@@ -20,6 +20,12 @@ from collections.abc import Callable, MutableMapping
 from streams.errors import InvalidConfig
 from streams.processing.operator import MIN_TIME
 
+try:  # the inner join's compiled loops, built in place by `make` (streams/jobs/_cjoin.pyx)
+    from streams.jobs._cjoin import expire_inner as _native_expire_inner
+    from streams.jobs._cjoin import inner_batch as _native_inner_batch
+except ImportError:  # not built: the pure-Python loops below, the reference
+    _native_inner_batch = _native_expire_inner = None
+
 Out = list[tuple[object, object, int]]  # (key, value, timestamp)
 Joiner = Callable[[object, object], object]
 
@@ -69,6 +75,8 @@ class IntervalJoin:
     """
 
     SCAN_MAX = 8  # a partner list up to this long is scanned whole (cheaper than bisecting)
+    # an inner join's batches go through the compiled loop when it is built (None: never)
+    native = staticmethod(_native_inner_batch) if _native_inner_batch is not None else None
 
     def __init__(
         self,
@@ -130,13 +138,28 @@ class IntervalJoin:
         output changes); a left join, which emits unmatched records when they expire, expires
         after each record. The progress in ``meta`` is written once, at the end. If an item
         fails (the joiner raised), ``failed_item`` is that item."""
-        out: list[tuple] = []
         sides, within, joiner = self.sides, self.within, self.joiner
         maxs, heap, unordered, scan_max = self._max, self._heap, self._unordered, self.SCAN_MAX
         per_record = self.how != "inner"
         wm, grace = self._wm, self.grace
-        item = None
         self.failed_item = None
+        if not per_record and self.native is not None:
+            progress = [wm, 0, 0]
+            try:
+                out = self.native(
+                    items, sides[0], sides[1], within, joiner, maxs, heap, unordered, scan_max,
+                    grace, MIN_TIME, progress,
+                )  # fmt: skip
+            except Exception:
+                self.failed_item = items[progress[2]]
+                raise
+            finally:
+                wm = self._wm = progress[0]
+                self.late_count += progress[1]
+            self._progressed(wm, per_record)
+            return out
+        out: list[tuple] = []
+        item = None
         try:
             for item in items:
                 side, (key, value, ts, origin) = item
@@ -200,7 +223,12 @@ class IntervalJoin:
         except Exception:
             self.failed_item = item
             raise
-        meta = self.meta
+        self._progressed(wm, per_record)
+        return out
+
+    def _progressed(self, wm: int, per_record: bool) -> None:
+        """After a batch: the progress into ``meta``; an inner join's state expires."""
+        meta, maxs = self.meta, self._max
         for name, t in (("lmax", maxs[0]), ("rmax", maxs[1])):
             if t != MIN_TIME and meta.get(name) != t:
                 meta[name] = t
@@ -208,9 +236,13 @@ class IntervalJoin:
             meta["wm"] = wm
             if not per_record:
                 self._expire(wm, [])
-        return out
 
     def _expire(self, wm: int, out: Out) -> None:
+        if self.how == "inner" and self.native is not None:
+            _native_expire_inner(
+                self._heap, self.sides[0], self.sides[1], self.within, wm, self._unordered
+            )
+            return
         heap = self._heap
         touched: set[tuple[int, object]] = set()
         while heap and heap[0][0] < wm:

@@ -56,6 +56,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from itertools import islice
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -218,15 +219,19 @@ class KafkaLog:
 
     def _fetch(self, timeout: float) -> None:
         msgs = self._member.consume(FETCH_BATCH, timeout)
+        buffers, new = self._buffers, tuple.__new__  # LogRecord(...) without its Python __new__
+        tp, buf = None, None  # a fetch's messages come in runs of one partition
         for m in msgs:
             err = m.error()
             if err is not None:
                 if err.code() != KafkaError._PARTITION_EOF:
                     log.warning("job %s: fetch: %s", self._group, err.str())
                 continue
-            buf = self._buffers.get((m.topic() or "", m.partition() or 0))
+            at = (m.topic() or "", m.partition() or 0)
+            if at != tp:
+                tp, buf = at, buffers.get(at)
             if buf is not None:  # None: not (or no longer) ours
-                buf.append(LogRecord(m.offset() or 0, m.key(), m.value(), m.timestamp()[1]))
+                buf.append(new(LogRecord, (m.offset() or 0, m.key(), m.value(), m.timestamp()[1])))
 
     def claim(self, tasks: list[int]) -> None:
         """Exactly-once: a transactional producer per task, initialised (fencing the task's
@@ -311,7 +316,7 @@ class KafkaLog:
             while buf and buf[0].offset < offset:
                 buf.popleft()
             if buf or tp in self._geof:
-                return [buf[i] for i in range(min(max_records, len(buf)))]
+                return list(islice(buf, max_records))  # deque indexing walks its blocks
             if time.monotonic() > deadline:
                 raise KafkaLogError(f"reading global {tp[0]}-{tp[1]} at {offset}: nothing came")
             timeout = self.poll_timeout_s
@@ -362,7 +367,7 @@ class KafkaLog:
             return []
         while buf and buf[0].offset < offset:
             buf.popleft()
-        return [buf[i] for i in range(min(max_records, len(buf)))]
+        return list(islice(buf, max_records))
 
     def end_offset(self, topic: str, partition: int) -> int:
         tp = TopicPartition(topic, partition)

@@ -25,10 +25,11 @@ connection is then authorised by the principal's role (``authz``). Frames stay b
 (``audit``).
 
 `KafkaListener.start()` runs the server on its own event loop in its own thread (how ``Broker``
-embeds it); `serve()` runs it on the caller's loop. That own loop is uvloop's (libuv: cheaper
-wake-ups from the thread pool and socket writes than asyncio's selector loop, about 15% less
-CPU per transactional produce) when ``ListenerConfig.event_loop`` is "uvloop" (the default)
-and uvloop is installed, else asyncio's.
+embeds it); `serve()` runs it on the caller's loop. That own loop is uvloop's (libuv: less
+CPU per request than asyncio's selector loop) when ``ListenerConfig.event_loop`` is "uvloop"
+(the default), uvloop is installed and the listener speaks plaintext; else asyncio's. A TLS
+listener keeps asyncio's loop: its per-connection ``start_tls`` fails the handshake under
+uvloop 0.23 (tests/protocol/test_sasl.py's TLS test).
 
 Thread-safety: `start()`/`stop()` may be called from any thread, once each; everything else
 runs on the listener's loop.
@@ -46,7 +47,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from streams import telemetry
 from streams.errors import ProtocolError
@@ -94,7 +95,7 @@ class ListenerConfig:
     tls_key_file: str | None = None  # the certificate's private key (PEM)
     authenticator: Authenticator | None = None  # set: SASL is required (see the docstring)
     audit: AuditSink | None = None  # set: admin changes over this port are recorded there
-    event_loop: str = "uvloop"  # of `start()`'s thread: "uvloop" (if installed) or "asyncio"
+    event_loop: str = "uvloop"  # `start()`'s: "uvloop" (if installed, not with TLS) or "asyncio"
 
     @property
     def security_protocol(self) -> str:
@@ -145,7 +146,9 @@ class KafkaListener:
 
     def _run_thread(self, ready: concurrent.futures.Future) -> None:
         try:
-            with asyncio.Runner(loop_factory=_loop_factory(self.config.event_loop)) as runner:
+            cfg = self.config
+            factory = _loop_factory(cfg.event_loop, tls=cfg.tls_cert_file is not None)
+            with asyncio.Runner(loop_factory=factory) as runner:
                 runner.run(self.serve(ready))
         except BaseException as exc:  # noqa: BLE001 - reported to the starter
             if not ready.done():
@@ -353,6 +356,9 @@ class _Connection:
             task = asyncio.ensure_future(_answer(refusal))
         elif self.ctx.config.audit is not None and audit.is_audited(req):
             task = asyncio.ensure_future(self._audited(api.handler, req))
+        elif not api.pipelined:  # in this task: no task of its own, no turn of the loop
+            await self.pending.put((req, await _settled(api.handler(self.ctx, req)), started))
+            return
         else:
             answer = api.handler(self.ctx, req)
             task = asyncio.ensure_future(answer)
@@ -592,12 +598,12 @@ async def _tls_handshake(writer: asyncio.StreamWriter, context: ssl.SSLContext, 
         return False
 
 
-def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def _loop_factory(name: str, tls: bool) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The event loop constructor for `name` ("uvloop" or "asyncio"); None (asyncio's default
-    loop) for "asyncio", or for "uvloop" when it is not installed."""
+    loop) for "asyncio", for a `tls` listener, or for "uvloop" when it is not installed."""
     if name not in ("uvloop", "asyncio"):
         raise ValueError(f"event_loop must be 'uvloop' or 'asyncio', not {name!r}")
-    if name == "uvloop":
+    if name == "uvloop" and not tls:
         try:
             import uvloop
         except ImportError:
@@ -605,6 +611,17 @@ def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
             return None
         return uvloop.new_event_loop
     return None
+
+
+async def _settled(answer: Awaitable) -> asyncio.Future:
+    """`answer` awaited in the calling task, as a done future for ``_outcome`` (which answers
+    its exception, or closes the connection for it, as for a task's)."""
+    done = asyncio.get_running_loop().create_future()
+    try:
+        done.set_result(await answer)
+    except Exception as exc:  # noqa: BLE001 - handed to _outcome
+        done.set_exception(exc)
+    return done
 
 
 async def _answer(build):

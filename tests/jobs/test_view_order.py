@@ -33,14 +33,14 @@ def structural(key):
     return (3, tuple(structural(k) for k in key))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(KEYS, KEYS)
 def test_order_compares_keys_as_the_structural_order(a, b):
     assert (order(a) < order(b)) == (structural(a) < structural(b))
     assert (order(a) == order(b)) == (structural(a) == structural(b))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(KEYS, KEYS, st.integers(-5, 5))
 def test_a_keys_window_range_holds_its_windows_only(k, other, start):
     lo, hi = (3, *order(k)), (3, *order(k), 9)

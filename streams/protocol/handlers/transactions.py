@@ -11,8 +11,10 @@ Thread-safety: handlers run on the listener's event loop. A coordinator call may
 coordinator's lock, or an fsync of state records or markers) and then runs through
 ``BrokerContext.blocking``; AddPartitionsToTxn, AddOffsetsToTxn and a commit's EndTxn run on the
 loop itself when they cannot (``TransactionCoordinator.held_if_unblocked``: a relaxed flush
-policy, the lock free, nothing of the id pending): two thread-pool round trips fewer per
-transaction under ``--flush kafka``.
+policy, the lock free, nothing of the id pending), and so does TxnOffsetCommit when the group
+coordinator's lock is free too (for its member check): under ``--flush kafka`` a transactional
+produce makes no thread-pool round trip, and a consume-transform-produce one makes one (its
+EndTxn, which commits the group's offsets).
 """
 
 from __future__ import annotations
@@ -140,7 +142,13 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         for t in b.topics
         for p in t.partitions
     }
-    code = await ctx.blocking(_txn_offset_commit, ctx, req, offsets)  # one trip to the pool
+    with (
+        ctx.transactions.held_if_unblocked(b.transactional_id) as unblocked,
+        ctx.coordinator.held_if_free() as groups_free,
+    ):
+        code = _txn_offset_commit(ctx, req, offsets) if unblocked and groups_free else None
+    if code is None:  # one trip to the pool
+        code = await ctx.blocking(_txn_offset_commit, ctx, req, offsets)
     cls = codec.response_class(req.api_key).TxnOffsetCommitResponseTopic
     topics = [
         cls(
