@@ -8,7 +8,10 @@ common case — compiled: the interpreter's work per event is gone, only the obj
 
 A stage whose condition is ``field(name) == constant`` (a str or int constant, one level)
 is tested in C on a ``dict`` event; any other compiled condition is called (its generated
-Python function). Built by ``make native`` beside its source; without it the generated
+Python function). Two differences in how, not what: the newest in-order event waits in the
+kernel rather than in the arrival queue while that is empty (``unhold`` puts it there before
+any of the operator's methods looks), and the lists the kernel builds for its state are not
+tracked by the cycle collector (``untracked``). Built by ``make native`` beside its source; without it the generated
 Python runs (``cep_chain.NATIVE`` says which).
 """
 

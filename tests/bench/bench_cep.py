@@ -37,7 +37,8 @@ native kernel for chains, ``streams/jobs/_cepchain.pyx``, built by ``make native
 
 Both produce the matches as ``(key, search ts, click ts, order ts)`` (the operator's
 ``{stage: [event]}`` matches reduced to that as they come out, in the timed loop, as a sink
-consumes them); the multisets are checked equal (a difference fails the benchmark). Target: Tidelog >= 0.5x the hand-written machine.
+consumes them); the multisets are checked equal (a difference fails the benchmark).
+Target: Tidelog >= 0.5x the hand-written machine.
 Rates are given per second of wall-clock time and per CPU-second of the process (the machine
 may be shared; the load average is in the notes).
 
