@@ -19,6 +19,11 @@ cimport cython
 from cpython.object cimport Py_EQ, PyObject_RichCompareBool
 
 
+# times (and within, out-of-orderness) the kernel keeps in C: sums of two stay in 64 bits
+DEF LIMIT = 2**61
+cdef object LOW = -LIMIT, HIGH = LIMIT
+
+
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
 
@@ -52,11 +57,16 @@ cdef class ChainKernel:
     cdef bint holding
     cdef long long h_t
     cdef object h_ts, h_key, h_value
+    # the generated Python process, which takes over for good at the first time that is not
+    # an int within +-2**61 (C's integers would not hold it: see `give_up`)
+    cdef object python_process, fallback
 
-    def __init__(self, op, none, conds, eqs, long long mx, long long wm):
+    def __init__(self, op, none, conds, eqs, long long mx, long long wm, python_process):
         """`conds`: per stage a function ``(event) -> bool``; `eqs`: per stage ``(field
-        name, constant)`` when its condition is ``field(name) == constant``, else None."""
+        name, constant)`` when its condition is ``field(name) == constant``, else None;
+        `python_process`: the generated Python (``cep_chain.specialised_process``)."""
         self.op, self.none = op, none
+        self.python_process, self.fallback = python_process, None
         self.mx, self.wm = mx, wm
         self.pend, self.qx, self.heap = op._pend, op._qx, op._heap
         self.pend_append, self.pend_popleft = op._pend.append, op._pend.popleft
@@ -119,7 +129,21 @@ cdef class ChainKernel:
             if rs and <long long>rs[0][1] + self.within <= wm:
                 s[1] = self.expired(rs, wm)
 
+    def give_up(self):
+        """From now on the generated Python runs (a time C's integers would not hold: a float,
+        a bool, a huge int): the held event to the arrival queue, the clock to the operator."""
+        op = self.op
+        self.unhold()
+        op._mx, op._wm = self.mx, self.wm
+        op._kernel = None
+        op.process = self.fallback = self.python_process
+        op.specialised = "python"
+
     def process(self, key, value, ts):
+        if self.fallback is not None or type(ts) is not int or not (LOW < ts < HIGH):
+            if self.fallback is None:
+                self.give_up()
+            return self.fallback(key, value, ts)
         cdef long long t = ts, wm = self.wm, mx = self.mx
         cdef object st, raw, r, matches, timeouts, built
         cdef list runs
