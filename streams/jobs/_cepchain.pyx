@@ -8,12 +8,32 @@ common case — compiled: the interpreter's work per event is gone, only the obj
 
 A stage whose condition is ``field(name) == constant`` (a str or int constant, one level)
 is tested in C on a ``dict`` event; any other compiled condition is called (its generated
-Python function). Built by ``make native`` beside its source; without it the generated
+Python function). Two differences in how, not what: the newest in-order event waits in the
+kernel rather than in the arrival queue while that is empty (``unhold`` puts it there before
+any of the operator's methods looks), and the lists the kernel builds for its state are not
+tracked by the cycle collector (``untracked``). Built by ``make native`` beside its source; without it the generated
 Python runs (``cep_chain.NATIVE`` says which).
 """
 
 cimport cython
 from cpython.object cimport Py_EQ, PyObject_RichCompareBool
+
+
+# times (and within, out-of-orderness) the kernel keeps in C: sums of two stay in 64 bits
+DEF LIMIT = 2**61
+cdef object LOW = -LIMIT, HIGH = LIMIT
+
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *op)
+
+
+cdef inline list untracked(list state):
+    """`state` (a key's state, its runs, a run: lists of our own that no value refers to, so
+    they cannot be part of a reference cycle) taken out of the cycle collector's sight: its
+    collections would otherwise walk every open run of every key again and again."""
+    PyObject_GC_UnTrack(<void *>state)
+    return state
 
 
 @cython.final
@@ -37,11 +57,16 @@ cdef class ChainKernel:
     cdef bint holding
     cdef long long h_t
     cdef object h_ts, h_key, h_value
+    # the generated Python process, which takes over for good at the first time that is not
+    # an int within +-2**61 (C's integers would not hold it: see `give_up`)
+    cdef object python_process, fallback
 
-    def __init__(self, op, none, conds, eqs, long long mx, long long wm):
+    def __init__(self, op, none, conds, eqs, long long mx, long long wm, python_process):
         """`conds`: per stage a function ``(event) -> bool``; `eqs`: per stage ``(field
-        name, constant)`` when its condition is ``field(name) == constant``, else None."""
+        name, constant)`` when its condition is ``field(name) == constant``, else None;
+        `python_process`: the generated Python (``cep_chain.specialised_process``)."""
         self.op, self.none = op, none
+        self.python_process, self.fallback = python_process, None
         self.mx, self.wm = mx, wm
         self.pend, self.qx, self.heap = op._pend, op._qx, op._heap
         self.pend_append, self.pend_popleft = op._pend.append, op._pend.popleft
@@ -86,7 +111,7 @@ cdef class ChainKernel:
         cdef Py_ssize_t n = 1, size = len(runs)
         while n < size and <long long>runs[n][1] + self.within <= now:
             n += 1
-        return runs[n:]
+        return untracked(runs[n:])
 
     cdef drain(self, long long wm):
         """Without a timed_out() reader a run's end only drops it (``_chain_drop``)."""
@@ -104,7 +129,21 @@ cdef class ChainKernel:
             if rs and <long long>rs[0][1] + self.within <= wm:
                 s[1] = self.expired(rs, wm)
 
+    def give_up(self):
+        """From now on the generated Python runs (a time C's integers would not hold: a float,
+        a bool, a huge int): the held event to the arrival queue, the clock to the operator."""
+        op = self.op
+        self.unhold()
+        op._mx, op._wm = self.mx, self.wm
+        op._kernel = None
+        op.process = self.fallback = self.python_process
+        op.specialised = "python"
+
     def process(self, key, value, ts):
+        if self.fallback is not None or type(ts) is not int or not (LOW < ts < HIGH):
+            if self.fallback is None:
+                self.give_up()
+            return self.fallback(key, value, ts)
         cdef long long t = ts, wm = self.wm, mx = self.mx
         cdef object st, raw, r, matches, timeouts, built
         cdef list runs
@@ -158,7 +197,7 @@ cdef class ChainKernel:
         st = live.get(key)
         if st is None:
             raw = self.store_get((key,))
-            st = [[], []] if raw is None else self.decode(raw)
+            st = untracked([untracked([]), untracked([])]) if raw is None else self.decode(raw)
             live[key] = st
         elif st[0]:  # events of the key buffered out of order: the operator's way
             matches, timeouts = [], []
@@ -200,9 +239,9 @@ cdef class ChainKernel:
                 else:
                     r[0] = i + 1
             if ended:
-                runs = [r for r in runs if r[0] >= 0]
+                runs = untracked([r for r in runs if r[0] >= 0])
         if self.holds(0, value):
-            runs.append([1, ts, value])
+            runs.append(untracked([1, ts, value]))
             if self.has_within:
                 due = t + self.within
                 if not qx or <long long>qx[len(qx) - 1][0] <= due:

@@ -98,7 +98,13 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
 from streams.errors import InvalidConfig
-from streams.jobs.cep_chain import NATIVE, native_kernel, specialisable, specialised_process
+from streams.jobs.cep_chain import (
+    LIMIT,
+    NATIVE,
+    native_kernel,
+    specialisable,
+    specialised_process,
+)
 from streams.jobs.conditions import Cond
 
 Out = list[tuple[object, object, int]]  # returned as () when empty
@@ -367,8 +373,15 @@ class CepOperator:
         if specialise and specialisable(self):
             process, self.specialised_source = specialised_process(self, _NONE)
             self.specialised = "python"
-            if NATIVE and specialise != "python":
-                self._kernel = native_kernel(self, _NONE)
+            if (
+                NATIVE
+                and specialise != "python"
+                and (self.within or 0) < LIMIT
+                and self.ooo < LIMIT
+                and type(self._mx) is int  # restored: a float time keeps the Python
+                and (self._mx == MIN_TIME or -LIMIT < self._mx < LIMIT)
+            ):
+                self._kernel = native_kernel(self, _NONE, process)
                 process, self.specialised = self._kernel.process, "native"
             self.process = process  # type: ignore[method-assign]
 

@@ -45,7 +45,10 @@ def specialisable(op: CepOperator) -> bool:
     return op._chain and all(isinstance(u, Cond) for u in op._exprs)
 
 
-def native_kernel(op: CepOperator, none: tuple):
+LIMIT = 2**61  # the kernel keeps times, within and out-of-orderness in C below this
+
+
+def native_kernel(op: CepOperator, none: tuple, python_process: Callable):
     """A ``ChainKernel`` for `op` (``NATIVE`` and ``specialisable(op)`` must hold): the steps
     of ``specialised_process``'s source, compiled; it keeps the operator's clock from then
     on (``CepOperator._clock``)."""
@@ -59,7 +62,7 @@ def native_kernel(op: CepOperator, none: tuple):
             and type(u.value) in (str, int)  # equal when identical, as C's test assumes
         )
         eqs.append((u.path[0], u.value) if simple else None)  # type: ignore[union-attr]
-    return ChainKernel(op, none, conds, eqs, op._mx, op._wm)  # type: ignore[misc]
+    return ChainKernel(op, none, conds, eqs, op._mx, op._wm, python_process)  # type: ignore[misc]
 
 
 def specialised_process(op: CepOperator, none: tuple) -> tuple[Callable, str]:

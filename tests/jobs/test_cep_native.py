@@ -96,3 +96,28 @@ def test_the_specialised_chains_equal_the_general_operator(
     assert drive(pattern, arrival, ooo, timeouts, syncs, "python") == general
     if NATIVE:
         assert drive(pattern, arrival, ooo, timeouts, syncs, True) == general
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    chains(),
+    events_st,
+    st.sampled_from([1.5, True, 2**62, -(2**62)]),
+    st.integers(0, 25),
+    st.booleans(),
+)
+def test_a_time_c_cannot_hold_hands_the_kernel_over_to_the_python(
+    pattern, events, odd, at, timeouts
+):
+    """A float, a bool or a huge time (from a user's timestamp extractor): the kernel hands
+    over to the generated Python for good, which gives what the general operator gives."""
+    evs = [
+        (k, {"t": t, "ts": ts, "v": v}, ts) for k, t, ts, v in sorted(events, key=lambda e: e[2])
+    ]
+    at = min(at, len(evs))
+    shifted = odd if isinstance(odd, int) and abs(odd) > 2**61 else 0
+    arrival = [(k, v, ts + shifted) for k, v, ts in evs[:at]]
+    arrival.append(("u", {"t": "a", "ts": odd, "v": 0}, odd if shifted == 0 else shifted + 40))
+    arrival += [(k, v, ts + shifted + 41) for k, v, ts in evs[at:]]
+    general = drive(pattern, arrival, 0, timeouts, set(), False)
+    assert drive(pattern, arrival, 0, timeouts, set(), True) == general
