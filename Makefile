@@ -25,8 +25,10 @@ SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postg
 #                              test_cep_native.py)
 #   streams/jobs/_cjoin        an inner interval join's batch and expiry loops (else joins.py's;
 #                              test_joins_native.py)
+#   streams/jobs/_ckafka       a Kafka fetch's messages into a job's buffers (else kafka.py's
+#                              take_messages; test_ckafka.py)
 NATIVE := streams/log/_cdecode.so streams/processing/_cwindow.so streams/jobs/_crecords.so \
-	streams/jobs/_cepchain.so streams/jobs/_cjoin.so
+	streams/jobs/_cepchain.so streams/jobs/_cjoin.so streams/jobs/_ckafka.so
 
 .PHONY: run test soak bench lint venv system-deps node-deps native
 

@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from streams.jobs.kafka import KafkaLog
     from streams.jobs.runner import Runner
+    from streams.jobs.worker import settle_gc
 
     exactly_once = args.processing_guarantee == "exactly-once"
     server = views = None
@@ -162,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         job.name, socket.gethostname(), os.getpid(), args.bootstrap,
         args.processing_guarantee, args.checkpoint_interval_ms,
     )  # fmt: skip
+    settle_gc()  # streams.jobs.worker: the job loaded, the clients made
     try:
         runner.start()
         runner.run(stop.is_set)

@@ -79,6 +79,37 @@ STUCK_S = 30.0  # past a transactional call's own timeout: the worker exits (see
 STUCK_EXIT_STATUS = 3  # how long a restore or topic creation waits for an unreachable cluster
 
 
+def take_messages(msgs: list, buffers: dict[TP, deque], rtype: type = LogRecord) -> list:
+    """A fetch's messages into the buffers of their partitions: each message without error
+    whose ``(topic, partition)`` is a key of `buffers` is appended to that deque as an `rtype`
+    record ``(offset, key, value, timestamp)``; messages of other partitions (not, or no
+    longer, ours) are dropped. Returns the errors met, end-of-partition ones left out.
+
+    The reference of the compiled ``_ckafka.take`` (tests/jobs/test_ckafka.py), which
+    ``KafkaLog`` uses when it is built."""
+    errors = []
+    new = tuple.__new__  # rtype(...) without the NamedTuple's Python __new__
+    tp, buf = None, None  # a fetch's messages come in runs of one partition
+    for m in msgs:
+        err = m.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                errors.append(err)
+            continue
+        at = (m.topic() or "", m.partition() or 0)
+        if at != tp:
+            tp, buf = at, buffers.get(at)
+        if buf is not None:
+            buf.append(new(rtype, (m.offset() or 0, m.key(), m.value(), m.timestamp()[1])))
+    return errors
+
+
+try:  # the compiled taker, built in place by `make native`
+    from streams.jobs._ckafka import take as _take
+except ImportError:  # not built: the reference loop
+    _take = take_messages
+
+
 class KafkaLogError(TidelogError):
     code = "job_kafka_error"
 
@@ -226,19 +257,8 @@ class KafkaLog:
             msgs = consumer.consume(1, timeout)
             if msgs:
                 msgs += consumer.consume(FETCH_BATCH - 1, 0)
-        buffers, new = self._buffers, tuple.__new__  # LogRecord(...) without its Python __new__
-        tp, buf = None, None  # a fetch's messages come in runs of one partition
-        for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    log.warning("job %s: fetch: %s", self._group, err.str())
-                continue
-            at = (m.topic() or "", m.partition() or 0)
-            if at != tp:
-                tp, buf = at, buffers.get(at)
-            if buf is not None:  # None: not (or no longer) ours
-                buf.append(new(LogRecord, (m.offset() or 0, m.key(), m.value(), m.timestamp()[1])))
+        for err in _take(msgs, self._buffers, LogRecord):
+            log.warning("job %s: fetch: %s", self._group, err.str())
 
     def claim(self, tasks: list[int]) -> None:
         """Exactly-once: a transactional producer per task, initialised (fencing the task's

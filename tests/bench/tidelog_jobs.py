@@ -42,6 +42,7 @@ def main() -> None:
 
     from streams.jobs.kafka import KafkaLog
     from streams.jobs.runner import Runner
+    from streams.jobs.worker import settle_gc
     from tests.bench.bench_jobs import CHECKPOINT_MS, tidelog_job
 
     job = tidelog_job(args.job, args.inputs, args.output)
@@ -51,6 +52,7 @@ def main() -> None:
         )
     log = KafkaLog(args.bootstrap, exactly_once=args.guarantee == "exactly-once")
     runner = Runner(job, log=log, checkpoint_interval_ms=CHECKPOINT_MS)
+    settle_gc()  # as python -m streams.jobs run does
     runner.start()
     done, started, cpu_started = 0, None, 0.0
     deadline = time.monotonic() + 1800
