@@ -247,6 +247,13 @@ class PartitionLog:
     def _sync_each_append(self) -> bool:
         return self.config.get("flush.messages") == 1
 
+    def appends_unsynced(self, records: int) -> bool:
+        """Whether appending `records` more now waits on no fdatasync: the flush policy syncs
+        neither each append nor once these cross ``flush.messages`` (a snapshot: another
+        appender may change it, unless the caller serialises the partition's writes)."""
+        flush_messages = self.config.get("flush.messages")
+        return flush_messages != 1 and self._unflushed_records + records < flush_messages
+
     # ------------------------------------------------------------------ appending
 
     def append(self, batch_records: Sequence[ProducerRecord]) -> tuple[int, int]:
