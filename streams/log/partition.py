@@ -750,6 +750,22 @@ class PartitionLog:
                 out.append(bytes(batch))
                 total += h.size
 
+    def batch_headers(self, offset: int, until: int, max_batches: int) -> list[rb.BatchHeader]:
+        """The headers of the batches holding offsets in [`offset`, `until`), at most
+        `max_batches`, never past the high watermark: read header by header, unchecked, with
+        no record read (``LogSegment.headers_from``); for readers of offsets and timestamps
+        only. OffsetOutOfRange as ``read_batches``."""
+        hw = self._check_range(offset)
+        until = min(until, hw)
+        out: list[rb.BatchHeader] = []
+        for seg in self._segments_from(offset):
+            for h in seg.headers_from(offset, seg.size):
+                if h.base_offset >= until or len(out) >= max_batches:
+                    return out
+                if h.next_offset > offset:
+                    out.append(h)
+        return out
+
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The offset of the first record whose timestamp is >= `timestamp`, or None.
 
