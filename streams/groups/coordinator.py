@@ -548,6 +548,16 @@ class GroupCoordinator:
         finally:
             self._lock.release()
 
+    @contextlib.contextmanager
+    def held_if_commits_unsynced(self, commits: Mapping[str, int]) -> Iterator[bool]:
+        """``held_if_free``, yielding True only if, besides, a non-durable commit of
+        `commits` (group -> how many offsets) waits on no disk either (no fdatasync of
+        ``__consumer_offsets`` is due under its flush policy): a transaction's commit can
+        then write its offsets on an event loop. The lock held keeps it so: every write of
+        the offsets topic takes it."""
+        with self.held_if_free() as free:
+            yield free and all(self.offsets.appends_unsynced(g, n) for g, n in commits.items())
+
     def check_member(self, group_id: str, member_id: str, generation: int) -> None:
         """A TxnOffsetCommit's member check: `member_id` is in the group at `generation`
         (UnknownMemberId, IllegalGeneration otherwise)."""

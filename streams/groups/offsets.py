@@ -99,6 +99,13 @@ class OffsetStore:
 
     # ------------------------------------------------------------------ writes
 
+    def appends_unsynced(self, group: str, offsets: int) -> bool:
+        """Whether a member's (non-durable) commit of `offsets` offsets of `group` now waits
+        on no fdatasync of its partition (see ``PartitionLog.appends_unsynced``)."""
+        partition = schemas.offsets_partition_for(group, self.partitions)
+        plog = self.store.partition_log(schemas.OFFSETS_TOPIC, partition)
+        return plog.appends_unsynced(offsets)
+
     def _write(self, group: str, records: list[ProducerRecord], durable: bool = True) -> None:
         """One batch on the group's partition: all of it lands or none of it. `durable`: on
         disk before returning (admin writes); otherwise within the topic's flush.ms."""

@@ -247,6 +247,13 @@ class PartitionLog:
     def _sync_each_append(self) -> bool:
         return self.config.get("flush.messages") == 1
 
+    def appends_unsynced(self, records: int) -> bool:
+        """Whether appending `records` more now waits on no fdatasync: the flush policy syncs
+        neither each append nor once these cross ``flush.messages`` (a snapshot: another
+        appender may change it, unless the caller serialises the partition's writes)."""
+        flush_messages = self.config.get("flush.messages")
+        return flush_messages != 1 and self._unflushed_records + records < flush_messages
+
     # ------------------------------------------------------------------ appending
 
     def append(self, batch_records: Sequence[ProducerRecord]) -> tuple[int, int]:
@@ -742,6 +749,22 @@ class PartitionLog:
                     return
                 out.append(bytes(batch))
                 total += h.size
+
+    def batch_headers(self, offset: int, until: int, max_batches: int) -> list[rb.BatchHeader]:
+        """The headers of the batches holding offsets in [`offset`, `until`), at most
+        `max_batches`, never past the high watermark: read header by header, unchecked, with
+        no record read (``LogSegment.headers_from``); for readers of offsets and timestamps
+        only. OffsetOutOfRange as ``read_batches``."""
+        hw = self._check_range(offset)
+        until = min(until, hw)
+        out: list[rb.BatchHeader] = []
+        for seg in self._segments_from(offset):
+            for h in seg.headers_from(offset, seg.size):
+                if h.base_offset >= until or len(out) >= max_batches:
+                    return out
+                if h.next_offset > offset:
+                    out.append(h)
+        return out
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The offset of the first record whose timestamp is >= `timestamp`, or None.

@@ -33,6 +33,7 @@ from streams.log.index import OffsetIndex, TimeIndex
 log = logging.getLogger(__name__)
 
 CHUNK = 256 * 1024
+_HEADERS_CHUNK = 16 * 1024  # headers_from reads batches up to this size in chunks
 _BASE = struct.Struct(">q")
 NO_TIMESTAMP = -1
 
@@ -470,6 +471,35 @@ class LogSegment:
         for _, batch in self.iter_batches(self.position_of(offset), end):
             h = rb.parse_header(batch)
             yield h, batch
+
+    def headers_from(self, offset: int, end: int) -> Iterator[rb.BatchHeader]:
+        """The headers of the batches holding offsets >= `offset`, as ``batches_from`` finds
+        them (unchecked; known damage skipped, an impossible header ends the iteration), with
+        no batch body read past the first: after a batch larger than ``_HEADERS_CHUNK`` the
+        next header is read alone (a pread of ``HEADER_SIZE`` bytes), after a smaller one a
+        chunk of the following batches. For readers of offsets and timestamps only (the
+        metrics' event times)."""
+        position = self.position_of(offset)
+        damaged = self._damage_at
+        fd = self.fd
+        buf, buf_pos = b"", position
+        size = 0
+        while position + rb.HEADER_SIZE <= end:
+            if damaged and position in damaged:
+                position = damaged[position].end
+                continue
+            off = position - buf_pos
+            if off < 0 or off + rb.HEADER_SIZE > len(buf):
+                want = rb.HEADER_SIZE if size > _HEADERS_CHUNK else _HEADERS_CHUNK
+                buf, buf_pos, off = os.pread(fd, min(want, end - position), position), position, 0
+                if len(buf) < rb.HEADER_SIZE:
+                    return
+            h = rb.parse_header(buf, off)
+            size = h.size
+            if h.magic != rb.MAGIC or size < rb.HEADER_SIZE or position + size > end:
+                return
+            yield h
+            position += size
 
     def read_from(
         self, offset: int, end: int, skip_damage: bool = False

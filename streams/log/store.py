@@ -944,6 +944,13 @@ class LogStore:
     def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
         return self.partition_log(topic, partition).read_batches(offset, max_bytes)
 
+    def batch_headers(
+        self, topic: str, partition: int, offset: int, until: int, max_batches: int
+    ) -> list[rb.BatchHeader]:
+        """``PartitionLog.batch_headers``: the headers of the batches holding [offset, until),
+        with no record read."""
+        return self.partition_log(topic, partition).batch_headers(offset, until, max_batches)
+
     def offsets(self, topic: str, partition: int, committed: bool = False) -> tuple[int, int]:
         """(earliest, latest): the log start offset and the high watermark (`committed`: the
         last stable offset, where read_committed readers stop)."""

@@ -161,6 +161,10 @@ class GroupOffsets:
         self, group_id: str, offsets: dict[TopicPartition, tuple[int, str]], durable: bool = True
     ) -> None: ...
 
+    def held_if_commits_unsynced(
+        self, commits: dict[str, int]
+    ) -> contextlib.AbstractContextManager[bool]: ...
+
 
 class TransactionCoordinator:
     def __init__(
@@ -491,30 +495,38 @@ class TransactionCoordinator:
         be answered on the caller's thread (an event loop) without waiting on the disk or on
         another thread: the lock is free now (never waited for), the state log is not
         fsynced per write (a relaxed flush policy, e.g. Kafka's), and no completion of the id
-        is pending. For an EndTxn (`commit` given) also only a commit whose transaction
-        stages no group offsets: an abort fdatasyncs the aborted index, and the offsets go
-        through the group coordinator's lock, which a rebalance holds over an fsync. Else
-        yields False without the lock: call from a worker thread then. Every request method
-        may run inside (the lock is reentrant)."""
+        is pending. For an EndTxn (`commit` given) also only a commit: an abort fdatasyncs
+        the aborted index; a commit's group offsets, if it stages any, need the group
+        coordinator's lock free too (a rebalance holds it over an fsync), held here as well,
+        and ``__consumer_offsets`` due no fdatasync (``held_if_commits_unsynced``). Else
+        yields False without the locks: call from a worker thread then. Every request method
+        may run inside (the locks are reentrant)."""
         if self._state_synced_each_write() or not self._lock.acquire(blocking=False):
             yield False
             return
         try:
-            yield transactional_id not in self._completing and (
-                commit is None or (commit and self._commits_unblocked(transactional_id))
-            )
+            with contextlib.ExitStack() as held:
+                yield transactional_id not in self._completing and (
+                    commit is None or (commit and self._commits_unblocked(transactional_id, held))
+                )
         finally:
             self._lock.release()
 
-    def _commits_unblocked(self, transactional_id: str) -> bool:
-        """Whether committing the id's transaction waits on nothing (lock held): no group
-        offsets staged, and no partition of it fsyncs each write (its own flush.messages=1)."""
+    def _commits_unblocked(self, transactional_id: str, held: contextlib.ExitStack) -> bool:
+        """Whether committing the id's transaction waits on nothing (lock held): no partition
+        of it fsyncs each write (its own flush.messages=1), and its group offsets, if any,
+        can be written at once (the group coordinator's lock, then taken into `held`)."""
         meta = self._txns.get(transactional_id)
         if meta is None:
             return True
-        if any(meta.offsets.values()):
+        if any(self._synced_each_write(t, p) for t, p in meta.partitions):
             return False
-        return not any(self._synced_each_write(t, p) for t, p in meta.partitions)
+        commits = {g: len(o) for g, o in meta.offsets.items() if o}
+        if not commits:
+            return True
+        if self.groups is None:
+            return True
+        return held.enter_context(self.groups.held_if_commits_unsynced(commits))
 
     def _synced_each_write(self, topic: str, partition: int) -> bool:
         """Whether the partition is fsynced before each write is acknowledged (False if it

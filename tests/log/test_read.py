@@ -187,3 +187,38 @@ def test_a_batch_whose_body_holds_another_record_count_is_refused(store, codec, 
     assert store.offsets("t", 0) == (0, 0)  # nothing stored
     store.append_raw("t", 0, _recount(batch, 3))  # the honest count is accepted
     assert [r.value for r in store.read("t", 0, 0, 10)] == [b"r0", b"r1", b"r2"]
+
+
+def test_batch_headers_are_those_of_the_batches_read(store):
+    """``batch_headers`` (the metrics' event times: headers read alone, bodies skipped) gives
+    the headers of exactly the batches ``read_batches`` returns for [offset, until): small
+    batches read a chunk at a time, batches larger than a chunk header by header, across
+    segments, from inside a batch, bounded by `until`, the high watermark and `max_batches`."""
+    from streams.log import records as rb
+
+    store.create_topic("t", 1, {"segment.bytes": str(200_000), "flush.messages": "100000"})
+    rng = random.Random(7)
+    for _ in range(120):
+        size = rng.choice((1, 3, 40, 400))  # 400 records of 60 bytes: past the header chunk
+        store.append_batch("t", [ProducerRecord(b"v" * 60) for _ in range(size)], partition=0)
+    plog = store.partition_log("t", 0)
+    assert len(plog.segments) > 3
+    end = plog.high_watermark
+
+    def read_headers(offset: int, until: int) -> list:
+        raw = store.read_batches("t", 0, offset, 1 << 30)
+        out, pos = [], 0
+        while pos < len(raw):
+            h = rb.parse_header(raw, pos)
+            pos += h.size
+            if h.base_offset < until:
+                out.append(h)
+        return out
+
+    for offset in [0, 1, *rng.sample(range(end), 25), end]:
+        until = rng.randrange(offset, end + 2)
+        want = read_headers(offset, until)
+        assert store.batch_headers("t", 0, offset, until, 1_000_000) == want
+        assert store.batch_headers("t", 0, offset, until, 3) == want[:3]
+    with pytest.raises(OffsetOutOfRange):
+        store.batch_headers("t", 0, end + 1, end + 5, 10)

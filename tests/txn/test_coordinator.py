@@ -12,6 +12,7 @@ import pytest
 
 from streams.errors import InvalidTxnState, ProducerFenced, TransactionalProducerFenced
 from streams.groups import GroupCoordinator
+from streams.groups.schemas import offsets_partition_for
 from streams.log import KAFKA_FLUSH_DEFAULTS, LogStore
 from streams.log import records as rb
 from streams.log import txn as ptxn
@@ -643,9 +644,10 @@ def test_two_threads_saving_the_aborted_index_write_each_entry_once(tmp_path, mo
 
 def test_only_requests_that_wait_on_nothing_are_answered_on_the_callers_thread(tmp_path, clock):
     """``held_if_unblocked`` (the listener answers on its loop when it yields True): under
-    Kafka's flush policy, with the lock free, for anything but an abort or a commit with
-    group offsets (the aborted index's fdatasync; the group coordinator's lock). Under the
-    default policy, or with the lock held elsewhere, never: the lock is not waited for."""
+    Kafka's flush policy, with the lock free, for anything but an abort (the aborted index's
+    fdatasync); a commit with group offsets only with the group coordinator's lock free too
+    and no fdatasync of ``__consumer_offsets`` due. Under the default policy, or with a lock
+    held elsewhere, never: a lock is not waited for."""
     relaxed = Broker(tmp_path / "relaxed", clock, topic_defaults=KAFKA_FLUSH_DEFAULTS)
     strict = Broker(tmp_path / "strict", clock)
     try:
@@ -685,7 +687,35 @@ def test_only_requests_that_wait_on_nothing_are_answered_on_the_callers_thread(t
         relaxed.txns.add_offsets("copier", pid, epoch, "group")
         assert unblocked(relaxed, True) is True  # a group with no offsets yet
         relaxed.txns.txn_offset_commit("copier", pid, epoch, "group", {("in", 0): (7, "")})
-        assert unblocked(relaxed, True) is False  # the offsets go through the group's lock
+        # the offsets go through the group coordinator's lock, held with the coordinator's
+        # when free, and need no fdatasync of __consumer_offsets yet (flush.messages 10000)
+        with relaxed.txns.held_if_unblocked("copier", True) as free:
+            assert free is True
+            assert relaxed.groups._lock._is_owned()
+
+        def hold_groups() -> None:
+            with relaxed.groups._lock:
+                holding.set()
+                release.wait(30)
+
+        holding.clear()
+        release.clear()
+        holder = threading.Thread(target=hold_groups)
+        holder.start()
+        holding.wait(30)
+        try:
+            assert unblocked(relaxed, True) is False  # a rebalance may hold it over an fsync
+            assert unblocked(relaxed) is True  # what does not write offsets is not held up
+        finally:
+            release.set()
+            holder.join()
+        offsets_log = relaxed.store.partition_log(
+            "__consumer_offsets", offsets_partition_for("group")
+        )
+        offsets_log._unflushed_records = 9_999  # the next commit crosses flush.messages
+        assert unblocked(relaxed, True) is False
+        offsets_log._unflushed_records = 0
+        assert unblocked(relaxed, True) is True
         relaxed.txns.end_txn("copier", pid, epoch, True)
         assert relaxed.groups.offsets.committed("group")[("in", 0)].offset == 7
     finally:

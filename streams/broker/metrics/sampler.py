@@ -10,8 +10,9 @@ Internal topics (``__*``) are not measured: they are the broker's own traffic.
 Bytes read by a group are an estimate: records committed × the partition's average record size
 on disk (its bytes over its records), since a commit names offsets, not bytes.
 
-Event times come from record batch *headers* (first and max timestamp, offset range), never
-from decoding records: the sampler shares the process with the Kafka listener, and decoding a
+Event times come from record batch *headers* (first and max timestamp, offset range), read
+alone (``LogStore.batch_headers``: a pread of each header, no batch body), never from decoding
+records: the sampler shares the process with the Kafka listener, and decoding a
 catching-up group's backlog record by record took a fifth of its CPU. A batch's records are
 spread evenly over [first timestamp, max timestamp] — exact for one-record batches and for a
 batch within one window, and a batch spans one producer linger (milliseconds) otherwise — and
@@ -48,10 +49,10 @@ class Sample(NamedTuple):
 
 
 class CounterSampler:
-    def __init__(self, store, coordinator, *, event_time_bytes: int = 8 << 20):
+    def __init__(self, store, coordinator, *, event_time_batches: int = 100_000):
         self._store = store
         self._coordinator = coordinator
-        self._budget = event_time_bytes  # batch bytes read per partition per sample
+        self._budget = event_time_batches  # batch headers read per partition per sample
         self._partitions: dict[Key, tuple[int, int, int]] = {}  # key -> (id(log), end, bytes)
         self._commits: dict[tuple[str, str, int], int] = {}
         self._et_cursor: dict[tuple[str, str, int], int] = {}
@@ -135,8 +136,9 @@ class CounterSampler:
         return lag
 
     def _event_times(self, gkey, committed: int) -> list[tuple[int, int]]:
-        """(event time, count) of the records in [cursor, committed), from batch headers; at
-        most `event_time_bytes` of batches per sample, the rest next time."""
+        """(event time, count) of the records in [cursor, committed), from batch headers
+        read alone (no record, no batch body); at most `event_time_batches` of them per
+        sample, the rest next time."""
         cursor = self._et_cursor.get(gkey)
         if cursor is None or committed < cursor:  # first sight, or offsets reset backwards
             self._et_cursor[gkey] = committed
@@ -145,13 +147,13 @@ class CounterSampler:
             return []
         _group, topic, p = gkey
         try:
-            raw = self._store.read_batches(topic, p, cursor, self._budget)
+            headers = self._store.batch_headers(topic, p, cursor, committed, self._budget)
         except OffsetOutOfRange:  # retention deleted what the group skipped over
             self._et_cursor[gkey] = committed
             return []
         except UnknownTopic:
             return []
-        counts, reached = batch_event_times(raw, cursor, committed)
+        counts, reached = header_event_times(headers, cursor, committed)
         self._et_cursor[gkey] = reached if counts else committed
         return counts
 
@@ -159,11 +161,22 @@ class CounterSampler:
 def batch_event_times(raw: bytes, start: int, end: int) -> tuple[list[tuple[int, int]], int]:
     """(event time, count) pairs for the offsets in [start, end) of the whole batches in `raw`,
     one pair per batch and 1-second window, and the offset reached."""
-    counts: list[tuple[int, int]] = []
-    pos, reached = 0, start
+    headers = []
+    pos = 0
     while pos + rb.HEADER_SIZE <= len(raw):
         h = rb.parse_header(raw, pos)
         pos += h.size
+        headers.append(h)
+    return header_event_times(headers, start, end)
+
+
+def header_event_times(
+    headers: list[rb.BatchHeader], start: int, end: int
+) -> tuple[list[tuple[int, int]], int]:
+    """``batch_event_times`` of the batches whose headers are `headers`, in offset order."""
+    counts: list[tuple[int, int]] = []
+    reached = start
+    for h in headers:
         if h.base_offset >= end:
             break
         reached = min(h.next_offset, end)

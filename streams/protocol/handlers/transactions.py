@@ -11,10 +11,12 @@ Thread-safety: handlers run on the listener's event loop. A coordinator call may
 coordinator's lock, or an fsync of state records or markers) and then runs through
 ``BrokerContext.blocking``; AddPartitionsToTxn, AddOffsetsToTxn and a commit's EndTxn run on the
 loop itself when they cannot (``TransactionCoordinator.held_if_unblocked``: a relaxed flush
-policy, the lock free, nothing of the id pending), and so does TxnOffsetCommit when the group
-coordinator's lock is free too (for its member check): under ``--flush kafka`` a transactional
-produce makes no thread-pool round trip, and a consume-transform-produce one makes one (its
-EndTxn, which commits the group's offsets).
+policy, the lock free, nothing of the id pending; for a commit with group offsets, the group
+coordinator's lock free too and no fdatasync of ``__consumer_offsets`` due), and so does
+TxnOffsetCommit when the group coordinator's lock is free too (for its member check): under
+``--flush kafka`` neither a transactional produce nor a consume-transform-produce one makes a
+thread-pool round trip (but for the rare commit whose offsets cross the offsets topic's
+``flush.messages``, or one that meets a rebalance).
 """
 
 from __future__ import annotations
@@ -178,8 +180,8 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
     """EndTxn, answered as Kafka's coordinator does once the decision (PrepareCommit or
     PrepareAbort) is on disk; the markers follow from the coordinator's completer thread and
     the producer's next transaction waits for them (CONCURRENT_TRANSACTIONS meanwhile). Under
-    a relaxed flush policy nothing waits for the disk: the markers are written before the
-    answer, on the loop for a commit without group offsets (see the module docstring)."""
+    a relaxed flush policy nothing waits for the disk: the markers (and a commit's offsets)
+    are written before the answer, on the loop for a commit (see the module docstring)."""
     b = req.body
     bump = req.api_version >= MIN_EPOCH_BUMP_END_TXN
     try:
