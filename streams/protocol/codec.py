@@ -14,9 +14,9 @@ Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x
 - a request for an API Kafka defines but this broker does not serve can be answered in that
   API's own response shape, every ``error_code`` UNSUPPORTED_VERSION and everything else empty
   (``unsupported_api_response``), so the connection stays usable;
-- Produce, the request every record arrives in, and AddPartitionsToTxn are decoded and
-  answered by ``fastcodec`` (written out with ``struct``; kafka-python's codec stays their
-  reference and their fallback).
+- Produce, the request every record arrives in, and a transaction's AddPartitionsToTxn and
+  EndTxn are decoded and answered by ``fastcodec`` (written out with ``struct``;
+  kafka-python's codec stays their reference and their fallback).
 
 A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
 
@@ -79,6 +79,7 @@ REQUEST_CLASSES, RESPONSE_CLASSES = _message_classes()
 _FAST_DECODERS = {
     fastcodec.PRODUCE_KEY: fastcodec.decode_produce,
     fastcodec.ADD_PARTITIONS_KEY: fastcodec.decode_add_partitions,
+    fastcodec.END_TXN_KEY: fastcodec.decode_end_txn,
 }
 
 

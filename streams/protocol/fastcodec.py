@@ -1,5 +1,5 @@
 """The hot path's wire codec written out by hand: the Produce request (v3-13) and its response,
-and AddPartitionsToTxn (v0-3), which comes before each transaction's first Produce.
+and the two other requests of each transaction, AddPartitionsToTxn (v0-3) and EndTxn (v0-5).
 
 kafka-python's generic codec (``codec``) builds a ``DataContainer`` per struct and walks the
 schema for every field: for a Produce, the request every record arrives in, decoding it and
@@ -16,8 +16,9 @@ same bytes with ``struct`` directly:
 - ``encode_produce_response(correlation_id, version, results)``: the framed response, byte
   for byte what the generic encoder writes for the same fields (record errors empty, no
   current leader, no node endpoints, throttle 0: all Tidelog answers);
-- ``decode_add_partitions`` and ``encode_add_partitions_response``: the same for
-  AddPartitionsToTxn (body attributes ``v3_and_below_transactional_id`` etc.).
+- ``decode_add_partitions`` and ``encode_add_partitions_response``, ``decode_end_txn`` and
+  ``encode_end_txn_response``: the same for AddPartitionsToTxn (body attributes
+  ``v3_and_below_transactional_id`` etc.) and EndTxn.
 
 tests/protocol/test_fastcodec.py holds both to the generic codec over every version.
 """
@@ -47,6 +48,12 @@ _PARTITION_ERROR = struct.Struct(">ih")
 ADD_PARTITIONS_KEY = 24
 ADD_PARTITIONS_MAX_VERSION = 3  # v4+ is the brokers' batched form (not advertised)
 ADD_PARTITIONS_FLEXIBLE = 3
+
+END_TXN_KEY = 26
+END_TXN_MAX_VERSION = 5
+END_TXN_FLEXIBLE = 3
+_PID_EPOCH_BOOL = struct.Struct(">qhB")
+_THROTTLE_ERROR = struct.Struct(">ih")
 
 
 class PartitionData(NamedTuple):
@@ -82,6 +89,15 @@ class AddPartitionsBody(NamedTuple):
     v3_and_below_producer_id: int
     v3_and_below_producer_epoch: int
     v3_and_below_topics: list[TxnTopic]
+
+
+class EndTxnBody(NamedTuple):
+    """EndTxn's fields, as kafka-python names them."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
 
 
 class _Short(Exception):
@@ -240,6 +256,46 @@ def encode_add_partitions_response(correlation_id: int, version: int, results) -
                 out.append(0)
         if flexible:
             out.append(0)
+    if flexible:
+        out.append(0)
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return out
+
+
+def decode_end_txn(frame: bytes) -> tuple[int, int, str | None, EndTxnBody] | None:
+    """An EndTxn request (api key 26, version 0-5) as (version, correlation id, client id,
+    body), or None: leave it to the generic decoder."""
+    try:
+        api_key, version, correlation_id, n = _HEADER.unpack_from(frame, 0)
+        if api_key != END_TXN_KEY or not 0 <= version <= END_TXN_MAX_VERSION:
+            return None
+        flexible = version >= END_TXN_FLEXIBLE
+        client_id, pos = _header_rest(frame, n, flexible)
+        transactional_id, pos = _string(frame, pos, flexible)
+        producer_id, epoch, committed = _PID_EPOCH_BOOL.unpack_from(frame, pos)
+        pos += _PID_EPOCH_BOOL.size
+        if flexible:
+            pos = _tags(frame, pos)
+        if pos != len(frame):
+            return None
+    except (_Short, IndexError, struct.error, UnicodeDecodeError):
+        return None
+    body = EndTxnBody(transactional_id, producer_id, epoch, committed != 0)
+    return version, correlation_id, client_id, body
+
+
+def encode_end_txn_response(
+    correlation_id: int, version: int, code: int, producer_id: int, epoch: int
+) -> bytearray:
+    """The framed EndTxn response (v0-5): what the generic encoder writes (throttle 0)."""
+    flexible = version >= END_TXN_FLEXIBLE
+    out = bytearray(b"\x00\x00\x00\x00")  # the frame size, set at the end
+    out += _I32.pack(correlation_id)
+    if flexible:
+        out.append(0)  # response header v1: no tagged fields
+    out += _THROTTLE_ERROR.pack(0, code)
+    if version >= 5:
+        out += _PID_EPOCH.pack(producer_id, epoch)
     if flexible:
         out.append(0)
     struct.pack_into(">i", out, 0, len(out) - 4)

@@ -199,9 +199,8 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 0
     except TidelogError as exc:
         pid, epoch, code = -1, -1, _code(req, exc)
-    return codec.make_response(
-        req, throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch
-    )
+    # framed here (``fastcodec``: what kafka-python's encoder writes for the same fields)
+    return fastcodec.encode_end_txn_response(req.correlation_id, req.api_version, code, pid, epoch)
 
 
 # ---------------------------------------------------------------------- admin
