@@ -25,7 +25,7 @@ import functools
 from typing import Any
 
 from streams.errors import GroupError, TidelogError, TransactionalProducerFenced
-from streams.protocol import codec
+from streams.protocol import codec, fastcodec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
 from streams.txn import TxnState
@@ -100,20 +100,12 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, req: Request) -> Any:
             code = 0
         except TidelogError as exc:
             code = _code(req, exc)
-    cls = codec.response_class(req.api_key).AddPartitionsToTxnTopicResult
     results = [
-        cls(
-            name=t.name,
-            results_by_partition=[
-                cls.AddPartitionsToTxnPartitionResult(
-                    partition_index=p, partition_error_code=errors.get((t.name, p), code)
-                )
-                for p in t.partitions
-            ],
-        )
+        (t.name, [(p, errors.get((t.name, p), code)) for p in t.partitions])
         for t in b.v3_and_below_topics
     ]
-    return codec.make_response(req, throttle_time_ms=0, results_by_topic_v3_and_below=results)
+    # framed here (``fastcodec``: what kafka-python's encoder writes for the same fields)
+    return fastcodec.encode_add_partitions_response(req.correlation_id, req.api_version, results)
 
 
 async def handle_add_offsets_to_txn(ctx: BrokerContext, req: Request) -> Any:
@@ -207,9 +199,8 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 0
     except TidelogError as exc:
         pid, epoch, code = -1, -1, _code(req, exc)
-    return codec.make_response(
-        req, throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch
-    )
+    # framed here (``fastcodec``: what kafka-python's encoder writes for the same fields)
+    return fastcodec.encode_end_txn_response(req.correlation_id, req.api_version, code, pid, epoch)
 
 
 # ---------------------------------------------------------------------- admin
