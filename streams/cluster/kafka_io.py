@@ -119,6 +119,10 @@ class KafkaClients:
             "client.id": "tidelog-console",
             # idle connections closed by the cluster are normal: do not log each one
             "log.connection.close": False,
+            # warnings and errors only, as Kafka's own tools log (tools-log4j: WARN): librdkafka's
+            # notices (e.g. "Purging 1 unserved events from background queue" at close) are not
+            # for the console's log or a command's stderr
+            "log_level": 4,
             **(extra or {}),
         }
         self.base = base
@@ -251,7 +255,8 @@ _KAFKA_PYTHON_NAMES = {
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
 }
-_LIBRDKAFKA_ONLY = {"log.connection.close"}  # librdkafka's own behaviour, nothing to translate
+# librdkafka's own behaviour, nothing to translate
+_LIBRDKAFKA_ONLY = {"log.connection.close", "log_level"}
 
 
 def kafka_python_config(conf: dict) -> dict:

@@ -4,12 +4,13 @@
 ``inner_batch`` has the contract of the pure-Python loop of ``IntervalJoin.process_many`` for
 ``how="inner"``, and ``expire_inner`` that of ``IntervalJoin._expire`` for an inner join (the
 Python loops stay the reference, and run whenever this module is not built or the join is a
-left join): the same emissions in the same order, the same state, heap, late count and
-watermark, and on a joiner's error the index of the failing item. Same algorithm, compiled:
-no bytecode dispatch per record, the stores' ``get`` and the heap calls made directly.
-Timestamps stay Python integers (a user's timestamp extractor may give any integer). What
-it saves is modest (about 15 % of the join's own time, measured: the stores' Python methods
-and the joiner stay Python calls).
+left join): the same emissions in the same order, the same state, expiry queue and heap, late
+count and watermark, and on a joiner's error the index of the failing item. Same algorithm,
+compiled: no bytecode dispatch per record, and the stores reached without their Python
+methods: a plain dict directly, a ``state.Store`` through its ``direct()`` cache (any other
+mapping through ``get``/``[]=``/``del``). The default joiner (``joins.pair``, `pairs` true)
+is built in place. Timestamps stay Python integers (a user's timestamp extractor may give any
+integer).
 
 A property test (tests/jobs/test_joins_native.py) holds the two to the same answers.
 """
@@ -18,30 +19,106 @@ from bisect import bisect_left, bisect_right
 from heapq import heappop, heappush
 from operator import itemgetter
 
-from cpython.list cimport PyList_Append
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem, PyDict_DelItem
+from cpython.list cimport PyList_Append, PyList_New, PyList_SET_ITEM
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
 
 cdef object _first = itemgetter(0)
+cdef object _third = itemgetter(2)
+
+
+cdef class _Side:
+    """One side's store as the loops reach it: ``cache`` (a plain dict store itself, or a
+    Store's ``direct()`` cache, ``fallback`` its ``get``) or, for any other mapping, none."""
+    cdef object store
+    cdef dict cache
+    cdef object deleted
+    cdef object fallback
+    cdef bint plain  # the store is this dict: a missing key is absent
+
+    def __init__(self, store):
+        self.store = store
+        self.cache = None
+        self.deleted = None
+        self.fallback = None
+        self.plain = False
+        if type(store) is dict:
+            self.cache = store
+            self.plain = True
+        else:
+            direct = getattr(store, "direct", None)
+            if direct is not None:
+                self.cache, self.deleted = direct()
+                self.fallback = store.get
+
+    cdef inline object get(self, object key):
+        """The key's value, or None."""
+        cdef PyObject* v
+        if self.cache is None:
+            return self.store.get(key)
+        v = PyDict_GetItem(self.cache, key)
+        if v != NULL:
+            if <object>v is self.deleted and not self.plain:
+                return None
+            return <object>v
+        if self.plain:
+            return None
+        return self.fallback(key)
+
+    cdef inline void touched(self, object key, object value) except *:
+        """`value` (got from this side, mutated in place) set back: a no-op for a cache."""
+        if self.cache is None:
+            self.store[key] = value
+
+    cdef inline void set(self, object key, object value) except *:
+        if self.cache is None:
+            self.store[key] = value
+        else:
+            PyDict_SetItem(self.cache, key, value)
+
+    cdef inline void delete(self, object key) except *:
+        """Delete a key the store holds."""
+        if self.cache is None:
+            del self.store[key]
+        elif self.plain:
+            PyDict_DelItem(self.cache, key)
+        else:
+            PyDict_SetItem(self.cache, key, self.deleted)
+
+
+cdef inline list _pair(object a, object b):
+    cdef list p = PyList_New(2)
+    Py_INCREF(a)
+    PyList_SET_ITEM(p, 0, a)
+    Py_INCREF(b)
+    PyList_SET_ITEM(p, 1, b)
+    return p
 
 
 def inner_batch(
     list items, object lstore, object rstore, object within, object joiner, list maxs,
-    list heap, tuple unordered, Py_ssize_t scan_max, object grace, object min_time,
-    list progress,
+    list heap, object queue, tuple unordered, Py_ssize_t scan_max, object grace,
+    object min_time, list progress, bint pairs,
 ):
     """Process `items` (``(side, (key, value, ts, origin))``) into `lstore`/`rstore`;
     returns the emissions ``(key, value, ts, origin)``. `maxs` (each side's largest time),
-    `heap` and `unordered` are updated in place, as is `progress`: ``[watermark, late
-    records, index of the item being processed]`` (on an exception, the failing one)."""
+    `heap`, `queue` (a deque: the expiry entries in time order; the others go to the heap)
+    and `unordered` are updated in place, as is `progress`: ``[watermark, late records,
+    index of the item being processed]`` (on an exception, the failing one). `pairs`: the
+    joiner is ``joins.pair`` (``[left, right]``, built here)."""
     cdef list out = []
     cdef list mine_out
     cdef list other, other_in, mine
-    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i
+    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i, nq
     cdef int side
     cdef bint matched, changed
-    cdef object item, rec, key, value, ts, origin, e, lo, hi, o, cand, others, mine_store
+    cdef object item, rec, key, value, ts, origin, e, lo, hi, o, cand, v, exp, last
     cdef set unordered_other
-    cdef tuple stores = (lstore, rstore)
+    cdef _Side others, mine_side
+    cdef tuple sides = (_Side(lstore), _Side(rstore))
     cdef object wm = progress[0]
+    cdef object qappend = queue.append
     try:
         while idx < n:
             item = items[idx]
@@ -60,7 +137,7 @@ def inner_batch(
                     if cand > wm:
                         wm = cand
                 continue
-            others = stores[1 - side]
+            others = <_Side>sides[1 - side]
             other = others.get(key)
             matched = False
             mine_out = None
@@ -76,29 +153,39 @@ def inner_batch(
                 else:
                     other_in = other
                 for e in other_in:
-                    if lo <= (<list>e)[0] <= hi:
+                    o = (<list>e)[0]
+                    if lo <= o <= hi:
                         matched = True
                         if not (<list>e)[2]:
                             (<list>e)[2] = True
                             changed = True
-                        if side == 0:
+                        if pairs:
+                            if side == 0:
+                                v = _pair(value, (<list>e)[1])
+                            else:
+                                v = _pair((<list>e)[1], value)
+                        elif side == 0:
                             v = joiner(value, (<list>e)[1])
                         else:
                             v = joiner((<list>e)[1], value)
-                        o = (<list>e)[0]
                         PyList_Append(mine_out, (key, v, ts if ts > o else o, origin))
                 if changed:
-                    others[key] = other  # tell a changelogged store
-            mine_store = stores[side]
-            mine = mine_store.get(key)
+                    others.touched(key, other)  # tell a changelogged store
+            mine_side = <_Side>sides[side]
+            mine = mine_side.get(key)
             if mine is None:
-                mine_store[key] = [[ts, value, matched]]
+                mine_side.set(key, [[ts, value, matched]])
             else:
                 if mine and ts < (<list>mine[len(mine) - 1])[0]:
                     (<set>unordered[side]).add(key)
                 PyList_Append(mine, [ts, value, matched])
-                mine_store[key] = mine
-            heappush(heap, (ts + within, side, key))
+                mine_side.touched(key, mine)
+            exp = ts + within
+            nq = len(queue)
+            if nq == 0 or exp >= (<tuple>queue[nq - 1])[0]:
+                qappend((exp, side, key))
+            else:
+                heappush(heap, (exp, side, key))
             if ts > maxs[side]:
                 maxs[side] = ts
                 cand = _candidate(maxs, side, ts, grace, min_time)
@@ -123,34 +210,43 @@ cdef inline object _candidate(list maxs, int side, object ts, object grace, obje
     return (ts if ts < o else o) - grace
 
 
-cdef object _third = itemgetter(2)
-
-
-def expire_inner(list heap, object lstore, object rstore, object within, object wm,
-                 tuple unordered):
+def expire_inner(list heap, object queue, object lstore, object rstore, object within,
+                 object wm, tuple unordered):
     """An inner join's expiry (``IntervalJoin._expire`` with nothing to emit): every entry
-    with ``ts + within < wm`` leaves its key's list, a key left empty leaves its store."""
-    cdef set touched = set()
-    cdef tuple top, stores = (lstore, rstore)
-    cdef list entries, keep
-    cdef object store, e, key
-    cdef int side
+    with ``ts + within < wm`` leaves its key's list, a key left empty leaves its store; the
+    queue's and the heap's entries due before `wm` are taken off."""
+    cdef tuple top
+    cdef tuple sides = (_Side(lstore), _Side(rstore))
+    cdef object popleft = queue.popleft
+    while queue and (<tuple>queue[0])[0] < wm:
+        top = popleft()
+        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]])
     while heap and (<tuple>heap[0])[0] < wm:
         top = heappop(heap)
-        touched.add((top[1], top[2]))
-    for top in touched:
-        side = top[0]
-        key = top[1]
-        store = stores[side]
-        entries = store.get(key)
-        if not entries:
-            continue
-        keep = []
-        for e in entries:
-            if not ((<list>e)[0] + within < wm):
-                PyList_Append(keep, e)
-        if keep:
-            store[key] = keep
-        else:
-            del store[key]
-            (<set>unordered[side]).discard(key)
+        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]])
+
+
+cdef inline void _expire_key(_Side side, object key, object within, object wm,
+                             set unordered) except *:
+    cdef list entries, keep
+    cdef object e
+    cdef Py_ssize_t i, n
+    entries = side.get(key)
+    if not entries:
+        return
+    n = len(entries)
+    keep = None
+    for i in range(n):
+        e = entries[i]
+        if (<list>e)[0] + within < wm:
+            if keep is None:
+                keep = entries[:i]
+        elif keep is not None:
+            PyList_Append(keep, e)
+    if keep is None:  # nothing expired (a key met again)
+        return
+    if keep:
+        side.set(key, keep)
+    else:
+        side.delete(key)
+        unordered.discard(key)

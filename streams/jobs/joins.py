@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import operator
+from collections import deque
 from collections.abc import Callable, MutableMapping
 
 from streams.errors import InvalidConfig
@@ -104,7 +105,10 @@ class IntervalJoin:
         self._wm = self.meta.get("wm", MIN_TIME)
         self.late_count = 0
         self.failed_item: tuple | None = None  # process_many's failing item
-        self._heap: list[tuple[int, int, object]] = []  # (expires after, side, key)
+        # every entry's (expires after, side, key): in the queue if it comes no earlier than
+        # the queue's last (as in-order input does), else in the heap; expiry takes from both
+        self._queue: deque[tuple[int, int, object]] = deque()
+        self._heap: list[tuple[int, int, object]] = []
         # per side, the keys whose entries are not in time order (an event older than the
         # key's last one arrived): their lists are scanned whole, the others' bisected
         self._unordered: tuple[set, set] = (set(), set())
@@ -143,12 +147,13 @@ class IntervalJoin:
         per_record = self.how != "inner"
         wm, grace = self._wm, self.grace
         self.failed_item = None
+        queue = self._queue
         if not per_record and self.native is not None:
             progress = [wm, 0, 0]
             try:
                 out = self.native(
-                    items, sides[0], sides[1], within, joiner, maxs, heap, unordered, scan_max,
-                    grace, MIN_TIME, progress,
+                    items, sides[0], sides[1], within, joiner, maxs, heap, queue, unordered,
+                    scan_max, grace, MIN_TIME, progress, joiner is pair,
                 )  # fmt: skip
             except Exception:
                 self.failed_item = items[progress[2]]
@@ -203,7 +208,11 @@ class IntervalJoin:
                             unordered[side].add(key)
                         mine.append([ts, value, matched])
                         mine_store[key] = mine
-                    heapq.heappush(heap, (ts + within, side, key))
+                    exp = ts + within
+                    if not queue or exp >= queue[-1][0]:
+                        queue.append((exp, side, key))
+                    else:
+                        heapq.heappush(heap, (exp, side, key))
                 if ts > maxs[side]:  # the watermark moves (meta written at the end)
                     maxs[side] = ts
                     o = maxs[1 - side]
@@ -240,11 +249,20 @@ class IntervalJoin:
     def _expire(self, wm: int, out: Out) -> None:
         if self.how == "inner" and self.native is not None:
             _native_expire_inner(
-                self._heap, self.sides[0], self.sides[1], self.within, wm, self._unordered
+                self._heap,
+                self._queue,
+                self.sides[0],
+                self.sides[1],
+                self.within,
+                wm,
+                self._unordered,
             )
             return
-        heap = self._heap
+        heap, queue = self._heap, self._queue
         touched: set[tuple[int, object]] = set()
+        while queue and queue[0][0] < wm:
+            _, side, key = queue.popleft()
+            touched.add((side, key))
         while heap and heap[0][0] < wm:
             _, side, key = heapq.heappop(heap)
             touched.add((side, key))
@@ -277,6 +295,7 @@ class IntervalJoin:
             for key in list(store.keys()):
                 del store[key]
         self._heap.clear()
+        self._queue.clear()
         for keys in self._unordered:
             keys.clear()
         out.sort(key=lambda r: r[2])

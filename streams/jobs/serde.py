@@ -121,7 +121,14 @@ def compact_json_bytes(*, exact: bool = True) -> Callable[[object], bytes]:
     ``exact=False`` (a store's changelog, which only ``json.loads`` reads): orjson's bytes
     whenever ``json.loads`` reads them back as it reads json's, i.e. also with floats (the
     shortest form that round-trips) and non-ASCII text as UTF-8; not with NaN or infinities
-    (orjson writes null), so a null still sends the value to json."""
+    (orjson writes null), so a null still sends the value to json.
+
+    orjson's bytes are returned as a copy of their size (``data.decode().encode()``, the same
+    bytes): orjson writes into a buffer of about 1 KiB and shrinks it, so each result it
+    returns holds a block of the C heap of its own, and results kept alive (a store's
+    backend, buffered outputs and changelog records) grow the heap by some 1 KiB each, at a
+    page fault every few: keeping 5,000 window rows' keys and values cost 33 ms that way, 4 ms
+    copied (about 0.1 us more per value that is not kept)."""
     text = compact_json_encoder()
     dumps, strict, no_float = orjson.dumps, _ORJSON_STRICT, _FLOAT
 
@@ -139,7 +146,7 @@ def compact_json_bytes(*, exact: bool = True) -> Callable[[object], bytes]:
                 or no_float(data) is None
             )
         ):
-            return data
+            return data.decode().encode()  # a copy of its size (see above)
         return text(obj).encode()
 
     def encode_loadable(obj: object) -> bytes:
@@ -148,7 +155,7 @@ def compact_json_bytes(*, exact: bool = True) -> Callable[[object], bytes]:
         except TypeError:
             return text(obj).encode()
         if b"null" not in data:
-            return data
+            return data.decode().encode()  # a copy of its size (see above)
         return text(obj).encode()
 
     return encode_exact if exact else encode_loadable

@@ -203,6 +203,16 @@ class Store(MutableMapping):
         self._dirty[key] = v  # cached; written back (unchanged or not) at commit
         return v
 
+    def direct(self) -> tuple[dict, object]:
+        """``(cache, deleted)`` for an operator's compiled loop (``_cjoin``), to skip this
+        class's Python methods per record: ``cache`` is the dict of keys touched since the last
+        commit. A key in it maps to its value, or to ``deleted`` if deleted; a key not in it
+        is read with ``get`` (which puts it there). Setting ``cache[key] = value`` (never None)
+        is ``store[key] = value``; ``cache[key] = deleted`` is ``del store[key]`` for a key the
+        store holds. A value got from the store is in the cache, so a value mutated in place
+        needs no setting back."""
+        return self._dirty, _MISSING
+
     def __setitem__(self, key: object, value: object) -> None:
         if value is None:
             raise InvalidConfig("value", value, "a store cannot hold None (delete the key)")

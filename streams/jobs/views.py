@@ -110,6 +110,12 @@ def order(key: object) -> tuple:
         return (1, key)
     out: list = []
     if t is tuple:  # a windowed view's (key, start)
+        if len(key) == 2 and type(key[1]) is int:  # type: ignore[arg-type]
+            k0 = key[0]  # type: ignore[index]
+            if type(k0) is str:
+                return (3, 2, k0, 1, key[1], _END)  # type: ignore[index]
+            if type(k0) is int:
+                return (3, 1, k0, 1, key[1], _END)  # type: ignore[index]
         out.append(3)
         append = out.append
         for k in key:  # type: ignore[attr-defined]
@@ -219,11 +225,22 @@ class ViewInfo:
 @dataclass
 class _Part:
     rows: dict[object, object] = field(default_factory=dict)
-    keys: SortedKeyList = field(default_factory=lambda: SortedKeyList(key=order))
+    # the rows' keys in ``order``, but for those in `added` (not sorted in yet): a commit only
+    # notes its new keys, the first query (or removal) after it sorts them in (``keys``)
+    sorted_keys: SortedKeyList = field(default_factory=lambda: SortedKeyList(key=order))
+    added: list = field(default_factory=list)
     offsets: dict[str, int] = field(default_factory=dict)
     watermark: int | None = None
     owner: object | None = None  # the runner serving it; None: stale (rebalancing, stopped)
     as_of: int | None = None
+
+    @property
+    def keys(self) -> SortedKeyList:
+        """Every row's key in ``order`` (the view's lock held)."""
+        if self.added:
+            self.sorted_keys.update(self.added)
+            self.added = []
+        return self.sorted_keys
 
 
 class View:
@@ -280,29 +297,34 @@ class View:
             self._cond.notify_all()
 
     def _apply(self, p: int, part: _Part, changes, offsets, wm) -> None:
-        diffs: list[tuple[int, object, object]] = []
-        added = []  # new keys, sorted in at once (a commit's changes name each key once)
+        # the diffs only for subscribers; new keys are sorted in by the next query that needs
+        # them (``_Part.keys``: a commit's changes name each key once)
+        diffs: list[tuple[int, object, object]] | None = [] if self._subscribers else None
+        rows, added = part.rows, part.added
+        rows_get = rows.get
         for key, row in changes:
-            old = part.rows.get(key)
+            old = rows_get(key)
             if old is not None:
                 if old == row:
                     continue
-                diffs.append((-1, key, old))
+                if diffs is not None:
+                    diffs.append((-1, key, old))
                 if row is None:
-                    del part.rows[key]
-                    part.keys.remove(key)
+                    del rows[key]
+                    part.keys.remove(key)  # sorts in what was added (rare: a retraction)
+                    added = part.added
             if row is not None:
                 if old is None:
                     added.append(key)
-                part.rows[key] = row
-                diffs.append((1, key, row))
-        part.keys.update(added)
+                rows[key] = row
+                if diffs is not None:
+                    diffs.append((1, key, row))
         part.offsets = {t: o for t, o in offsets.items() if t in self.input_topics}
         part.watermark = wm
         t = self._tick()
         part.as_of = t
         self._cond.notify_all()
-        if self._subscribers:
+        if self._subscribers and diffs is not None:
             batch = Changes(t, diffs, t + 1, self._token(self.parts))
             for callback in list(self._subscribers):
                 callback(batch)

@@ -1,9 +1,12 @@
 """Process-wide settings of a job worker (``python -m streams.jobs run``), applied once its job
-is loaded and its clients are made, before the first record."""
+is loaded and its clients are made, before the first record; and ``gc_deferred``, the cycle
+collector held off for the length of a batch (any runner)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 # a young collection after this many net container allocations (CPython's default: 700)
 YOUNG_GC_THRESHOLD = 50_000
@@ -28,3 +31,20 @@ def settle_gc() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_GC_THRESHOLD, older, oldest)
+
+
+@contextlib.contextmanager
+def gc_deferred() -> Iterator[None]:
+    """The cycle collector off for the block (a batch), then back on if it was on: the
+    allocations made meanwhile still count, so the next one after the block sets off the
+    collection that the block's would have. Nothing goes uncollected; cyclic garbage made in
+    the block lives until then. (If another thread turns the collector off meanwhile, this
+    turns it back on at the end.)"""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

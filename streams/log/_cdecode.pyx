@@ -204,3 +204,23 @@ def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bi
         if len(out) >= limit:
             return out, used, pos >= end
     return out, used, True
+
+
+def count_records(const unsigned char[::1] body):
+    """How many length-prefixed records `body` (a batch's uncompressed records section) holds,
+    with the contract of ``streams.log.records.count_records`` (the pure reference): -1 where
+    that one raises (a length that is not positive, a record overrunning the body, a varint
+    that does not end or is wider than 64 bits), and the caller asks the pure one for its
+    reason. It runs on every produce (Kafka's broker checks the same): a microsecond or two for
+    a thousand records, where the pure walk takes tens."""
+    cdef const unsigned char* p = &body[0] if body.shape[0] > 0 else NULL
+    cdef Py_ssize_t end = body.shape[0]
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t count = 0
+    cdef int64_t length
+    while pos < end:
+        if not _varint(p, end, &pos, &length) or length <= 0 or length > end - pos:
+            return -1
+        pos += length
+        count += 1
+    return count

@@ -35,6 +35,9 @@ record, a field wider than it should be, a batch aiokafka would misread), and it
 CorruptRecord are then the answer. None of them checks the CRC: reads trust a validated log.
 New batches' records are encoded by aiokafka's compiled builder (the same bytes as the pure
 encoder, kept as its fallback). ``decoder()`` and ``encoder()`` say which code is in use.
+The produce check of a client batch's record count (``check_record_count``) walks the records
+with the same module's ``count_records`` when built, deferring to the pure ``count_records``
+(the reference) on a damaged body.
 """
 
 from __future__ import annotations
@@ -57,9 +60,10 @@ except ImportError:  # aiokafka missing, or installed without its C extensions
 # (imported with the module, not on first use: importing aiokafka loads its asyncio client too,
 # ~0.15 s, which a process's first append or read should not wait for)
 try:  # Tidelog's own compiled decoder, built in place by `make` (streams/log/_cdecode.pyx)
+    from streams.log._cdecode import count_records as _native_count
     from streams.log._cdecode import decode_body as _native_body
 except ImportError:  # not built (no C compiler, or run outside make): aiokafka's, else pure
-    _native_body = None
+    _native_body = _native_count = None
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -433,8 +437,11 @@ def check_record_count(batch: bytes | memoryview, h: BatchHeader) -> None:
     when needed): the CRC only proves the bytes arrived as sent, not that the producer counted
     right. Kafka's broker checks the same on produce; reads trust the stored count."""
     body = memoryview(batch)[HEADER_SIZE : h.size]
-    body = compression.decompress(h.codec, body) if h.codec else bytes(body)
-    found = count_records(body)
+    if h.codec:
+        body = compression.decompress(h.codec, body)
+    found = _native_count(body) if _native_count is not None else -1
+    if found < 0:  # not built, or the body is damaged: the pure walk counts or says why
+        found = count_records(bytes(body))
     if found != h.count:
         raise CorruptRecord(f"batch declares {h.count} records but its body holds {found}")
 

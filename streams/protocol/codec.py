@@ -13,7 +13,9 @@ Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x
   kafka-python's and librdkafka's version negotiation rely on;
 - a request for an API Kafka defines but this broker does not serve can be answered in that
   API's own response shape, every ``error_code`` UNSUPPORTED_VERSION and everything else empty
-  (``unsupported_api_response``), so the connection stays usable.
+  (``unsupported_api_response``), so the connection stays usable;
+- Produce, the request every record arrives in, is decoded and answered by ``fastcodec``
+  (written out with ``struct``; kafka-python's codec stays its reference and its fallback).
 
 A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
 
@@ -31,6 +33,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from streams.errors import ProtocolError
+from streams.protocol import fastcodec
 
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -98,6 +101,10 @@ def decode_request(frame: bytes | memoryview, versions: VersionRanges) -> Reques
     bounds = versions.get(api_key)
     if bounds is None or not bounds[0] <= api_version <= bounds[1]:
         raise UnsupportedRequest(api_key, api_version, correlation_id)
+    if api_key == fastcodec.PRODUCE_KEY and type(frame) is bytes:
+        fast = fastcodec.decode_produce(frame)
+        if fast is not None:  # else the generic decoder answers (and says what is wrong)
+            return Request(api_key, *fast)
     cls = REQUEST_CLASSES[api_key]
     try:
         body = cls.decode(memoryview(frame), version=api_version, header=True)
@@ -109,7 +116,10 @@ def decode_request(frame: bytes | memoryview, versions: VersionRanges) -> Reques
 
 
 def encode_response(request: Request, body: Any) -> bytearray:
-    """The framed response to `request` (header version chosen by the request's version)."""
+    """The framed response to `request` (header version chosen by the request's version). A
+    handler may answer with the framed bytes already (``fastcodec``): they are the response."""
+    if isinstance(body, bytearray | bytes):
+        return body  # type: ignore[return-value]
     if body.version != request.api_version:
         raise ValueError(f"response v{body.version} for a v{request.api_version} request")
     body.with_header(correlation_id=request.correlation_id)

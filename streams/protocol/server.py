@@ -302,10 +302,27 @@ class _Connection:
                 task.cancel()
             await asyncio.gather(reading, responding, return_exceptions=True)
             self._cancel_pending()
-            self.writer.close()
+            try:
+                if self.principal is None and self._failure:
+                    await self._linger(FAILED_AUTHENTICATION_DELAY_S)
+            finally:
+                self.writer.close()
             with contextlib.suppress(Exception):
                 await self.writer.wait_closed()
             self.done.set_result(None)
+
+    async def _linger(self, seconds: float) -> None:
+        """Kafka's delayed close after a failed authentication: the failure response has been
+        written; the connection closes `seconds` later (or when the client closes first),
+        reading and dropping what the client still sends meanwhile. A close with unread input
+        would reset the connection, and a client could lose the response, and with it the
+        reason it is told ("Invalid username or password")."""
+        with contextlib.suppress(Exception):
+            if self.writer.can_write_eof():
+                self.writer.write_eof()
+            async with asyncio.timeout(seconds):
+                while await self.reader.read(65536):
+                    pass
 
     def _cancel_pending(self) -> None:
         while not self.pending.empty():
@@ -456,8 +473,7 @@ class _Connection:
             log.warning(
                 "SASL %s authentication failed from %s: %s", exchange.mechanism, self.peer, exc
             )
-            await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
-            return None
+            return None  # the close is delayed (`_linger`), not the answer
         if exchange.done:
             role = await self._auth_call(self.ctx.config.authenticator.role, exchange.user)
             self.principal = Principal(exchange.user, role)

@@ -5,12 +5,15 @@ runner would start (no cluster needed)."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from streams.jobs.worker import YOUNG_GC_THRESHOLD
+import pytest
+
+from streams.jobs.worker import YOUNG_GC_THRESHOLD, gc_deferred
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,3 +41,22 @@ def test_the_worker_settles_the_cycle_collector_before_its_first_record():
     assert int(threshold) == YOUNG_GC_THRESHOLD
     assert int(frozen) > 1000  # the modules, the job and its clients
     assert enabled == "True"  # cycles are still collected
+
+
+def test_a_batch_defers_the_collector_and_turns_it_back_on():
+    """``gc_deferred`` (a join's batch): off inside, on after, also after an error; a
+    collector the host turned off stays off."""
+    assert gc.isenabled()
+    with gc_deferred():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError), gc_deferred():
+        1 / 0  # noqa: B018
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_deferred():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from streams.errors import CorruptRecord
 from streams.log import compression
 from streams.log import records as rb
 from streams.log.records import ProducerRecord, Record
@@ -59,6 +60,8 @@ def test_the_native_decoder_is_built_and_in_use():
         True,
     )
     assert type(got[0][0]) is Record
+    assert rb._native_count is not None
+    assert rb._native_count(batch[rb.HEADER_SIZE :]) == 1
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
@@ -196,6 +199,45 @@ def test_records_are_left_out_of_the_cycle_collector():
         tracemalloc.stop()
     assert sys.getrefcount(Record) == refs
     assert grown < 200_000
+
+
+@settings(max_examples=EXAMPLES * 2, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 60, 100, 100, 100, 300, 20_000]), max_size=300),
+    cut=st.integers(min_value=-3, max_value=3),
+    flip=st.one_of(st.none(), st.tuples(st.integers(min_value=0), st.integers(0, 255))),
+)
+def test_native_and_pure_count_records_alike(sizes, cut, flip):
+    """The produce check's record count (`_cdecode.count_records`): the pure count for any
+    body, cut short, padded or with a byte changed; -1 exactly where the pure one raises (the
+    caller then asks the pure one for its reason), and `check_record_count` answers alike."""
+    batch = rb.build_batch([ProducerRecord(b"x" * n) for n in sizes], now_ms=1) if sizes else b""
+    body = bytearray(batch[rb.HEADER_SIZE :])
+    body = body[:cut] if cut < 0 else body + bytes(cut)
+    if flip is not None and body:
+        body[flip[0] % len(body)] = flip[1]
+    body = bytes(body)
+    try:
+        expected = rb.count_records(body)
+    except CorruptRecord:
+        expected = -1
+    assert rb._native_count(body) == expected
+    assert rb._native_count(memoryview(b"xx" + body)[2:]) == expected
+    if sizes:
+        h = rb.parse_header(batch)
+        whole = batch[: rb.HEADER_SIZE] + body
+        with pytest.MonkeyPatch.context() as mp:
+            native_answer = _check_count(whole, h)
+            mp.setattr(rb, "_native_count", None)
+            assert _check_count(whole, h) == native_answer
+
+
+def _check_count(batch: bytes, h: rb.BatchHeader) -> str:
+    try:
+        rb.check_record_count(batch, h._replace(length=len(batch) - rb.LOG_OVERHEAD))
+    except CorruptRecord as exc:
+        return str(exc)
+    return "ok"
 
 
 def test_without_the_native_module_the_store_reads_with_aiokafka(tmp_path):

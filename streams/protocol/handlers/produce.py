@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from streams.errors import StorageError, TidelogError, TopicAlreadyExists
 from streams.log import is_internal
-from streams.protocol import codec
+from streams.protocol import codec, fastcodec
 from streams.protocol.codec import Request
 from streams.protocol.handlers import transactions
 from streams.protocol.handlers.common import (
@@ -192,29 +192,8 @@ async def _complete(
         if failed:
             raise CloseConnection(f"acks=0 produce failed with error {failed[0].error}")
         return None
-    cls = codec.response_class(req.api_key)
-    topic_cls = cls.TopicProduceResponse
-    part_cls = topic_cls.PartitionProduceResponse
-    responses = [
-        topic_cls(
-            name=name,
-            topic_id=topic_id,  # v13+ answer by id
-            partition_responses=[
-                part_cls(
-                    index=r.index,
-                    error_code=r.error,
-                    base_offset=r.base_offset,
-                    log_append_time_ms=r.timestamp,
-                    log_start_offset=r.log_start,
-                    record_errors=[],
-                    error_message=r.message,
-                )
-                for r in parts
-            ],
-        )
-        for name, topic_id, parts in results
-    ]
-    return codec.make_response(req, responses=responses, throttle_time_ms=0)
+    # framed here (``fastcodec``: what kafka-python's encoder writes for the same fields)
+    return fastcodec.encode_produce_response(req.correlation_id, req.api_version, results)
 
 
 def _with_sync_failures(results, failed: dict[tuple[str, int], StorageError]):
