@@ -230,19 +230,27 @@ def expire_inner(list heap, object queue, object lstore, object rstore, object w
     cdef tuple top
     cdef tuple sides = (_Side(lstore), _Side(rstore))
     cdef object popleft = queue.popleft
+    cdef long long c_within = 0, c_wm = 0
+    # small: an entry's time, if a small int too, is compared as a C integer
+    cdef bint small = _small(within, SPAN_MAX, &c_within) and _small(wm, TS_MAX, &c_wm)
     while queue and (<tuple>queue[0])[0] < wm:
         top = popleft()
-        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]])
+        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]],
+                    small, c_within, c_wm)
     while heap and (<tuple>heap[0])[0] < wm:
         top = heappop(heap)
-        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]])
+        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]],
+                    small, c_within, c_wm)
 
 
 cdef inline void _expire_key(_Side side, object key, object within, object wm,
-                             set unordered) except *:
+                             set unordered, bint small, long long c_within,
+                             long long c_wm) except *:
     cdef list entries, keep
-    cdef object e
+    cdef object e, t
     cdef Py_ssize_t i, n
+    cdef long long c_t = 0
+    cdef bint expired
     entries = side.get(key)
     if not entries:
         return
@@ -250,7 +258,12 @@ cdef inline void _expire_key(_Side side, object key, object within, object wm,
     keep = None
     for i in range(n):
         e = entries[i]
-        if (<list>e)[0] + within < wm:
+        t = (<list>e)[0]
+        if small and _small(t, TS_MAX, &c_t):
+            expired = c_t + c_within < c_wm
+        else:
+            expired = t + within < wm
+        if expired:
             if keep is None:
                 keep = entries[:i]
         elif keep is not None:
