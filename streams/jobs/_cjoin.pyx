@@ -9,8 +9,9 @@ count and watermark, and on a joiner's error the index of the failing item. Same
 compiled: no bytecode dispatch per record, and the stores reached without their Python
 methods: a plain dict directly, a ``state.Store`` through its ``direct()`` cache (any other
 mapping through ``get``/``[]=``/``del``). The default joiner (``joins.pair``, `pairs` true)
-is built in place. Timestamps stay Python integers (a user's timestamp extractor may give any
-integer).
+is built in place. A batch whose times are all ints within +-2**62 runs with them as C
+integers (``_inner_batch_c``; the state still holds the Python ints); any other (a user's
+timestamp extractor may give any integer) runs on Python integers.
 
 A property test (tests/jobs/test_joins_native.py) holds the two to the same answers.
 """
@@ -23,6 +24,12 @@ from cpython.dict cimport PyDict_GetItem, PyDict_SetItem, PyDict_DelItem
 from cpython.list cimport PyList_Append, PyList_New, PyList_SET_ITEM
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
+from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
+
+# the C-integer loop takes a batch whose times all lie within +-TS_MAX (and `within`, `grace`
+# within +-SPAN_MAX): no sum or difference it makes can overflow 64 bits
+cdef long long TS_MAX = 1LL << 62
+cdef long long SPAN_MAX = 1LL << 60
 
 cdef object _first = itemgetter(0)
 cdef object _third = itemgetter(2)
@@ -119,6 +126,11 @@ def inner_batch(
     cdef tuple sides = (_Side(lstore), _Side(rstore))
     cdef object wm = progress[0]
     cdef object qappend = queue.append
+    if _all_small(items, within, grace, wm, maxs, min_time):
+        return _inner_batch_c(
+            items, sides, within, joiner, maxs, heap, queue, unordered, scan_max, grace,
+            min_time, progress, pairs,
+        )
     try:
         while idx < n:
             item = items[idx]
@@ -218,19 +230,27 @@ def expire_inner(list heap, object queue, object lstore, object rstore, object w
     cdef tuple top
     cdef tuple sides = (_Side(lstore), _Side(rstore))
     cdef object popleft = queue.popleft
+    cdef long long c_within = 0, c_wm = 0
+    # small: an entry's time, if a small int too, is compared as a C integer
+    cdef bint small = _small(within, SPAN_MAX, &c_within) and _small(wm, TS_MAX, &c_wm)
     while queue and (<tuple>queue[0])[0] < wm:
         top = popleft()
-        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]])
+        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]],
+                    small, c_within, c_wm)
     while heap and (<tuple>heap[0])[0] < wm:
         top = heappop(heap)
-        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]])
+        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]],
+                    small, c_within, c_wm)
 
 
 cdef inline void _expire_key(_Side side, object key, object within, object wm,
-                             set unordered) except *:
+                             set unordered, bint small, long long c_within,
+                             long long c_wm) except *:
     cdef list entries, keep
-    cdef object e
+    cdef object e, t
     cdef Py_ssize_t i, n
+    cdef long long c_t = 0
+    cdef bint expired
     entries = side.get(key)
     if not entries:
         return
@@ -238,7 +258,12 @@ cdef inline void _expire_key(_Side side, object key, object within, object wm,
     keep = None
     for i in range(n):
         e = entries[i]
-        if (<list>e)[0] + within < wm:
+        t = (<list>e)[0]
+        if small and _small(t, TS_MAX, &c_t):
+            expired = c_t + c_within < c_wm
+        else:
+            expired = t + within < wm
+        if expired:
             if keep is None:
                 keep = entries[:i]
         elif keep is not None:
@@ -250,3 +275,172 @@ cdef inline void _expire_key(_Side side, object key, object within, object wm,
     else:
         side.delete(key)
         unordered.discard(key)
+
+
+cdef inline bint _small(object x, long long bound, long long* out):
+    """x is an int within +-bound: its value into `out`."""
+    cdef int overflow = 0
+    cdef long long v
+    if not PyLong_CheckExact(x):
+        return False
+    v = PyLong_AsLongLongAndOverflow(x, &overflow)
+    if overflow or v > bound or v < -bound:
+        return False
+    out[0] = v
+    return True
+
+
+cdef bint _all_small(list items, object within, object grace, object wm, list maxs,
+                     object min_time) except -1:
+    cdef long long v
+    cdef object item
+    if not (_small(within, SPAN_MAX, &v) and _small(grace, SPAN_MAX, &v)
+            and _small(wm, TS_MAX, &v) and _small(maxs[0], TS_MAX, &v)
+            and _small(maxs[1], TS_MAX, &v) and _small(min_time, TS_MAX, &v)):
+        return False
+    for item in items:
+        if not _small((<tuple>(<tuple>item)[1])[2], TS_MAX, &v):
+            return False
+    return True
+
+
+cdef list _inner_batch_c(
+    list items, tuple sides, object within, object joiner, list maxs, list heap, object queue,
+    tuple unordered, Py_ssize_t scan_max, object grace, object min_time, list progress,
+    bint pairs,
+):
+    """``inner_batch`` for a batch of small integer times (``_all_small``): the same steps
+    with the times as C integers (a partner entry's time too, when it is a small int; else
+    compared as objects)."""
+    cdef list out = []
+    cdef list mine_out
+    cdef list other, other_in, mine
+    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i, nq
+    cdef int side
+    cdef bint matched, changed, small_o
+    cdef object item, rec, key, value, ts, origin, e, o, v, lo, hi
+    cdef set unordered_other
+    cdef _Side others, mine_side
+    cdef long long c_within = 0, c_grace = 0, c_wm = 0, c_ts = 0, c_lo = 0, c_hi = 0, c_o = 0
+    cdef long long c_min = 0, c_cand = 0
+    cdef long long c_max[2]
+    c_max[0] = c_max[1] = 0
+    cdef object qappend = queue.append
+    cdef object wm_obj = progress[0]  # the watermark as an object, while it is unchanged
+    _small(within, SPAN_MAX, &c_within)
+    _small(grace, SPAN_MAX, &c_grace)
+    _small(progress[0], TS_MAX, &c_wm)
+    _small(maxs[0], TS_MAX, &c_max[0])
+    _small(maxs[1], TS_MAX, &c_max[1])
+    _small(min_time, TS_MAX, &c_min)
+    try:
+        while idx < n:
+            item = items[idx]
+            side = (<tuple>item)[0]
+            rec = (<tuple>item)[1]
+            key = (<tuple>rec)[0]
+            value = (<tuple>rec)[1]
+            ts = (<tuple>rec)[2]
+            origin = (<tuple>rec)[3]
+            _small(ts, TS_MAX, &c_ts)
+            if c_ts < c_wm:
+                late += 1
+                idx += 1
+                if c_ts > c_max[side]:
+                    c_max[side] = c_ts
+                    maxs[side] = ts
+                    c_cand = _candidate_c(c_max, side, c_ts, c_grace, c_min)
+                    if c_cand > c_wm:
+                        c_wm = c_cand
+                        wm_obj = None
+                continue
+            others = <_Side>sides[1 - side]
+            other = others.get(key)
+            matched = False
+            mine_out = None
+            if other:
+                changed = False
+                mine_out = []
+                c_lo = c_ts - c_within
+                c_hi = c_ts + c_within
+                lo = hi = None
+                unordered_other = unordered[1 - side]
+                if len(other) > scan_max and key not in unordered_other:
+                    lo = PyLong_FromLongLong(c_lo)
+                    hi = PyLong_FromLongLong(c_hi)
+                    i = bisect_left(other, lo, key=_first)
+                    other_in = other[i:bisect_right(other, hi, i, key=_first)]
+                else:
+                    other_in = other
+                for e in other_in:
+                    o = (<list>e)[0]
+                    if _small(o, TS_MAX, &c_o):
+                        if not (c_lo <= c_o <= c_hi):
+                            continue
+                        small_o = True
+                    else:
+                        if lo is None:
+                            lo = PyLong_FromLongLong(c_lo)
+                            hi = PyLong_FromLongLong(c_hi)
+                        if not (lo <= o <= hi):
+                            continue
+                        small_o = False
+                    matched = True
+                    if not (<list>e)[2]:
+                        (<list>e)[2] = True
+                        changed = True
+                    if pairs:
+                        if side == 0:
+                            v = _pair(value, (<list>e)[1])
+                        else:
+                            v = _pair((<list>e)[1], value)
+                    elif side == 0:
+                        v = joiner(value, (<list>e)[1])
+                    else:
+                        v = joiner((<list>e)[1], value)
+                    if small_o:
+                        PyList_Append(mine_out, (key, v, ts if c_ts > c_o else o, origin))
+                    else:
+                        PyList_Append(mine_out, (key, v, ts if ts > o else o, origin))
+                if changed:
+                    others.touched(key, other)  # tell a changelogged store
+            mine_side = <_Side>sides[side]
+            mine = mine_side.get(key)
+            if mine is None:
+                mine_side.set(key, [[ts, value, matched]])
+            else:
+                if mine and ts < (<list>mine[len(mine) - 1])[0]:
+                    (<set>unordered[side]).add(key)
+                PyList_Append(mine, [ts, value, matched])
+                mine_side.touched(key, mine)
+            o = PyLong_FromLongLong(c_ts + c_within)  # expires after
+            nq = len(queue)
+            if nq == 0 or o >= (<tuple>queue[nq - 1])[0]:
+                qappend((o, side, key))
+            else:
+                heappush(heap, (o, side, key))
+            if c_ts > c_max[side]:
+                c_max[side] = c_ts
+                maxs[side] = ts
+                c_cand = _candidate_c(c_max, side, c_ts, c_grace, c_min)
+                if c_cand > c_wm:
+                    c_wm = c_cand
+                    wm_obj = None
+                    if mine_out is not None and len(mine_out) > 1:
+                        mine_out.sort(key=_third)
+            if mine_out:
+                out.extend(mine_out)
+            idx += 1
+    finally:
+        progress[0] = wm_obj if wm_obj is not None else PyLong_FromLongLong(c_wm)
+        progress[1] = late
+        progress[2] = idx
+    return out
+
+
+cdef inline long long _candidate_c(long long* c_max, int side, long long ts, long long grace,
+                                   long long min_time):
+    cdef long long o = c_max[1 - side]
+    if o == min_time:
+        return ts - grace
+    return (ts if ts < o else o) - grace

@@ -67,6 +67,22 @@ def run(events, within, grace, scan_max, cuts, fail_at, native, stores=None, com
     return got, failed, op
 
 
+# times moved: by 0 and -2**61 the compiled loop runs on C integers; past 2**62 (from the start,
+# or from one event on: a batch of C integers, then of objects over the same state) on objects
+SHIFTS = ["none", "negative", "huge", "huge from the middle"]
+
+
+def shifted(events, how):
+    if how == "none":
+        return events
+    if how == "negative":
+        return [(s, k, t - (1 << 61)) for s, k, t in events]
+    if how == "huge":
+        return [(s, k, t + (1 << 63)) for s, k, t in events]
+    half = len(events) // 2
+    return events[:half] + [(s, k, t + (1 << 63)) for s, k, t in events[half:]]
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     stream_events(),
@@ -75,10 +91,14 @@ def run(events, within, grace, scan_max, cuts, fail_at, native, stores=None, com
     st.sampled_from([0, 2, IntervalJoin.SCAN_MAX]),
     st.lists(st.integers(1, 15), min_size=1, max_size=6),
     st.none() | st.integers(1, 30),
+    st.sampled_from(SHIFTS),
 )
-def test_the_compiled_loop_equals_the_python_loop(events, within, grace, scan_max, cuts, fail_at):
+def test_the_compiled_loop_equals_the_python_loop(
+    events, within, grace, scan_max, cuts, fail_at, shift
+):
     if joins._native_inner_batch is None:
         pytest.skip("the compiled loop is not built (test_the_compiled_loop_is_built fails)")
+    events = shifted(events, shift)
     want, want_failed, py = run(events, within, grace, scan_max, cuts, fail_at, native=False)
     got, got_failed, nat = run(events, within, grace, scan_max, cuts, fail_at, native=True)
     assert got == want
