@@ -144,6 +144,9 @@ class EmbeddedLog:
     workers through ``streams.client.Consumer`` (needs the coordinator)."""
 
     exactly_once = False
+    # records a runner asks ``read`` for at a time, at least (``Runner._read_raw``): a batch
+    # of the store read whole is decoded once
+    read_ahead = 5000
 
     def __init__(
         self,

@@ -161,6 +161,10 @@ class Runner:
         # (topic, partition) -> records read and deserialised that a merge stopped before
         # (``_merge``): the next round starts with them instead of reading them again
         self._unfed: dict[tuple[str, int], list] = {}
+        # (topic, partition) -> records read from the log ahead of the position, undecoded
+        # (``_read_raw``; only over a log that says how many to read at a time, ``read_ahead``)
+        self._ahead: dict[tuple[str, int], list] = {}
+        self._read_ahead: int = getattr(self.joblog, "read_ahead", 0)
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
         # global sources (a search's queries): every task reads every partition from the start
         self._globals = sorted(
@@ -309,6 +313,7 @@ class Runner:
             for t in self._inputs.pop(p):
                 self._positions.pop((t, p), None)
                 self._unfed.pop((t, p), None)
+                self._ahead.pop((t, p), None)
             self._out.pop(p, None)
         self.joblog.release(numbers)
 
@@ -553,18 +558,50 @@ class Runner:
         pos = self._positions[(topic, p)]
         kept = self._unfed.pop((topic, p), None)
         if not kept or kept[0][3] != pos:
-            return self._read_at(topic, p, pos, None)
+            return self._read_at(topic, p, pos, None, ahead=True)
         room = self.max_records - len(kept)
         if room > 0:
-            kept += self._read_at(topic, p, kept[-1][3] + 1, None, room)
+            kept += self._read_at(topic, p, kept[-1][3] + 1, None, room, ahead=True)
         return kept
 
+    def _read_raw(self, topic: str, p: int, pos: int, limit: int) -> list:
+        """At most `limit` records of `topic`-`p` from `pos` as the log gives them, asking it
+        for ``read_ahead`` at a time when it has one (``EmbeddedLog``: a log batch read whole
+        is decoded once, where reads of fewer records than it holds each decode it again from
+        its start up to their offset). What is read ahead waits, undecoded, in ``_ahead``."""
+        key = (topic, p)
+        got = self._ahead.pop(key, None)
+        if not got or got[0].offset != pos:
+            got = []
+        if len(got) < limit:
+            more = self.joblog.read(
+                topic,
+                p,
+                got[-1].offset + 1 if got else pos,
+                max(limit - len(got), self._read_ahead),
+            )
+            got = got + more if got else more
+        if len(got) > limit:
+            self._ahead[key] = got[limit:]
+            got = got[:limit]
+        return got
+
     def _read_at(
-        self, topic: str, p: int, pos: int, end: int | None, limit: int | None = None
+        self,
+        topic: str,
+        p: int,
+        pos: int,
+        end: int | None,
+        limit: int | None = None,
+        ahead: bool = False,
     ) -> list:
         """Deserialised ``(key, value, ts, offset)`` from `pos` (at most `limit`, by default
-        `max_records`; none at or past `end`): the tasks' record shape (``streams.jobs.task``)."""
-        recs = self.joblog.read(topic, p, pos, limit or self.max_records)
+        `max_records`; none at or past `end`): the tasks' record shape (``streams.jobs.task``).
+        `ahead`: through ``_read_raw`` (a task's input, read in order from its position)."""
+        if ahead and self._read_ahead:
+            recs = self._read_raw(topic, p, pos, limit or self.max_records)
+        else:
+            recs = self.joblog.read(topic, p, pos, limit or self.max_records)
         if end is not None:
             recs = [r for r in recs if r.offset < end]
         if not recs:
