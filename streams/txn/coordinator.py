@@ -40,7 +40,10 @@ whatever else was written to that log):
   with a relaxed one (``LogStore.open(topic_defaults=KAFKA_FLUSH_DEFAULTS)``, Kafka's default)
   fsyncs none of it before answering: state records, markers and a commit's offsets reach the
   page cache in the same order, so a crash of the process loses nothing, and the disk within
-  ``flush.ms``, so a power loss can lose the last transactions, as on a Kafka broker.
+  ``flush.ms``, so a power loss can lose the last transactions, as on a Kafka broker. The
+  listener's EndTxn is then answered on its event loop at PrepareCommit, and the markers and
+  offsets are written there right after the answer (``end_txn``'s `complete_soon`), with the
+  same rule for the id's next request.
 - AddOffsetsToTxn's Ongoing record is not fsynced on its own: the group only matters through
   TxnOffsetCommit, whose fsynced record carries it (if a crash loses it, TxnOffsetCommit is
   refused and the client aborts).
@@ -78,6 +81,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import enum
+import functools
 import json
 import logging
 import queue
@@ -188,6 +192,7 @@ class TransactionCoordinator:
         self._completing: set[str] = set()
         self._queue: queue.SimpleQueue[TxnMetadata | None] = queue.SimpleQueue()
         self._completer: threading.Thread | None = None
+        self._completer_lock = threading.Lock()  # starts it once (``_to_completer``)
         self._state_end = 0  # the end offset of what was appended to __transaction_state
         # syncs a commit's markers while the completer commits its offsets (``_complete``)
         self._sync_pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -297,11 +302,17 @@ class TransactionCoordinator:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        with self._lock:
+        with self._completer_lock:
             completer, self._completer = self._completer, None
         if completer is not None:
             self._queue.put(None)
             completer.join()
+        with self._lock:  # completions an event loop was to do but never got to
+            for txn_id in list(self._completing):
+                meta = self._txns.get(txn_id)
+                if meta is not None:
+                    self._try_complete(meta)
+                self._completing.discard(txn_id)
         if self._sync_pool is not None:
             self._sync_pool.shutdown()
 
@@ -420,6 +431,7 @@ class TransactionCoordinator:
         bump_epoch: bool = False,
         *,
         wait_for_markers: bool = True,
+        complete_soon: Callable[[Callable[[], None]], None] | None = None,
     ) -> tuple[int, int]:
         """EndTxn: commit or abort the ongoing transaction; returns (producer id, epoch),
         the epoch bumped when `bump_epoch` (EndTxn v5, KIP-890).
@@ -428,7 +440,11 @@ class TransactionCoordinator:
         the commit point. With `wait_for_markers` the markers (and a commit's offsets) are
         written and the transaction is Complete before it returns too; without (the
         listener's EndTxn, as Kafka answers it), the completer thread writes them after, and
-        the transactional id's next request waits for that (``_checked``)."""
+        the transactional id's next request waits for that (``_checked``). Under a relaxed
+        flush policy nothing waits for the disk and they are written here, or, given
+        `complete_soon` (an event loop's caller inside ``held_if_unblocked``: it schedules
+        the callable it is given, e.g. after the answer is written), by that callable
+        (``_complete_soon``), which the id's next request waits for likewise."""
         with self._lock:
             self._await_completion(transactional_id)  # a retry: answered by its outcome
             meta = self._checked(transactional_id, producer_id, epoch, prepared_ok=True)
@@ -446,7 +462,7 @@ class TransactionCoordinator:
                 )
             if bump_epoch:
                 self._bump_epoch(meta)
-            self._end(meta, commit, self.clock(), wait=wait_for_markers)
+            self._end(meta, commit, self.clock(), wait_for_markers, complete_soon)
             return meta.producer_id, meta.producer_epoch
 
     def abort_if_current(
@@ -654,26 +670,76 @@ class TransactionCoordinator:
             meta.producer_epoch += 1
         self._epochs[meta.producer_id] = meta.producer_epoch
 
-    def _end(self, meta: TxnMetadata, commit: bool, now: int, wait: bool = True) -> None:
+    def _end(
+        self,
+        meta: TxnMetadata,
+        commit: bool,
+        now: int,
+        wait: bool = True,
+        complete_soon: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
         """Decide the transaction: Prepare* on disk (the commit point: a restart finishes
-        it), then its completion, here (`wait`) or by the completer thread."""
+        it), then its completion, here (`wait`), by `complete_soon`'s callable, or by the
+        completer thread (see ``end_txn``)."""
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         meta.update_ms = now
         # no batch of this transaction is written after its decision (see verify_produce)
         self._ongoing.pop(meta.producer_id, None)
         self._persist(meta)
+        if not wait and not self._state_synced_each_write() and complete_soon is not None:
+            # the caller (an event loop) answers first and completes a turn later
+            self._completing.add(meta.transactional_id)
+            complete_soon(functools.partial(self._complete_soon, meta))
+            return
         if wait or not self._state_synced_each_write():
             # under a relaxed flush policy nothing below waits for the disk: completing here
             # costs less than handing the transaction to the completer thread
             self._complete(meta)
             return
         self._completing.add(meta.transactional_id)
-        if self._completer is None:
-            self._completer = threading.Thread(
-                target=self._run_completer, name="tidelog-txn-markers", daemon=True
-            )
-            self._completer.start()
+        self._to_completer(meta)
+
+    def _to_completer(self, meta: TxnMetadata) -> None:
+        """Queue the completion of `meta` (its id in ``_completing``) for the completer
+        thread, started if need be."""
+        with self._completer_lock:
+            if self._completer is None:
+                self._completer = threading.Thread(
+                    target=self._run_completer, name="tidelog-txn-markers", daemon=True
+                )
+                self._completer.start()
         self._queue.put(meta)
+
+    def _complete_soon(self, meta: TxnMetadata) -> None:
+        """The completion ``end_txn`` left to its `complete_soon` (on the caller's event
+        loop, with nothing to wait for): done here if it still waits on nothing (the lock
+        free, a commit whose offsets need neither a busy group coordinator nor an fdatasync:
+        see ``held_if_unblocked``), else handed to the completer thread. A completion the
+        disk refuses stays Prepare* and is retried (the timer thread, a retried EndTxn)."""
+        if not self._lock.acquire(blocking=False):
+            self._to_completer(meta)  # e.g. a worker thread holds it over an fsync
+            return
+        try:
+            if meta.transactional_id not in self._completing:
+                return  # completed meanwhile (``close``)
+            with contextlib.ExitStack() as held:
+                if meta.state != TxnState.PREPARE_COMMIT or not self._commits_unblocked(
+                    meta.transactional_id, held
+                ):
+                    self._to_completer(meta)
+                    return
+                try:
+                    self._complete(meta)
+                except Exception:  # noqa: BLE001 - left Prepare*, retried later
+                    log.exception(
+                        "transaction %s: cannot write its markers yet; retrying",
+                        meta.transactional_id,
+                    )
+                finally:
+                    self._completing.discard(meta.transactional_id)
+                    self._done.notify_all()
+        finally:
+            self._lock.release()
 
     def _run_completer(self) -> None:
         """Complete decided transactions in order (markers, offsets, then Complete* without
@@ -685,7 +751,8 @@ class TransactionCoordinator:
             if meta is None:
                 return
             try:
-                self._complete(meta, durable=False)
+                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    self._complete(meta, durable=False)
             except Exception:  # noqa: BLE001 - left Prepare*, retried later
                 log.exception(
                     "transaction %s: cannot write its markers yet; retrying",

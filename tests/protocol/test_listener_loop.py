@@ -1,7 +1,8 @@
 """The listener's event loop and what it answers without the thread pool (issue 12 item 10: the
 transactional produce path's CPU): uvloop by default, asyncio's loop on request; under Kafka's
-flush policy a transaction's AddPartitionsToTxn and its commit's EndTxn are answered on the
-loop, so a transactional producer commits even while every worker thread is busy.
+flush policy a transaction's AddPartitionsToTxn and its commit's EndTxn (with group offsets
+too) are answered on the loop, so a transactional producer, or a consume-transform-produce
+one, commits even while every worker thread is busy.
 
 The busy pool is injected, not timed: every worker waits on an Event the test sets at the end.
 A listener that sends those requests to the pool cannot answer them meanwhile, and the
@@ -113,6 +114,9 @@ def test_a_commit_under_kafkas_flush_policy_is_answered_while_the_pool_is_busy(t
                 p.produce("busy", b"%d" % i)
             p.commit_transaction(TIMEOUT_S)
         assert not any(f.done() for f in held)  # the pool stayed busy all along
+        # the markers are written on the loop right after the answer, before it reads the
+        # next request: one more round trip, and the test (another thread) sees them too
+        p.list_topics("busy", TIMEOUT_S)
         plog = broker.store.partition_log("busy", 0)
         assert plog.txns.open == {}
         # 20 records and 2 COMMIT markers, all stable
@@ -125,8 +129,9 @@ def test_a_commit_under_kafkas_flush_policy_is_answered_while_the_pool_is_busy(t
 
 def test_send_offsets_under_kafkas_flush_policy_is_answered_while_the_pool_is_busy(tmp_path):
     """AddOffsetsToTxn and TxnOffsetCommit (with its member check against the group) on the
-    loop; the commit of those offsets then goes through the pool (the group coordinator's
-    lock), once it is free again."""
+    loop, and the commit of those offsets too (the group coordinator's lock free, no
+    fdatasync of ``__consumer_offsets`` due): its markers and offsets are written on the loop
+    right after its answer, before the loop reads any other request."""
     broker = Broker.open(
         tmp_path / "data",
         kafka_listener=ListenerConfig(port=0),
@@ -159,9 +164,13 @@ def test_send_offsets_under_kafkas_flush_policy_is_answered_while_the_pool_is_bu
             consumer.consumer_group_metadata(),
             TIMEOUT_S,
         )
+        p.commit_transaction(TIMEOUT_S)
         assert not any(f.done() for f in held)  # the pool stayed busy all along
         release.set()
-        p.commit_transaction(TIMEOUT_S)
+        # the next request read from a client finds them written (the test reads the broker
+        # from another thread, racing the loop: it asks over the wire instead)
+        (committed,) = consumer.committed([TopicPartition("in", 0)], TIMEOUT_S)
+        assert committed.offset == 3
         assert broker.coordinator.offsets.committed("copier")[("in", 0)].offset == 3
         assert [r.value for r in broker.store.read("out", 0, 0, committed=True)] == [
             b"a", b"b", b"c"

@@ -721,3 +721,72 @@ def test_only_requests_that_wait_on_nothing_are_answered_on_the_callers_thread(t
     finally:
         relaxed.close()
         strict.close()
+
+
+def test_a_commit_completed_soon_is_answered_first_and_waited_for(tmp_path, clock):
+    """Under Kafka's flush policy the listener's EndTxn passes `complete_soon` (its loop,
+    after the answer is written): end_txn returns at PrepareCommit with the markers and the
+    offsets still to write; the id's next request waits for them (not answered on the
+    caller's thread meanwhile); the completion writes them. Found busy (the lock taken
+    elsewhere), it is handed to the completer thread instead, never waited for."""
+    b = Broker(tmp_path, clock, topic_defaults=KAFKA_FLUSH_DEFAULTS)
+    try:
+        pid, epoch = b.txns.init_producer_id("copier", 60_000)
+        soon: list = []
+        for n in (1, 2):
+            b.txns.add_partitions("copier", pid, epoch, [("t", 0)])
+            data = rb.build_batch(
+                [ProducerRecord(b"r%d" % n)],
+                now_ms=clock.now,
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=n - 1,
+                attributes_extra=rb.ATTR_TRANSACTIONAL,
+            )
+            b.store.produce("t", 0, data, b.txns.verify_produce)  # no fdatasync waited for
+            b.txns.add_offsets("copier", pid, epoch, "group")
+            b.txns.txn_offset_commit("copier", pid, epoch, "group", {("in", 0): (n, "")})
+            with b.txns.held_if_unblocked("copier", True) as free:
+                assert free
+                b.txns.end_txn(
+                    "copier", pid, epoch, True, wait_for_markers=False, complete_soon=soon.append
+                )
+            assert len(soon) == 1
+            assert b.txns._txns["copier"].state == TxnState.PREPARE_COMMIT
+            assert b.store.offsets("t", 0, committed=True)[1] == 2 * (n - 1)  # no marker yet
+            before = b.groups.offsets.committed("group").get(("in", 0))
+            assert (before and before.offset) == (None if n == 1 else 1)  # not yet n
+            with b.txns.held_if_unblocked("copier") as free:
+                assert free is False  # the next request goes to a worker thread and waits
+            if n == 1:
+                waited = threading.Thread(
+                    target=b.txns.add_partitions, args=("copier", pid, epoch, [("t", 1)])
+                )
+                waited.start()
+                waited.join(0.2)
+                assert waited.is_alive()  # until the completion
+                soon.pop()()
+                waited.join(30)
+                assert b.txns._txns["copier"].state == TxnState.ONGOING
+            else:  # found busy: the completer thread does it
+                holding, release = threading.Event(), threading.Event()
+
+                def hold(holding: threading.Event, release: threading.Event) -> None:
+                    with b.txns._lock:
+                        holding.set()
+                        release.wait(30)
+
+                holder = threading.Thread(target=hold, args=(holding, release))
+                holder.start()
+                holding.wait(30)
+                soon.pop()()  # returns at once
+                release.set()
+                holder.join()
+                with b.txns._lock:
+                    assert b.txns._done.wait_for(lambda: not b.txns._completing, 30)
+                assert b.txns._txns["copier"].state == TxnState.COMPLETE_COMMIT
+            assert b.store.offsets("t", 0, committed=True)[1] == 2 * n  # record + marker
+            assert b.groups.offsets.committed("group")[("in", 0)].offset == n
+        b.txns.close()
+    finally:
+        b.close()

@@ -21,7 +21,9 @@ thread-pool round trip (but for the rare commit whose offsets cross the offsets 
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from streams.errors import GroupError, TidelogError, TransactionalProducerFenced
@@ -35,13 +37,30 @@ _FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
 MIN_EPOCH_BUMP_END_TXN = 5  # KIP-890 part 2: EndTxn v5 returns the bumped epoch
 
 
-async def _call(ctx: BrokerContext, transactional_id: str, fn, *args, commit: bool | None = None):
-    """`fn(*args)` on the loop if the coordinator says it waits on nothing (see the module
-    docstring; `commit`: an EndTxn's), else on the listener's thread pool."""
+async def _call(
+    ctx: BrokerContext,
+    transactional_id: str,
+    fn,
+    *args,
+    commit: bool | None = None,
+    on_loop=None,
+):
+    """`fn(*args)` on the loop (`on_loop(*args)` if given) if the coordinator says it waits
+    on nothing (see the module docstring; `commit`: an EndTxn's), else on the listener's
+    thread pool."""
     with ctx.transactions.held_if_unblocked(transactional_id, commit) as unblocked:
         if unblocked:
-            return fn(*args)
+            return (on_loop or fn)(*args)
     return await ctx.blocking(fn, *args)
+
+
+def _after_answer(fn: Callable[[], None]) -> None:
+    """Run `fn` on the running loop after the answer of the request being handled is
+    written: two turns of the loop later, so that the connection's respond task, which the
+    answer wakes, runs in between (if answers of earlier requests are still pending, `fn`
+    may run first: only the order is not guaranteed, never the outcome)."""
+    loop = asyncio.get_running_loop()
+    loop.call_soon(loop.call_soon, fn)
 
 
 def _code(req: Request, exc: TidelogError) -> int:
@@ -180,8 +199,10 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
     """EndTxn, answered as Kafka's coordinator does once the decision (PrepareCommit or
     PrepareAbort) is on disk; the markers follow from the coordinator's completer thread and
     the producer's next transaction waits for them (CONCURRENT_TRANSACTIONS meanwhile). Under
-    a relaxed flush policy nothing waits for the disk: the markers (and a commit's offsets)
-    are written before the answer, on the loop for a commit (see the module docstring)."""
+    a relaxed flush policy nothing waits for the disk: a commit (see the module docstring)
+    is answered on the loop, and its markers and offsets are written there right after the
+    answer (``_after_answer``), off the client's path; the id's next request waits for them
+    as for the completer thread's."""
     b = req.body
     bump = req.api_version >= MIN_EPOCH_BUMP_END_TXN
     try:
@@ -195,6 +216,9 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
             b.committed,
             bump,
             commit=b.committed,
+            on_loop=functools.partial(
+                ctx.transactions.end_txn, wait_for_markers=False, complete_soon=_after_answer
+            ),
         )
         code = 0
     except TidelogError as exc:
