@@ -15,7 +15,8 @@ Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x
   API's own response shape, every ``error_code`` UNSUPPORTED_VERSION and everything else empty
   (``unsupported_api_response``), so the connection stays usable;
 - Produce, the request every record arrives in, is decoded and answered by ``fastcodec``
-  (written out with ``struct``; kafka-python's codec stays its reference and its fallback).
+  (written out with ``struct``; kafka-python's codec stays its reference and its fallback),
+  and so are a transaction's AddOffsetsToTxn and EndTxn by ``txncodec``.
 
 A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
 
@@ -33,7 +34,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from streams.errors import ProtocolError
-from streams.protocol import fastcodec
+from streams.protocol import fastcodec, txncodec
 
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -105,6 +106,10 @@ def decode_request(frame: bytes | memoryview, versions: VersionRanges) -> Reques
         fast = fastcodec.decode_produce(frame)
         if fast is not None:  # else the generic decoder answers (and says what is wrong)
             return Request(api_key, *fast)
+    elif api_key in txncodec.MAX_VERSIONS and type(frame) is bytes:
+        small = txncodec.decode(frame)
+        if small is not None:  # else the generic decoder answers, as above
+            return Request(*small)
     cls = REQUEST_CLASSES[api_key]
     try:
         body = cls.decode(memoryview(frame), version=api_version, header=True)

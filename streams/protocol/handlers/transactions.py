@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streams.errors import GroupError, TidelogError, TransactionalProducerFenced
-from streams.protocol import codec
+from streams.protocol import codec, txncodec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
 from streams.txn import TxnState
@@ -150,7 +150,7 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 0
     except TidelogError as exc:
         code = _code(req, exc)
-    return codec.make_response(req, throttle_time_ms=0, error_code=code)
+    return txncodec.encode_response(req.api_key, req.api_version, req.correlation_id, code)
 
 
 async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
@@ -231,8 +231,8 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 0
     except TidelogError as exc:
         pid, epoch, code = -1, -1, _code(req, exc)
-    return codec.make_response(
-        req, throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch
+    return txncodec.encode_response(
+        req.api_key, req.api_version, req.correlation_id, code, pid, epoch
     )
 
 

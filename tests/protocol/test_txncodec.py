@@ -1,0 +1,90 @@
+"""``txncodec`` (AddOffsetsToTxn and EndTxn written out by hand) against kafka-python's
+generic codec, its reference: the same fields from every request version's bytes, None (the
+generic decoder answers) for what it does not expect, and byte-identical responses."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.protocol import codec, txncodec
+from streams.protocol.handlers import SUPPORTED_VERSIONS
+
+CASES = [
+    (
+        txncodec.ADD_OFFSETS_TO_TXN_KEY,
+        v,
+        {
+            "transactional_id": "copier-é1",
+            "producer_id": 4_000_000_001,
+            "producer_epoch": 7,
+            "group_id": "copier-group",
+        },
+    )
+    for v in range(5)
+] + [
+    (
+        txncodec.END_TXN_KEY,
+        v,
+        {
+            "transactional_id": "copier-é1",
+            "producer_id": 4_000_000_001,
+            "producer_epoch": 7,
+            "committed": committed,
+        },
+    )
+    for v in range(6)
+    for committed in (True, False)
+]
+
+
+def _frame(key: int, version: int, client_id: str | None = "rdkafka", **fields) -> bytes:
+    req = codec.request_class(key)[version](**fields)
+    req.with_header(correlation_id=123_456, client_id=client_id)
+    return bytes(req.encode(header=True, framed=True))[4:]
+
+
+def _generic(frame: bytes, key: int, version: int):
+    return codec.request_class(key)[version].decode(memoryview(frame), version=version, header=True)
+
+
+@pytest.mark.parametrize(("key", "version", "fields"), CASES)
+def test_requests_decode_as_the_generic_codec_decodes_them(key, version, fields):
+    for client_id in ("rdkafka", None, ""):
+        frame = _frame(key, version, client_id, **fields)
+        got = txncodec.decode(frame)
+        assert got is not None
+        generic = _generic(frame, key, version)
+        assert got[:4] == (key, version, 123_456, generic.header.client_id)
+        for name, value in got[4]._asdict().items():
+            assert value == getattr(generic, name) == fields[name]
+        req = codec.decode_request(frame, SUPPORTED_VERSIONS)  # the listener's entry point
+        assert req.body == got[4]
+
+
+@pytest.mark.parametrize(("key", "version", "fields"), CASES)
+def test_what_it_does_not_expect_is_left_to_the_generic_decoder(key, version, fields):
+    frame = _frame(key, version, **fields)
+    assert txncodec.decode(frame + b"\x00") is None  # bytes left over
+    for cut in range(len(frame)):
+        assert txncodec.decode(frame[:cut]) is None  # truncated
+    long_id = dict(fields, transactional_id="t" * 200)  # a compact length of two bytes
+    long_frame = _frame(key, version, **long_id)
+    if version >= txncodec.FLEXIBLE:
+        assert txncodec.decode(long_frame) is None
+        tagged = bytearray(frame)
+        tagged[-1] = 1  # one tagged field in the body: not read here
+        assert txncodec.decode(bytes(tagged)) is None
+    else:
+        assert txncodec.decode(long_frame)[4].transactional_id == "t" * 200
+
+
+@pytest.mark.parametrize(("key", "version", "fields"), CASES)
+def test_responses_are_byte_for_byte_the_generic_encoders(key, version, fields):
+    req = codec.decode_request(_frame(key, version, **fields), SUPPORTED_VERSIONS)
+    for code, pid, epoch in ((0, 4_000_000_001, 8), (47, -1, -1), (90, 12, 32_767)):
+        extra = {"producer_id": pid, "producer_epoch": epoch} if key == txncodec.END_TXN_KEY else {}
+        generic = codec.encode_response(
+            req, codec.make_response(req, throttle_time_ms=0, error_code=code, **extra)
+        )
+        mine = txncodec.encode_response(key, version, req.correlation_id, code, pid, epoch)
+        assert mine == bytes(generic)
