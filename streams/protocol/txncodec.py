@@ -1,5 +1,6 @@
 """A transaction's small requests written out by hand: AddOffsetsToTxn (v0-4) and EndTxn
-(v0-5), their requests and responses, as ``fastcodec`` does for Produce.
+(v0-5), their requests and responses, and TxnOffsetCommit's response (v0-4), as
+``fastcodec`` does for Produce.
 
 A consume-transform-produce transaction makes both once per transaction, and kafka-python's
 generic codec (a ``DataContainer`` per struct, the schema walked per field) spent ~65-80 us
@@ -14,7 +15,10 @@ against a few microseconds here:
 - ``encode_response(request, error_code, producer_id, producer_epoch)``: the framed
   response, byte for byte what the generic encoder writes for the same fields (throttle 0).
 
-tests/protocol/test_txncodec.py holds both to the generic codec over every version.
+- ``encode_txn_offset_commit_response(version, correlation_id, topics)``: TxnOffsetCommit's
+  framed response (topics: (name, [(partition, error code)])), the generic encoder's bytes.
+
+tests/protocol/test_txncodec.py holds them to the generic codec over every version.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import NamedTuple
 
 ADD_OFFSETS_TO_TXN_KEY = 25
 END_TXN_KEY = 26
+TXN_OFFSET_COMMIT_KEY = 28
 MAX_VERSIONS = {ADD_OFFSETS_TO_TXN_KEY: 4, END_TXN_KEY: 5}
 FLEXIBLE = 3  # both: compact strings and tagged fields from v3 (KIP-482)
 END_TXN_EPOCH_BUMP = 5  # EndTxn v5 answers the producer id and epoch (KIP-890)
@@ -125,3 +130,51 @@ def encode_response(
     if flexible:  # the body's tagged fields, and the response header v1's before it
         body = b"\x00" + body + b"\x00"
     return struct.pack(">ii", 4 + len(body), correlation_id) + body
+
+
+def _write_uvarint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+_PART_ERROR = struct.Struct(">ih")
+_I32 = struct.Struct(">i")
+
+
+def encode_txn_offset_commit_response(
+    version: int, correlation_id: int, topics: list[tuple[str, list[tuple[int, int]]]]
+) -> bytes:
+    """The framed TxnOffsetCommit response (throttle 0): per topic its name and per partition
+    its index and error code."""
+    flexible = version >= FLEXIBLE
+    out = bytearray(8)  # the frame size and the correlation id, packed last
+    if flexible:
+        out.append(0)  # response header v1: its tagged fields
+    out += _I32.pack(0)  # throttle_time_ms
+    if flexible:
+        _write_uvarint(out, len(topics) + 1)
+    else:
+        out += _I32.pack(len(topics))
+    for name, partitions in topics:
+        raw = name.encode()
+        if flexible:
+            _write_uvarint(out, len(raw) + 1)
+        else:
+            out += _I16.pack(len(raw))
+        out += raw
+        if flexible:
+            _write_uvarint(out, len(partitions) + 1)
+        else:
+            out += _I32.pack(len(partitions))
+        for partition, code in partitions:
+            out += _PART_ERROR.pack(partition, code)
+            if flexible:
+                out.append(0)
+        if flexible:
+            out.append(0)
+    if flexible:
+        out.append(0)
+    struct.pack_into(">ii", out, 0, len(out) - 4, correlation_id)
+    return bytes(out)

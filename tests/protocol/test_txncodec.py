@@ -88,3 +88,44 @@ def test_responses_are_byte_for_byte_the_generic_encoders(key, version, fields):
         )
         mine = txncodec.encode_response(key, version, req.correlation_id, code, pid, epoch)
         assert mine == bytes(generic)
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_txn_offset_commit_responses_are_the_generic_encoders(version):
+    fields = {
+        "transactional_id": "copier-1",
+        "group_id": "copier-group",
+        "producer_id": 5,
+        "producer_epoch": 1,
+        "topics": [],
+    }
+    if version >= 3:
+        fields |= {"generation_id": -1, "member_id": "", "group_instance_id": None}
+    req = codec.decode_request(
+        _frame(txncodec.TXN_OFFSET_COMMIT_KEY, version, **fields), SUPPORTED_VERSIONS
+    )
+    cls = codec.response_class(txncodec.TXN_OFFSET_COMMIT_KEY).TxnOffsetCommitResponseTopic
+    for topics in (
+        [],
+        [("in-é", [(0, 0)])],
+        [("in", [(0, 0), (7, 0), (2**31 - 1, 0)]), ("x" * 300, [(3, 49)]), ("y", [])],
+    ):
+        generic = codec.encode_response(
+            req,
+            codec.make_response(
+                req,
+                throttle_time_ms=0,
+                topics=[
+                    cls(
+                        name=name,
+                        partitions=[
+                            cls.TxnOffsetCommitResponsePartition(partition_index=p, error_code=c)
+                            for p, c in parts
+                        ],
+                    )
+                    for name, parts in topics
+                ],
+            ),
+        )
+        mine = txncodec.encode_txn_offset_commit_response(version, req.correlation_id, topics)
+        assert mine == bytes(generic)

@@ -170,20 +170,8 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         code = _txn_offset_commit(ctx, req, offsets) if unblocked and groups_free else None
     if code is None:  # one trip to the pool
         code = await ctx.blocking(_txn_offset_commit, ctx, req, offsets)
-    cls = codec.response_class(req.api_key).TxnOffsetCommitResponseTopic
-    topics = [
-        cls(
-            name=t.name,
-            partitions=[
-                cls.TxnOffsetCommitResponsePartition(
-                    partition_index=p.partition_index, error_code=code
-                )
-                for p in t.partitions
-            ],
-        )
-        for t in b.topics
-    ]
-    return codec.make_response(req, throttle_time_ms=0, topics=topics)
+    topics = [(t.name, [(p.partition_index, code) for p in t.partitions]) for t in b.topics]
+    return txncodec.encode_txn_offset_commit_response(req.api_version, req.correlation_id, topics)
 
 
 def _txn_offset_commit(ctx: BrokerContext, req: Request, offsets) -> int:
