@@ -1,6 +1,6 @@
-"""A transaction's small requests written out by hand: AddOffsetsToTxn (v0-4) and EndTxn
-(v0-5), their requests and responses, and TxnOffsetCommit's response (v0-4), as
-``fastcodec`` does for Produce.
+"""A transaction's small requests written out by hand: AddOffsetsToTxn (v0-4), EndTxn
+(v0-5) and TxnOffsetCommit (v0-4), their requests and responses, as ``fastcodec`` does for
+Produce.
 
 A consume-transform-produce transaction makes both once per transaction, and kafka-python's
 generic codec (a ``DataContainer`` per struct, the schema walked per field) spent ~65-80 us
@@ -9,9 +9,10 @@ against a few microseconds here:
 
 - ``decode(frame)``: the request in `frame` (header included) as its version, correlation id,
   client id and a body with the attributes the listener reads (``transactional_id``,
-  ``producer_id``, ``producer_epoch`` and ``group_id`` or ``committed``); None for anything
-  it does not expect (tagged fields, a null string, bytes left over, a truncated frame):
-  the generic decoder, which stays the reference, answers then;
+  ``producer_id``, ``producer_epoch`` and ``group_id`` or ``committed``; TxnOffsetCommit's
+  all of its fields); None for anything it does not expect (tagged fields, a null string or
+  array where none is allowed, bytes left over, a truncated frame): the generic decoder,
+  which stays the reference, answers then;
 - ``encode_response(request, error_code, producer_id, producer_epoch)``: the framed
   response, byte for byte what the generic encoder writes for the same fields (throttle 0).
 
@@ -29,12 +30,13 @@ from typing import NamedTuple
 ADD_OFFSETS_TO_TXN_KEY = 25
 END_TXN_KEY = 26
 TXN_OFFSET_COMMIT_KEY = 28
-MAX_VERSIONS = {ADD_OFFSETS_TO_TXN_KEY: 4, END_TXN_KEY: 5}
+MAX_VERSIONS = {ADD_OFFSETS_TO_TXN_KEY: 4, END_TXN_KEY: 5, TXN_OFFSET_COMMIT_KEY: 4}
 FLEXIBLE = 3  # both: compact strings and tagged fields from v3 (KIP-482)
 END_TXN_EPOCH_BUMP = 5  # EndTxn v5 answers the producer id and epoch (KIP-890)
 
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 _PID_EPOCH = struct.Struct(">qh")
 _THROTTLE_ERROR = struct.Struct(">ih")
 
@@ -53,28 +55,94 @@ class EndTxnBody(NamedTuple):
     committed: bool
 
 
+class TxnOffsetCommitPartition(NamedTuple):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitTopic(NamedTuple):
+    name: str
+    partitions: list[TxnOffsetCommitPartition]
+
+
+class TxnOffsetCommitBody(NamedTuple):
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitTopic]
+
+
+_OFFSET = struct.Struct(">iq")  # partition index, committed offset
+_OFFSET_EPOCH = struct.Struct(">iqi")  # + committed leader epoch (v2+)
+
+
 class _Short(Exception):
     """The frame ends early or holds what this decoder leaves to the generic one."""
 
 
-def _string(frame: bytes, pos: int, flexible: bool) -> tuple[str, int]:
-    if flexible:
-        n = frame[pos]
-        if n >= 0x80:  # a length of 127 bytes or more: rare, left to the generic decoder
-            raise _Short
-        n -= 1
+def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
+    result, shift = 0, 0
+    while True:
+        b = frame[pos]
         pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise _Short
+
+
+def _nullable_string(frame: bytes, pos: int, flexible: bool) -> tuple[str | None, int]:
+    if flexible:
+        n, pos = _uvarint(frame, pos)
+        n -= 1
     else:
         (n,) = _I16.unpack_from(frame, pos)
         pos += 2
-    if n < 0 or len(frame) < pos + n:
+    if n < 0:
+        if n < -1:
+            raise _Short
+        return None, pos
+    if len(frame) < pos + n:
         raise _Short
     return frame[pos : pos + n].decode(), pos + n
 
 
+def _string(frame: bytes, pos: int, flexible: bool) -> tuple[str, int]:
+    value, pos = _nullable_string(frame, pos, flexible)
+    if value is None:  # not a nullable field: the generic decoder says what is wrong
+        raise _Short
+    return value, pos
+
+
+def _count(frame: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+    if flexible:
+        n, pos = _uvarint(frame, pos)
+        n -= 1
+    else:
+        (n,) = _I32.unpack_from(frame, pos)
+        pos += 4
+    if n < 0:  # a null array: left to the generic decoder
+        raise _Short
+    return n, pos
+
+
+def _no_tags(frame: bytes, pos: int) -> int:
+    if frame[pos] != 0:
+        raise _Short
+    return pos + 1
+
+
 def decode(frame: bytes) -> tuple[int, int, int, str | None, tuple] | None:
-    """The AddOffsetsToTxn or EndTxn request in `frame` as (api key, version, correlation id,
-    client id, body), or None: leave it to the generic decoder."""
+    """The AddOffsetsToTxn, EndTxn or TxnOffsetCommit request in `frame` as (api key,
+    version, correlation id, client id, body), or None: leave it to the generic decoder."""
     try:
         api_key, version, correlation_id, n = _HEADER.unpack_from(frame, 0)
         if not 0 <= version <= MAX_VERSIONS.get(api_key, -1):
@@ -90,18 +158,21 @@ def decode(frame: bytes) -> tuple[int, int, int, str | None, tuple] | None:
                 return None
             pos += 1
         transactional_id, pos = _string(frame, pos, flexible)
-        producer_id, producer_epoch = _PID_EPOCH.unpack_from(frame, pos)
-        pos += _PID_EPOCH.size
         body: tuple
-        if api_key == END_TXN_KEY:
-            committed = frame[pos]
-            if committed > 1:
-                return None
-            pos += 1
-            body = EndTxnBody(transactional_id, producer_id, producer_epoch, bool(committed))
+        if api_key == TXN_OFFSET_COMMIT_KEY:  # its group id comes before the producer's
+            body, pos = _txn_offset_commit(frame, pos, version, transactional_id)
         else:
-            group_id, pos = _string(frame, pos, flexible)
-            body = AddOffsetsToTxnBody(transactional_id, producer_id, producer_epoch, group_id)
+            producer_id, producer_epoch = _PID_EPOCH.unpack_from(frame, pos)
+            pos += _PID_EPOCH.size
+            if api_key == END_TXN_KEY:
+                committed = frame[pos]
+                if committed > 1:
+                    return None
+                pos += 1
+                body = EndTxnBody(transactional_id, producer_id, producer_epoch, bool(committed))
+            else:
+                group_id, pos = _string(frame, pos, flexible)
+                body = AddOffsetsToTxnBody(transactional_id, producer_id, producer_epoch, group_id)
         if flexible:
             if frame[pos] != 0:
                 return None
@@ -111,6 +182,53 @@ def decode(frame: bytes) -> tuple[int, int, int, str | None, tuple] | None:
         return api_key, version, correlation_id, client_id, body
     except (_Short, IndexError, struct.error, UnicodeDecodeError):
         return None
+
+
+def _txn_offset_commit(
+    frame: bytes, pos: int, version: int, transactional_id: str
+) -> tuple[TxnOffsetCommitBody, int]:
+    """The rest of a TxnOffsetCommit request after its transactional id (tagged fields of
+    the body excepted)."""
+    flexible = version >= FLEXIBLE
+    group_id, pos = _string(frame, pos, flexible)
+    producer_id, producer_epoch = _PID_EPOCH.unpack_from(frame, pos)
+    pos += _PID_EPOCH.size
+    generation_id, member_id, instance_id = -1, "", None
+    if version >= 3:
+        (generation_id,) = _I32.unpack_from(frame, pos)
+        member_id, pos = _string(frame, pos + 4, flexible)
+        instance_id, pos = _nullable_string(frame, pos, flexible)
+    topics = []
+    count, pos = _count(frame, pos, flexible)
+    for _ in range(count):
+        name, pos = _string(frame, pos, flexible)
+        partitions = []
+        n, pos = _count(frame, pos, flexible)
+        for _ in range(n):
+            if version >= 2:
+                index, offset, epoch = _OFFSET_EPOCH.unpack_from(frame, pos)
+                pos += _OFFSET_EPOCH.size
+            else:
+                (index, offset), epoch = _OFFSET.unpack_from(frame, pos), -1
+                pos += _OFFSET.size
+            metadata, pos = _nullable_string(frame, pos, flexible)
+            if flexible:
+                pos = _no_tags(frame, pos)
+            partitions.append(TxnOffsetCommitPartition(index, offset, epoch, metadata))
+        if flexible:
+            pos = _no_tags(frame, pos)
+        topics.append(TxnOffsetCommitTopic(name, partitions))
+    body = TxnOffsetCommitBody(
+        transactional_id,
+        group_id,
+        producer_id,
+        producer_epoch,
+        generation_id,
+        member_id,
+        instance_id,
+        topics,
+    )
+    return body, pos
 
 
 def encode_response(
@@ -140,7 +258,6 @@ def _write_uvarint(out: bytearray, n: int) -> None:
 
 
 _PART_ERROR = struct.Struct(">ih")
-_I32 = struct.Struct(">i")
 
 
 def encode_txn_offset_commit_response(

@@ -68,14 +68,11 @@ def test_what_it_does_not_expect_is_left_to_the_generic_decoder(key, version, fi
     for cut in range(len(frame)):
         assert txncodec.decode(frame[:cut]) is None  # truncated
     long_id = dict(fields, transactional_id="t" * 200)  # a compact length of two bytes
-    long_frame = _frame(key, version, **long_id)
+    assert txncodec.decode(_frame(key, version, **long_id))[4].transactional_id == "t" * 200
     if version >= txncodec.FLEXIBLE:
-        assert txncodec.decode(long_frame) is None
         tagged = bytearray(frame)
         tagged[-1] = 1  # one tagged field in the body: not read here
         assert txncodec.decode(bytes(tagged)) is None
-    else:
-        assert txncodec.decode(long_frame)[4].transactional_id == "t" * 200
 
 
 @pytest.mark.parametrize(("key", "version", "fields"), CASES)
@@ -129,3 +126,83 @@ def test_txn_offset_commit_responses_are_the_generic_encoders(version):
         )
         mine = txncodec.encode_txn_offset_commit_response(version, req.correlation_id, topics)
         assert mine == bytes(generic)
+
+
+def _txn_offset_commit_fields(version: int, topics) -> dict:
+    fields = {
+        "transactional_id": "copier-é1",
+        "group_id": "g" * 150,
+        "producer_id": 4_000_000_001,
+        "producer_epoch": 7,
+        "topics": topics,
+    }
+    if version >= 3:
+        fields |= {"generation_id": 12, "member_id": "member-1", "group_instance_id": None}
+    return fields
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_txn_offset_commit_requests_decode_as_the_generic_codec_decodes_them(version):
+    cls = codec.request_class(txncodec.TXN_OFFSET_COMMIT_KEY)[version]
+    topic = cls.TxnOffsetCommitRequestTopic
+    part = topic.TxnOffsetCommitRequestPartition
+    variants = [
+        [],
+        [topic(name="in", partitions=[part(partition_index=0, committed_offset=1000)])],
+        [
+            topic(
+                name="x" * 300,
+                partitions=[
+                    part(partition_index=p, committed_offset=2**40 + p, committed_metadata=md)
+                    for p, md in ((0, None), (1, ""), (5, "méta"), (2**31 - 1, "m" * 200))
+                ],
+            ),
+            topic(name="empty", partitions=[]),
+        ],
+    ]
+    if version >= 2:
+        variants.append(
+            [
+                topic(
+                    name="epochs",
+                    partitions=[
+                        part(partition_index=0, committed_offset=9, committed_leader_epoch=4)
+                    ],
+                )
+            ]
+        )
+    for topics in variants:
+        fields = _txn_offset_commit_fields(version, topics)
+        if version >= 3:
+            fields["group_instance_id"] = "instance-1" if topics else None
+        frame = _frame(txncodec.TXN_OFFSET_COMMIT_KEY, version, **fields)
+        got = txncodec.decode(frame)
+        assert got is not None
+        generic = _generic(frame, txncodec.TXN_OFFSET_COMMIT_KEY, version)
+        body = got[4]
+        for name in ("transactional_id", "group_id", "producer_id", "producer_epoch"):
+            assert getattr(body, name) == getattr(generic, name)
+        if version >= 3:
+            for name in ("generation_id", "member_id", "group_instance_id"):
+                assert getattr(body, name) == getattr(generic, name)
+        else:
+            assert (body.generation_id, body.member_id, body.group_instance_id) == (-1, "", None)
+        assert [
+            (
+                t.name,
+                [
+                    (
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch if version >= 2 else -1,
+                        p.committed_metadata,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in generic.topics
+        ] == [(t.name, [tuple(p) for p in t.partitions]) for t in body.topics]
+        assert txncodec.decode(frame + b"\x00") is None
+        for cut in range(0, len(frame), 7):
+            assert txncodec.decode(frame[:cut]) is None
+        assert codec.decode_request(frame, SUPPORTED_VERSIONS).body == body
