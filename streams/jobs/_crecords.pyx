@@ -80,3 +80,80 @@ def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, P
     except Exception:
         return False
     return True
+
+
+# ------------------------------------------------------------------ writing outputs
+
+from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8String
+
+cdef extern from "Python.h":
+    bint PyUnicode_CheckExact(object)
+    bint PyTuple_Check(object)
+
+cdef object _orjson_dumps = orjson.dumps
+cdef tuple _NO_HEADERS = ()
+
+
+cdef inline bint _json_exact(bytes data):
+    """Whether orjson's `data` is the text ``json.dumps`` writes (``serde.compact_json_bytes``'s
+    ``encode_exact`` test): ASCII without DEL, no ``null``, no digit followed by ``.``, ``e`` or
+    ``E`` (a float, which json may write otherwise)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t i, n = PyBytes_GET_SIZE(data)
+    cdef unsigned char c
+    for i in range(n):
+        c = p[i]
+        if c >= 0x7f:
+            return False
+        if c == 110 and i + 3 < n and p[i + 1] == 117 and p[i + 2] == 108 and p[i + 3] == 108:
+            return False  # null
+        if (c == 46 or c == 101 or c == 69) and i > 0 and 48 <= p[i - 1] <= 57:
+            return False  # [0-9][.eE]
+    return True
+
+
+def encode(list recs, Py_ssize_t start, bint text_keys, object json_value, object default,
+           object options, list out):
+    """Outputs ``(key, value, ts, ...)`` of `recs` from index `start` as ``(value bytes, key
+    bytes, (), ts)`` appended to `out`, the key as UTF-8 text (`text_keys`: it must be a
+    ``str``) or as its ``bytes``, the value as compact JSON: orjson's bytes (``dumps(value,
+    default, options)``) where they are json's, else `json_value` (``JSON.serialize``)'s.
+    Returns the index of the first record it does not take (``len(recs)`` when it took them
+    all): a record that is not a tuple of three or more, a key of another type, a value whose
+    `json_value` raised; the caller writes that one the pure way, which raises its error."""
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(recs)
+    cdef object rec, k, v, key, value
+    for i in range(start, n):
+        rec = <object>PyList_GET_ITEM(recs, i)
+        if not PyTuple_Check(rec) or PyTuple_GET_SIZE(rec) < 3:
+            return i
+        k = <object>PyTuple_GET_ITEM(rec, 0)
+        if k is None:
+            key = None
+        elif text_keys:
+            if not PyUnicode_CheckExact(k):
+                return i
+            try:
+                key = PyUnicode_AsUTF8String(k)
+            except Exception:
+                return i  # a lone surrogate: str.encode raises
+        elif PyBytes_CheckExact(k):
+            key = k
+        else:
+            return i
+        v = <object>PyTuple_GET_ITEM(rec, 1)
+        if v is None:
+            value = None
+        else:
+            try:
+                value = _orjson_dumps(v, default, options)
+                if not _json_exact(value):
+                    value = json_value(v)
+            except Exception:
+                try:
+                    value = json_value(v)
+                except Exception:
+                    return i
+        PyList_Append(out, (value, key, _NO_HEADERS, <object>PyTuple_GET_ITEM(rec, 2)))
+    return n

@@ -471,13 +471,13 @@ class KafkaLog:
 
     def _produce(self, producer: Producer, records) -> None:
         for (topic, partition), recs in records.items():
-            for r in recs:
-                kwargs = {"timestamp": r.timestamp_ms} if r.timestamp_ms is not None else {}
+            for value, key, _, ts in recs:  # (value, key, headers, ts): see logs.Records
+                kwargs = {"timestamp": ts} if ts is not None else {}
                 if partition is not None:
                     kwargs["partition"] = partition
                 while True:
                     try:
-                        producer.produce(topic, r.value, r.key, **kwargs)
+                        producer.produce(topic, value, key, **kwargs)
                         break
                     except BufferError:  # the local queue is full: let deliveries drain it
                         producer.poll(0.05)

@@ -39,15 +39,46 @@ from typing import NamedTuple, Protocol
 
 from streams.client import CommitFailed, Consumer
 from streams.errors import GroupError, TopicAlreadyExists, UnknownTopic
-from streams.log import LogStore, ProducerRecord
+from streams.log import LogStore
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-# records a task writes at a checkpoint, by (topic, partition); partition None: by key
-Records = dict[tuple[str, int | None], list[ProducerRecord]]
+# records a task writes at a checkpoint, by (topic, partition); partition None: by key. Each
+# is ``(value, key, headers, ts)``: a plain tuple (the runner buffers them so: a NamedTuple
+# stays tracked by the cycle collector, which then walks every buffered output) or a
+# ``ProducerRecord``
+Records = dict[tuple[str, int | None], list[tuple]]
 Callback = Callable[[list[TP]], None]
 KeyValue = tuple[bytes | None, bytes | None]  # a changelog record: key, value (None: deleted)
+
+
+# a checkpoint appends a destination's records in runs of about this many bytes of keys and
+# values (``_runs``): one batch of them fits the default max.message.bytes (1 MiB), where
+# one append of them all would be encoded whole, refused as too large and split in halves,
+# re-encoded, until the halves fit (several encodings of the same records)
+APPEND_BYTES = 512 * 1024
+
+
+def _runs(recs: list, limit: int) -> list[list]:
+    """`recs` (``(value, key, headers, ts)``) cut into runs in order, each of at most `limit`
+    bytes of keys and values and per-record overhead (a run of one record may be more); a
+    list that fits is returned whole, uncopied. Only a size hint: ``LogStore.append_batch``
+    still splits a batch the topic's max.message.bytes refuses."""
+    runs = []
+    start = size = 0
+    i = -1
+    for value, key, _, _ in recs:
+        i += 1
+        n = 16 + (0 if value is None else len(value)) + (0 if key is None else len(key))
+        if size + n > limit and i > start:
+            runs.append(recs[start:i])
+            start, size = i, 0
+        size += n
+    if start == 0:
+        return [recs]
+    runs.append(recs[start:])
+    return runs
 
 
 class LogRecord(NamedTuple):
@@ -218,7 +249,8 @@ class EmbeddedLog:
                 batches.setdefault(dest, []).extend(recs)
             offsets.update((tp, off) for tp, off in cp.offsets.items() if self._done.get(tp) != off)
         for (topic, partition), recs in batches.items():
-            self.store.append_batch(topic, recs, partition=partition)
+            for run in _runs(recs, APPEND_BYTES):
+                self.store.append_batch(topic, run, partition=partition)
         if self.consumer is not None:
             if offsets:
                 try:

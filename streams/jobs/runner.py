@@ -73,13 +73,13 @@ from streams.errors import InvalidConfig, TidelogError
 from streams.jobs.job import Job
 from streams.jobs.logs import TP, EmbeddedLog, JobLog, Records, TaskCheckpoint, TaskMigrated
 from streams.jobs.metrics import JobMetrics
-from streams.jobs.serde import SerdeError, decode_records
+from streams.jobs.serde import SerdeError, decode_records, records_encoder
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
 from streams.jobs.views import RunnerViews, ViewRegistry
 from streams.jobs.views import registry as view_registry
 from streams.jobs.viewserver import member_client_id
-from streams.log import LogStore, ProducerRecord
+from streams.log import LogStore
 
 log = logging.getLogger(__name__)
 
@@ -385,16 +385,32 @@ class Runner:
             params = self._serdes[topic] if kind == "repartition" else self._sinks[topic]
             k = params["key"].serialize(key)
             v = params["value"].serialize(value)
-            out.setdefault((topic, None), []).append(ProducerRecord(v, k, (), ts))
+            out.setdefault((topic, None), []).append((v, k, (), ts))
 
         def emit_many(kind: str, topic: str, recs: list) -> None:
             params = self._serdes[topic] if kind == "repartition" else self._sinks[topic]
             kser, vser = params["key"].serialize, params["value"].serialize
-            append = out.setdefault((topic, None), []).append
+            dest = out.get((topic, None))
+            if dest is None:
+                dest = out[(topic, None)] = []
+            append = dest.append
+            # the compiled loop (text or bytes keys, JSON values) writes what it takes; the
+            # pure one below writes each record it stops at, or every record without it
+            fast = records_encoder(params["key"], params["value"])
+            i, n = 0, len(recs)
             r = None
             try:
-                for r in recs:
-                    append(ProducerRecord(vser(r[1]), kser(r[0]), (), r[2]))
+                if fast is None:
+                    for r in recs:
+                        append((vser(r[1]), kser(r[0]), (), r[2]))
+                    return
+                while True:
+                    i = fast(recs, i, dest)
+                    if i >= n:
+                        return
+                    r = recs[i]
+                    append((vser(r[1]), kser(r[0]), (), r[2]))
+                    i += 1
             except Exception:
                 task = self.tasks.get(p)
                 if task is not None:
@@ -589,7 +605,7 @@ class Runner:
             for name, store in task.stores.items():
                 changes = taken[p][name] = store.take_changes()
                 if changes:
-                    recs = [ProducerRecord(v, k, (), None) for k, v in changes]
+                    recs = [(v, k, (), None) for k, v in changes]
                     out.setdefault((changelog_topic(self.job.name, name), p), []).extend(recs)
             offsets = {(t, p): self._positions[(t, p)] for t in self._inputs[p]}
             cps[p] = TaskCheckpoint(dict(out), offsets)

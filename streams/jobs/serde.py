@@ -270,6 +270,24 @@ def decode_records(
     return None
 
 
+def records_encoder(key: Serde, value: Serde) -> Callable[[list, int, list], int] | None:
+    """The compiled writing of a job's outputs (``_crecords.encode``) for text or bytes keys
+    and JSON values, else None (other serialisers, not built): ``encode(recs, start, out)``
+    appends outputs ``(key, value, ts, ...)`` of `recs` from index `start` to `out` as the
+    records a runner buffers, ``(value bytes, key bytes, (), ts)`` — the same records as
+    ``(value.serialize(v), key.serialize(k), (), ts)`` for each — and returns the index of the
+    first record it did not write (``len(recs)``: all of them). The caller writes that one the
+    pure way (which raises its error, if any) and calls again after it."""
+    if _crecords is None or value is not JSON or (key is not TEXT and key is not BYTES):
+        return None
+    native, text_keys, json_value = _crecords.encode, key is TEXT, JSON.serialize
+
+    def encode(recs: list, start: int, out: list) -> int:
+        return native(recs, start, text_keys, json_value, _not_json, _ORJSON_STRICT, out)
+
+    return encode
+
+
 def serde_of(value: object) -> Serde:
     """A Serde, or one of the names "bytes", "text", "json"."""
     if isinstance(value, str):

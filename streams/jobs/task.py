@@ -509,22 +509,31 @@ class _Window(_Step):
         """Snapshot the windows events touched since the last commit (closed ones were
         deleted when they closed) and the operators' progress."""
         op0 = self.ops[0][1]
-        for key, start in self._dirty:
-            if self.sessions:
+        if self.sessions:
+            for key, start in self._dirty:
                 if op0.session_state(key) is not None:
                     self.store[(key, start)] = [op.session_state(key) for _, op in self.ops]
                 else:
                     self.store.pop((key, start), None)
-            elif op0.fixed_window_state(key, start) is not None:
-                self.store[(key, start)] = [op.fixed_window_state(key, start) for _, op in self.ops]
-                self._stored.add((key, start))
+        else:
+            state0, store, stored = op0.fixed_window_state, self.store, self._stored
+            others = [op.fixed_window_state for _, op in self.ops[1:]]
+            for wk in self._dirty:
+                st = state0(*wk)
+                if st is not None:
+                    store[wk] = [st, *[state(*wk) for state in others]] if others else [st]
+                    stored.add(wk)
         self._dirty.clear()
         self.store[_PROGRESS] = [op.progress() for _, op in self.ops]
 
     def _emit(self, outs, origin: int | None = None) -> None:
         """Forward the operators' results (zipped), as a batch; `origin`: the input offset
         they are blamed on if a later step fails on them (the batch's last record)."""
-        batch = []
+        batch: list = []
+        if len(outs) == 1 and not self.sessions:  # one operator's fixed windows: the loop
+            self._emit_fixed(outs[0], origin, batch)  # below, unrolled
+            self.forward_many(batch)
+            return
         for results in zip(*outs, strict=True):
             r0 = results[0]
             if self.sessions:
@@ -545,6 +554,24 @@ class _Window(_Step):
                 value["replaces"] = [list(b) for b in r0.replaces]
             batch.append((r0.key, value, r0.end - 1, origin))
         self.forward_many(batch)
+
+    def _emit_fixed(self, results: list, origin: int | None, batch: list) -> None:
+        """``_emit`` of one operator's tumbling or hopping windows, into `batch`."""
+        discard, stored, store = self._dirty.discard, self._stored, self.store
+        only_final, append = self.only_final, batch.append
+        for key, start, end, values, revision, _correction, final, replaces in results:
+            if final:
+                wk = (key, start)
+                discard(wk)
+                if wk in stored:
+                    stored.discard(wk)
+                    del store[wk]
+            elif only_final:
+                continue
+            value = {"start": start, "end": end, **values, "revision": revision, "final": final}
+            if replaces:
+                value["replaces"] = [list(b) for b in replaces]
+            append((key, value, end - 1, origin))
 
     def flush(self) -> None:
         self._emit([op.flush() for _, op in self.ops])

@@ -102,7 +102,7 @@ def store_batch(
     InvalidRecord (a compacted topic's record without a key) or RecordTooLarge."""
     if config.compact:
         for r in records:
-            if r.key is None:
+            if r[1] is None:  # a ProducerRecord or a plain tuple of its fields
                 raise InvalidRecord(
                     f"topic {topic!r} is compacted (cleanup.policy=compact): "
                     "every record needs a key"

@@ -190,11 +190,10 @@ class ProducerStateManager:
     ) -> BatchMetadata | None:
         """Kafka's ``checkSequence`` against a producer's epoch, last sequence and retained
         batches (the original of a retry is returned)."""
-        where = os.path.basename(self.directory)
         if h.producer_epoch < epoch:
             raise ProducerFenced(
                 f"producer {h.producer_id} epoch {h.producer_epoch} is older than "
-                f"{epoch} on {where}"
+                f"{epoch} on {self._where()}"
             )
         if h.producer_epoch > epoch:
             if h.base_sequence != 0:
@@ -210,10 +209,14 @@ class ProducerStateManager:
         expected = _next_seq(last_seq)
         if h.base_sequence != expected:
             raise OutOfOrderSequence(
-                f"producer {h.producer_id} sent sequence {h.base_sequence} to {where}; "
+                f"producer {h.producer_id} sent sequence {h.base_sequence} to {self._where()}; "
                 f"expected {expected}"
             )
         return None
+
+    def _where(self) -> str:
+        """The partition, for an error's message."""
+        return os.path.basename(self.directory)
 
     def record(self, h: BatchHeader, base: int, ts: int) -> None:
         """After appending `h` at `base`: remember it (a no-op for non-idempotent batches)."""

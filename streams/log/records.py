@@ -293,9 +293,9 @@ def build_batch(
         raise InvalidRecord("a record batch needs at least one record")
     if log_append_time:
         stamps = [now_ms]
-        records = [r._replace(timestamp_ms=now_ms) for r in records]
-    else:
-        stamps = [now_ms if r.timestamp_ms is None else r.timestamp_ms for r in records]
+        records = [(r[0], r[1], r[2], now_ms) for r in records]
+    else:  # (records by position: ProducerRecords or plain tuples of their fields)
+        stamps = [now_ms if r[3] is None else r[3] for r in records]
     first_ts = stamps[0]
     max_ts = max(stamps)
     if min(stamps) < 0 or max_ts > MAX_TIMESTAMP:

@@ -748,12 +748,19 @@ class LogStore:
         unkeyed ones all go to one partition, which moves on with each call (sticky).
         Returns where each record landed, in input order, once durable per the flush policy."""
         t = self._topic(topic)
-        recs = [r if type(r) is ProducerRecord else ProducerRecord(*r) for r in records]
+        # a ProducerRecord, or a plain tuple of its four fields, goes on as it is (read by
+        # position from here on); any other shape (fewer fields, a list) becomes one
+        recs = [
+            r
+            if type(r) is ProducerRecord or (type(r) is tuple and len(r) == 4)
+            else ProducerRecord(*r)
+            for r in records
+        ]
         n = len(t.partitions)
         if partition is not None and not 0 <= partition < n:
             raise UnknownPartition(topic, partition, n)
         results = AppendResults(topic, len(recs))
-        if partition is None and all(r.key is None for r in recs):
+        if partition is None and all(r[1] is None for r in recs):
             partition = t.sticky.next_partition(n)
         if partition is not None:
             self._append_group(t.partitions[partition], recs, None, results)
@@ -761,8 +768,8 @@ class LogStore:
         groups: dict[int, list[int]] = {}
         sticky = None
         for i, r in enumerate(recs):
-            if r.key is not None:
-                p = partition_for_key(r.key, n)
+            if r[1] is not None:
+                p = partition_for_key(r[1], n)
             else:
                 if sticky is None:
                     sticky = t.sticky.next_partition(n)
@@ -783,10 +790,10 @@ class LogStore:
             self._append_group(plog, recs[:half], (idxs or range(len(recs)))[:half], results)
             self._append_group(plog, recs[half:], list(idxs or range(len(recs)))[half:], results)
             return
-        if plog.config.log_append_time or all(r.timestamp_ms is None for r in recs):
+        if plog.config.log_append_time or all(r[3] is None for r in recs):
             stamps = None
         else:
-            stamps = [r.timestamp_ms for r in recs]
+            stamps = [r[3] for r in recs]
         results.add_run(list(idxs) if idxs is not None else None, plog.partition, base, now, stamps)
 
     def append_raw(self, topic: str, partition: int, batch: bytes) -> tuple[int, int, int]:

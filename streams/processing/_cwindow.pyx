@@ -31,9 +31,15 @@ cdef extern from "Python.h":
     bint PyDict_CheckExact(object)
     bint PyLong_CheckExact(object)
 
+import heapq
+
 # the accumulator layout of streams.processing.aggregates (checked equal at import there)
 cdef enum:
+    _K = 0
+    _S = 1
+    _E = 2
     _REV = 3
+    _ALIVE = 4
     _CNT = 5
     _SUM = 6
     _MIN = 7
@@ -42,7 +48,11 @@ cdef enum:
 
 cdef int64_t LIMIT = (<int64_t>1) << 62  # event times, watermarks: within +-LIMIT
 cdef int64_t SPAN = (<int64_t>1) << 60  # window size, grace, out-of-orderness: below SPAN
-ACC_INDEXES = (_REV, _CNT, _SUM, _MIN, _MAX, _SK)
+ACC_INDEXES = (_K, _S, _E, _REV, _ALIVE, _CNT, _SUM, _MIN, _MAX, _SK)
+ACC_LEN = 10
+cdef object _INF = float("inf")
+cdef object _NINF = float("-inf")
+cdef object _heappush = heapq.heappush
 
 
 cdef inline object _item(object rec, Py_ssize_t i):
@@ -91,7 +101,9 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
     cdef dict pmax = op._pmax
     cdef list fire_heap = op._fire_heap
     cdef list close_heap = op._close_heap
+    cdef dict fire_at = op._fire_at
     cdef PyObject* found
+    cdef PyObject* bucket
     cdef list acc
     cdef object rec, key, tobj, v, wkey, start_obj = None, end_obj = None, wm_obj, prev
     cdef bint fired
@@ -131,8 +143,20 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
             op._late(key, v, tobj, 0)  # still news of its partition's progress (below)
         else:
             found = PyDict_GetItem(fixed, wkey)
-            if found == NULL:
+            if found == NULL and (sketch or current or end <= wm):
                 acc = op._open_fixed(key, start_obj, end_obj)
+            elif found == NULL:
+                # op._open_fixed inlined (no sketch, its timer a fire at its end): new_acc's
+                # list, in the windows dict, counted open, in the fire bucket of its end
+                acc = [key, start_obj, end_obj, 0, True, 0, 0, _INF, _NINF, None]
+                PyDict_SetItem(fixed, wkey, acc)
+                op._open = op._open + 1
+                bucket = PyDict_GetItem(fire_at, end_obj)
+                if bucket == NULL:
+                    PyDict_SetItem(fire_at, end_obj, [acc])
+                    _heappush(fire_heap, end_obj)
+                else:
+                    PyList_Append(<object>bucket, acc)
             else:
                 acc = <list>found
             acc[_CNT] = acc[_CNT] + 1

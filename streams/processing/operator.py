@@ -81,7 +81,9 @@ try:  # the compiled batch loop of tumbling windows, built in place by `make nat
 except ImportError:  # not built (no C compiler, or run outside make): the pure loops below
     _cwindow = None
 else:
-    if _cwindow.ACC_INDEXES != (REV, CNT, SUM, MIN, MAX, SK):  # a stale build
+    if _cwindow.ACC_INDEXES != (K, S, E, REV, ALIVE, CNT, SUM, MIN, MAX, SK) or (
+        _cwindow.ACC_LEN != ACC_LEN  # a stale build
+    ):
         _cwindow = None
 
 MIN_TIME = -(1 << 62)  # "no watermark yet": below every real timestamp

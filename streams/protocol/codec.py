@@ -14,9 +14,10 @@ Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x
 - a request for an API Kafka defines but this broker does not serve can be answered in that
   API's own response shape, every ``error_code`` UNSUPPORTED_VERSION and everything else empty
   (``unsupported_api_response``), so the connection stays usable;
-- Produce, the request every record arrives in, is decoded and answered by ``fastcodec``
-  (written out with ``struct``; kafka-python's codec stays its reference and its fallback),
-  and so are a transaction's AddOffsetsToTxn and EndTxn by ``txncodec``.
+- Produce, the request every record arrives in, and a transaction's AddPartitionsToTxn and
+  EndTxn are decoded and answered by ``fastcodec`` (written out with ``struct``;
+  kafka-python's codec stays their reference and their fallback), and its AddOffsetsToTxn
+  and TxnOffsetCommit by ``txncodec``.
 
 A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
 
@@ -75,6 +76,14 @@ def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
 
 
 REQUEST_CLASSES, RESPONSE_CLASSES = _message_classes()
+# the requests of a transactional produce, decoded by hand (``fastcodec``)
+_FAST_DECODERS = {
+    fastcodec.PRODUCE_KEY: fastcodec.decode_produce,
+    fastcodec.ADD_PARTITIONS_KEY: fastcodec.decode_add_partitions,
+    fastcodec.END_TXN_KEY: fastcodec.decode_end_txn,
+    txncodec.ADD_OFFSETS_TO_TXN_KEY: txncodec.decode,
+    txncodec.TXN_OFFSET_COMMIT_KEY: txncodec.decode,
+}
 
 
 def request_class(api_key: int) -> type:
@@ -102,14 +111,11 @@ def decode_request(frame: bytes | memoryview, versions: VersionRanges) -> Reques
     bounds = versions.get(api_key)
     if bounds is None or not bounds[0] <= api_version <= bounds[1]:
         raise UnsupportedRequest(api_key, api_version, correlation_id)
-    if api_key == fastcodec.PRODUCE_KEY and type(frame) is bytes:
-        fast = fastcodec.decode_produce(frame)
+    fast_decode = _FAST_DECODERS.get(api_key)
+    if fast_decode is not None and type(frame) is bytes:
+        fast = fast_decode(frame)
         if fast is not None:  # else the generic decoder answers (and says what is wrong)
             return Request(api_key, *fast)
-    elif api_key in txncodec.MAX_VERSIONS and type(frame) is bytes:
-        small = txncodec.decode(frame)
-        if small is not None:  # else the generic decoder answers, as above
-            return Request(*small)
     cls = REQUEST_CLASSES[api_key]
     try:
         body = cls.decode(memoryview(frame), version=api_version, header=True)

@@ -1,19 +1,19 @@
-"""A transaction's small requests written out by hand: AddOffsetsToTxn (v0-4), EndTxn
-(v0-5) and TxnOffsetCommit (v0-4), their requests and responses, as ``fastcodec`` does for
-Produce.
+"""A transaction's offsets requests written out by hand: AddOffsetsToTxn (v0-4) and
+TxnOffsetCommit (v0-4), their requests and responses, as ``fastcodec`` does for Produce,
+AddPartitionsToTxn and EndTxn.
 
 A consume-transform-produce transaction makes both once per transaction, and kafka-python's
-generic codec (a ``DataContainer`` per struct, the schema walked per field) spent ~65-80 us
-of CPU decoding each and as much encoding its six-byte answer, on the listener's loop,
-against a few microseconds here:
+generic codec (a ``DataContainer`` per struct, the schema walked per field) spent ~50-70 us
+of CPU decoding each and as much or more encoding its answer of a few bytes, on the
+listener's loop, against a few microseconds here:
 
 - ``decode(frame)``: the request in `frame` (header included) as its version, correlation id,
-  client id and a body with the attributes the listener reads (``transactional_id``,
-  ``producer_id``, ``producer_epoch`` and ``group_id`` or ``committed``; TxnOffsetCommit's
+  client id and a body with the attributes the listener reads (AddOffsetsToTxn's
+  ``transactional_id``, ``producer_id``, ``producer_epoch``, ``group_id``; TxnOffsetCommit's
   all of its fields); None for anything it does not expect (tagged fields, a null string or
   array where none is allowed, bytes left over, a truncated frame): the generic decoder,
   which stays the reference, answers then;
-- ``encode_response(request, error_code, producer_id, producer_epoch)``: the framed
+- ``encode_add_offsets_response(version, correlation_id, error_code)``: the framed
   response, byte for byte what the generic encoder writes for the same fields (throttle 0).
 
 - ``encode_txn_offset_commit_response(version, correlation_id, topics)``: TxnOffsetCommit's
@@ -28,11 +28,9 @@ import struct
 from typing import NamedTuple
 
 ADD_OFFSETS_TO_TXN_KEY = 25
-END_TXN_KEY = 26
 TXN_OFFSET_COMMIT_KEY = 28
-MAX_VERSIONS = {ADD_OFFSETS_TO_TXN_KEY: 4, END_TXN_KEY: 5, TXN_OFFSET_COMMIT_KEY: 4}
+MAX_VERSIONS = {ADD_OFFSETS_TO_TXN_KEY: 4, TXN_OFFSET_COMMIT_KEY: 4}
 FLEXIBLE = 3  # both: compact strings and tagged fields from v3 (KIP-482)
-END_TXN_EPOCH_BUMP = 5  # EndTxn v5 answers the producer id and epoch (KIP-890)
 
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _I16 = struct.Struct(">h")
@@ -46,13 +44,6 @@ class AddOffsetsToTxnBody(NamedTuple):
     producer_id: int
     producer_epoch: int
     group_id: str
-
-
-class EndTxnBody(NamedTuple):
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    committed: bool
 
 
 class TxnOffsetCommitPartition(NamedTuple):
@@ -140,9 +131,9 @@ def _no_tags(frame: bytes, pos: int) -> int:
     return pos + 1
 
 
-def decode(frame: bytes) -> tuple[int, int, int, str | None, tuple] | None:
-    """The AddOffsetsToTxn, EndTxn or TxnOffsetCommit request in `frame` as (api key,
-    version, correlation id, client id, body), or None: leave it to the generic decoder."""
+def decode(frame: bytes) -> tuple[int, int, str | None, tuple] | None:
+    """The AddOffsetsToTxn or TxnOffsetCommit request in `frame` as (version, correlation id,
+    client id, body), or None: leave it to the generic decoder."""
     try:
         api_key, version, correlation_id, n = _HEADER.unpack_from(frame, 0)
         if not 0 <= version <= MAX_VERSIONS.get(api_key, -1):
@@ -164,22 +155,15 @@ def decode(frame: bytes) -> tuple[int, int, int, str | None, tuple] | None:
         else:
             producer_id, producer_epoch = _PID_EPOCH.unpack_from(frame, pos)
             pos += _PID_EPOCH.size
-            if api_key == END_TXN_KEY:
-                committed = frame[pos]
-                if committed > 1:
-                    return None
-                pos += 1
-                body = EndTxnBody(transactional_id, producer_id, producer_epoch, bool(committed))
-            else:
-                group_id, pos = _string(frame, pos, flexible)
-                body = AddOffsetsToTxnBody(transactional_id, producer_id, producer_epoch, group_id)
+            group_id, pos = _string(frame, pos, flexible)
+            body = AddOffsetsToTxnBody(transactional_id, producer_id, producer_epoch, group_id)
         if flexible:
             if frame[pos] != 0:
                 return None
             pos += 1
         if pos != len(frame):
             return None
-        return api_key, version, correlation_id, client_id, body
+        return version, correlation_id, client_id, body
     except (_Short, IndexError, struct.error, UnicodeDecodeError):
         return None
 
@@ -231,21 +215,10 @@ def _txn_offset_commit(
     return body, pos
 
 
-def encode_response(
-    api_key: int,
-    version: int,
-    correlation_id: int,
-    error_code: int,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-) -> bytes:
-    """The framed AddOffsetsToTxn or EndTxn response (throttle 0; EndTxn v5+ with the
-    producer id and epoch)."""
-    flexible = version >= FLEXIBLE
+def encode_add_offsets_response(version: int, correlation_id: int, error_code: int) -> bytes:
+    """The framed AddOffsetsToTxn response (throttle 0)."""
     body = _THROTTLE_ERROR.pack(0, error_code)
-    if api_key == END_TXN_KEY and version >= END_TXN_EPOCH_BUMP:
-        body += _PID_EPOCH.pack(producer_id, producer_epoch)
-    if flexible:  # the body's tagged fields, and the response header v1's before it
+    if version >= FLEXIBLE:  # the body's tagged fields, and the response header v1's before it
         body = b"\x00" + body + b"\x00"
     return struct.pack(">ii", 4 + len(body), correlation_id) + body
 

@@ -137,3 +137,108 @@ def test_the_runner_decodes_record_by_record_when_the_module_is_not_built():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
     )
     assert '"s":3,"n":3' in done.stdout and '"s":7,"n":2' in done.stdout
+
+
+# ------------------------------------------------------------------ writing outputs
+
+JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),  # past 64 bits: orjson refuses, json writes
+    st.floats(allow_nan=True, allow_infinity=True),  # json's own float text
+    st.text(max_size=5),  # non-ASCII, DEL, lone surrogates (json escapes them)
+    st.sampled_from(["null", "1e5", "1.5", "x.e", "\x7f", "é", "\ud800", "n", "nul"]),
+)
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        st.dictionaries(st.integers(0, 3), inner, max_size=2),  # non-string keys: json decides
+    ),
+    max_leaves=6,
+)
+OUT_KEYS = st.one_of(
+    st.none(),
+    st.text(max_size=4),
+    st.sampled_from(["\ud800", "é"]),  # a lone surrogate: TEXT raises
+    st.binary(max_size=4),
+    st.integers(0, 3),  # neither text nor bytes
+)
+
+
+class _Unwritable:
+    pass
+
+
+def pure_outputs(recs, key, start=0):
+    """The runner's pure loop (``Runner._emitter``'s ``emit_many``): what it writes until the
+    first record that raises, and that error."""
+    out = []
+    for r in recs[start:]:
+        try:
+            out.append((JSON.serialize(r[1]), key.serialize(r[0]), (), r[2]))
+        except Exception as exc:  # noqa: BLE001 - the error is compared
+            return out, exc
+    return out, None
+
+
+def compiled_outputs(recs, key):
+    """``records_encoder`` as the runner calls it: the compiled loop, the pure way for each
+    record it stops at (the first that raises ends the batch)."""
+    encode = serde.records_encoder(key, JSON)
+    out, i = [], 0
+    while True:
+        i = encode(recs, i, out)
+        if i >= len(recs):
+            return out, None
+        r = recs[i]
+        try:
+            out.append((JSON.serialize(r[1]), key.serialize(r[0]), (), r[2]))
+        except Exception as exc:  # noqa: BLE001 - the error is compared
+            return out, exc
+        i += 1
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            OUT_KEYS,
+            st.one_of(JSON_VALUES, st.just(_Unwritable())),
+            st.integers(0, 10**13),
+            st.none(),
+        ),
+        max_size=10,
+    ),
+    st.sampled_from([TEXT, BYTES]),
+)
+def test_records_encoder_writes_what_serialising_each_record_writes(items, key):
+    want, want_exc = pure_outputs(items, key)
+    got, got_exc = compiled_outputs(items, key)
+    assert got == want
+    for g, w in zip(got, want, strict=True):
+        assert type(g[0]) is type(w[0]) and type(g[1]) is type(w[1])
+    assert type(got_exc) is type(want_exc) and str(got_exc) == str(want_exc)
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+def test_records_encoder_stops_at_what_it_does_not_take():
+    encode = serde.records_encoder(TEXT, JSON)
+    out: list = []
+    recs = [("a", {"v": 1}, 5), ["b", 2, 6], ("c", 1.5, 7), (b"d", 1, 8), ("e", "\ud800", 9)]
+    assert encode(recs, 0, out) == 1  # a list, not a tuple
+    assert out == [(b'{"v":1}', b"a", (), 5)]
+    assert encode(recs, 2, out) == 3  # a float goes to json; bytes are no text key
+    assert out[-1] == (b"1.5", b"c", (), 7)
+    assert encode(recs, 4, out) == 5 and out[-1] == (b'"\\ud800"', b"e", (), 9)
+    assert encode([(1, 1, 1)], 0, out) == 0
+    assert encode([(None, None, 3)], 0, out) == 1 and out[-1] == (None, None, (), 3)
+
+
+def test_other_serialisers_are_left_to_the_pure_loop():
+    assert serde.records_encoder(JSON, JSON) is None  # JSON keys
+    assert serde.records_encoder(TEXT, TEXT) is None
+    assert serde.records_encoder(serde.KEY, JSON) is None

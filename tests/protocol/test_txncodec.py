@@ -1,6 +1,7 @@
-"""``txncodec`` (AddOffsetsToTxn and EndTxn written out by hand) against kafka-python's
-generic codec, its reference: the same fields from every request version's bytes, None (the
-generic decoder answers) for what it does not expect, and byte-identical responses."""
+"""``txncodec`` (AddOffsetsToTxn and TxnOffsetCommit written out by hand) against
+kafka-python's generic codec, its reference: the same fields from every request version's
+bytes, None (the generic decoder answers) for what it does not expect, and byte-identical
+responses."""
 
 from __future__ import annotations
 
@@ -21,19 +22,6 @@ CASES = [
         },
     )
     for v in range(5)
-] + [
-    (
-        txncodec.END_TXN_KEY,
-        v,
-        {
-            "transactional_id": "copier-é1",
-            "producer_id": 4_000_000_001,
-            "producer_epoch": 7,
-            "committed": committed,
-        },
-    )
-    for v in range(6)
-    for committed in (True, False)
 ]
 
 
@@ -54,11 +42,11 @@ def test_requests_decode_as_the_generic_codec_decodes_them(key, version, fields)
         got = txncodec.decode(frame)
         assert got is not None
         generic = _generic(frame, key, version)
-        assert got[:4] == (key, version, 123_456, generic.header.client_id)
-        for name, value in got[4]._asdict().items():
+        assert got[:3] == (version, 123_456, generic.header.client_id)
+        for name, value in got[3]._asdict().items():
             assert value == getattr(generic, name) == fields[name]
         req = codec.decode_request(frame, SUPPORTED_VERSIONS)  # the listener's entry point
-        assert req.body == got[4]
+        assert req.body == got[3]
 
 
 @pytest.mark.parametrize(("key", "version", "fields"), CASES)
@@ -68,7 +56,7 @@ def test_what_it_does_not_expect_is_left_to_the_generic_decoder(key, version, fi
     for cut in range(len(frame)):
         assert txncodec.decode(frame[:cut]) is None  # truncated
     long_id = dict(fields, transactional_id="t" * 200)  # a compact length of two bytes
-    assert txncodec.decode(_frame(key, version, **long_id))[4].transactional_id == "t" * 200
+    assert txncodec.decode(_frame(key, version, **long_id))[3].transactional_id == "t" * 200
     if version >= txncodec.FLEXIBLE:
         tagged = bytearray(frame)
         tagged[-1] = 1  # one tagged field in the body: not read here
@@ -78,12 +66,11 @@ def test_what_it_does_not_expect_is_left_to_the_generic_decoder(key, version, fi
 @pytest.mark.parametrize(("key", "version", "fields"), CASES)
 def test_responses_are_byte_for_byte_the_generic_encoders(key, version, fields):
     req = codec.decode_request(_frame(key, version, **fields), SUPPORTED_VERSIONS)
-    for code, pid, epoch in ((0, 4_000_000_001, 8), (47, -1, -1), (90, 12, 32_767)):
-        extra = {"producer_id": pid, "producer_epoch": epoch} if key == txncodec.END_TXN_KEY else {}
+    for code in (0, 47, 90):
         generic = codec.encode_response(
-            req, codec.make_response(req, throttle_time_ms=0, error_code=code, **extra)
+            req, codec.make_response(req, throttle_time_ms=0, error_code=code)
         )
-        mine = txncodec.encode_response(key, version, req.correlation_id, code, pid, epoch)
+        mine = txncodec.encode_add_offsets_response(version, req.correlation_id, code)
         assert mine == bytes(generic)
 
 
@@ -179,7 +166,7 @@ def test_txn_offset_commit_requests_decode_as_the_generic_codec_decodes_them(ver
         got = txncodec.decode(frame)
         assert got is not None
         generic = _generic(frame, txncodec.TXN_OFFSET_COMMIT_KEY, version)
-        body = got[4]
+        body = got[3]
         for name in ("transactional_id", "group_id", "producer_id", "producer_epoch"):
             assert getattr(body, name) == getattr(generic, name)
         if version >= 3:

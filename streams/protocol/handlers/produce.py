@@ -13,7 +13,9 @@ their order and still share fsyncs:
    writes of many requests and connections made meanwhile share one fdatasync (group commit).
    A transactional producer's request also waits, in a second task beside it, for the
    transaction coordinator's state log (``TransactionCoordinator.sync_state``): its
-   AddPartitionsToTxn was answered before it was on disk.
+   AddPartitionsToTxn was answered before it was on disk. When the flush policy wants no
+   sync (Kafka's, ``--flush kafka``) there is nothing to wait for: the answer is a future
+   already done, with no task of its own.
 
 acks=0 gets no response; if such a request fails, the connection is closed, as Kafka does.
 
@@ -143,6 +145,13 @@ def _phase_two(
     if syncs and transactional:
         # the AddPartitionsToTxn records that let these records in, beside their fdatasync
         state = ctx.executor.submit(ctx.transactions.sync_state)
+    if synced is None:  # nothing to wait for (a relaxed flush policy): answered now, no task
+        done = asyncio.get_running_loop().create_future()
+        try:
+            done.set_result(_answer(req, req.body.acks, results))
+        except CloseConnection as exc:
+            done.set_exception(exc)
+        return done
     return _complete(req, req.body.acks, results, synced, state)
 
 
@@ -187,6 +196,11 @@ async def _complete(
                 failed = {(name, r.index): exc for name, _, parts in results for r in parts}
         if failed:
             results = _with_sync_failures(results, failed)
+    return _answer(req, acks, results)
+
+
+def _answer(req: Request, acks: int, results) -> bytearray | None:
+    """The framed response (None for acks=0, or CloseConnection if such a request failed)."""
     if acks == 0:
         failed = [r for _, _, parts in results for r in parts if r.error]
         if failed:

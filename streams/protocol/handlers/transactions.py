@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streams.errors import GroupError, TidelogError, TransactionalProducerFenced
-from streams.protocol import codec, txncodec
+from streams.protocol import codec, fastcodec, txncodec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
 from streams.txn import TxnState
@@ -119,20 +119,12 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, req: Request) -> Any:
             code = 0
         except TidelogError as exc:
             code = _code(req, exc)
-    cls = codec.response_class(req.api_key).AddPartitionsToTxnTopicResult
     results = [
-        cls(
-            name=t.name,
-            results_by_partition=[
-                cls.AddPartitionsToTxnPartitionResult(
-                    partition_index=p, partition_error_code=errors.get((t.name, p), code)
-                )
-                for p in t.partitions
-            ],
-        )
+        (t.name, [(p, errors.get((t.name, p), code)) for p in t.partitions])
         for t in b.v3_and_below_topics
     ]
-    return codec.make_response(req, throttle_time_ms=0, results_by_topic_v3_and_below=results)
+    # framed here (``fastcodec``: what kafka-python's encoder writes for the same fields)
+    return fastcodec.encode_add_partitions_response(req.correlation_id, req.api_version, results)
 
 
 async def handle_add_offsets_to_txn(ctx: BrokerContext, req: Request) -> Any:
@@ -150,7 +142,7 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 0
     except TidelogError as exc:
         code = _code(req, exc)
-    return txncodec.encode_response(req.api_key, req.api_version, req.correlation_id, code)
+    return txncodec.encode_add_offsets_response(req.api_version, req.correlation_id, code)
 
 
 async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
@@ -219,9 +211,8 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 0
     except TidelogError as exc:
         pid, epoch, code = -1, -1, _code(req, exc)
-    return txncodec.encode_response(
-        req.api_key, req.api_version, req.correlation_id, code, pid, epoch
-    )
+    # framed here (``fastcodec``: what kafka-python's encoder writes for the same fields)
+    return fastcodec.encode_end_txn_response(req.correlation_id, req.api_version, code, pid, epoch)
 
 
 # ---------------------------------------------------------------------- admin
