@@ -106,13 +106,20 @@ class OffsetStore:
         plog = self.store.partition_log(schemas.OFFSETS_TOPIC, partition)
         return plog.appends_unsynced(offsets)
 
-    def _write(self, group: str, records: list[ProducerRecord], durable: bool = True) -> None:
+    def _write(
+        self, group: str, records: list[ProducerRecord], durable: bool = True, apply=None
+    ) -> None:
         """One batch on the group's partition: all of it lands or none of it. `durable`: on
-        disk before returning (admin writes); otherwise within the topic's flush.ms."""
+        disk before returning (admin writes); otherwise within the topic's flush.ms. Then
+        the records are applied to the view (`apply()` does it if given, without decoding
+        them back)."""
         partition = schemas.offsets_partition_for(group, self.partitions)
         self.store.append_batch(schemas.OFFSETS_TOPIC, records, partition=partition)
         if durable:
             self.store.partition_log(schemas.OFFSETS_TOPIC, partition).flush()
+        if apply is not None:
+            apply()
+            return
         for r in records:
             self._apply(r.key, r.value)
 
@@ -123,15 +130,22 @@ class OffsetStore:
         now_ms: int,
         durable: bool = True,
     ) -> None:
+        ordered = sorted(offsets.items())
         records = [
             ProducerRecord(
                 OffsetCommitValue(offset, metadata, now_ms).encode(),
                 OffsetCommitKey(group, topic, partition).encode(),
             )
-            for (topic, partition), (offset, metadata) in sorted(offsets.items())
+            for (topic, partition), (offset, metadata) in ordered
         ]
+
+        def apply() -> None:  # what ``_apply`` decodes back from these records
+            view = self.offsets.setdefault(group, {})
+            for tp, (offset, metadata) in ordered:
+                view[tp] = CommittedOffset(offset, metadata or "", now_ms)
+
         if records:
-            self._write(group, records, durable)
+            self._write(group, records, durable, apply)
 
     def delete_offsets(self, group: str, partitions: list[TopicPartition]) -> None:
         records = [

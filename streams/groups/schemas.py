@@ -23,6 +23,7 @@ Strings are int16-length UTF-8 (-1 = null), bytes int32-length (-1 = null), arra
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 
 from streams.errors import CorruptRecord
@@ -127,8 +128,10 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=4096)
 def offsets_partition_for(group: str, partitions: int = OFFSETS_TOPIC_PARTITIONS) -> int:
-    """``Utils.abs(groupId.hashCode()) % partitions`` (Utils.abs maps MIN_VALUE to 0)."""
+    """``Utils.abs(groupId.hashCode()) % partitions`` (Utils.abs maps MIN_VALUE to 0); cached:
+    every offset commit asks it, and the hash is a Python loop over the name."""
     h = java_string_hash(group)
     return (0 if h == -(2**31) else abs(h)) % partitions
 

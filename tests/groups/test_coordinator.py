@@ -237,3 +237,20 @@ def test_negative_offsets_are_stored_as_sentinels_and_survive_restart(tmp_path, 
     assert co.committed("g")[("t", 0)].offset == 0
     co.close()
     store.close()
+
+
+def test_the_view_after_a_commit_is_what_a_replay_of_the_offsets_topic_gives(store):
+    """A commit updates the in-memory view from the values it wrote (no decoding them back):
+    the same view a restart rebuilds from ``__consumer_offsets``."""
+    from streams.groups.offsets import OffsetStore
+
+    offsets = OffsetStore(store)
+    offsets.load()
+    offsets.commit("g", {("t", 0): (5, ""), ("t", 1): (7, "méta ✓"), ("u", 0): (-2, "")}, 1)
+    offsets.commit("g", {("t", 0): (6, "again")}, 2, durable=False)
+    offsets.commit("h", {("t", 0): (1, "")}, 3)
+    replayed = OffsetStore(store)
+    replayed.load()
+    assert replayed.offsets == offsets.offsets
+    assert offsets.committed("g")[("t", 0)] == offsets.offsets["g"][("t", 0)]
+    assert offsets.offsets["g"][("t", 1)].metadata == "méta ✓"
