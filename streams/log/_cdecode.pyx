@@ -19,6 +19,7 @@ from cpython.list cimport PyList_Append
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from libc.string cimport memcpy
 
 
 cdef extern from "Python.h":
@@ -224,3 +225,119 @@ def count_records(const unsigned char[::1] body):
         pos += length
         count += 1
     return count
+
+
+# ------------------------------------------------------------------ encoding
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+cdef extern from "Python.h":
+    bint PyBytes_CheckExact(object)
+    bint PyLong_CheckExact(object)
+    bint PyTuple_Check(object)
+
+
+cdef inline Py_ssize_t _zz_size(int64_t n) noexcept nogil:
+    """Bytes of the zig-zag varint of `n`."""
+    cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    cdef Py_ssize_t size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+cdef inline Py_ssize_t _zz_put(unsigned char* p, int64_t n) noexcept nogil:
+    """Write the zig-zag varint of `n` at `p`; returns its size."""
+    cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    cdef Py_ssize_t i = 0
+    while u >= 0x80:
+        p[i] = <unsigned char>((u & 0x7F) | 0x80)
+        u >>= 7
+        i += 1
+    p[i] = <unsigned char>u
+    return i + 1
+
+
+cdef inline bint _delta(object ts, int64_t default_ts, int64_t base_ts, int64_t* out):
+    """The record's timestamp delta (its `ts`, else `default_ts`, minus `base_ts`) into out;
+    False when it is not an int64 or the delta leaves int64."""
+    cdef int64_t t
+    if ts is None:
+        t = default_ts
+    elif not PyLong_CheckExact(ts):
+        return False
+    else:
+        try:
+            t = ts
+        except OverflowError:
+            return False
+    return _add(t, -base_ts, out) if base_ts != INT64_MIN else False
+
+
+def encode_body(list records, int64_t base_ts, int64_t default_ts):
+    """The records section of a batch of `records` (``(value, key, headers, ts)`` tuples or
+    ``ProducerRecord``s), offset deltas 0, 1, 2...: the bytes of ``records._encode_pure``
+    (the reference; tests/log/test_records_native.py holds the two alike). None, for the pure
+    encoder to answer, at anything else: a record that is not a tuple of four, a key or value
+    neither ``bytes`` nor None, headers, a timestamp that is not an int64."""
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(records), total = 0, size, pos = 0
+    cdef object rec, key, value, headers
+    cdef int64_t tsd
+    for i in range(n):
+        rec = <object>PyList_GET_ITEM(records, i)
+        if not PyTuple_Check(rec) or PyTuple_GET_SIZE(rec) != 4:
+            return None
+        value = <object>PyTuple_GET_ITEM(rec, 0)
+        key = <object>PyTuple_GET_ITEM(rec, 1)
+        headers = <object>PyTuple_GET_ITEM(rec, 2)
+        if headers:
+            return None
+        if not _delta(<object>PyTuple_GET_ITEM(rec, 3), default_ts, base_ts, &tsd):
+            return None
+        size = 1 + _zz_size(tsd) + _zz_size(i) + 1  # attributes, deltas, header count
+        if key is None:
+            size += 1
+        elif PyBytes_CheckExact(key):
+            size += _zz_size(PyBytes_GET_SIZE(key)) + PyBytes_GET_SIZE(key)
+        else:
+            return None
+        if value is None:
+            size += 1
+        elif PyBytes_CheckExact(value):
+            size += _zz_size(PyBytes_GET_SIZE(value)) + PyBytes_GET_SIZE(value)
+        else:
+            return None
+        total += _zz_size(size) + size
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(out)
+    cdef Py_ssize_t klen, vlen
+    for i in range(n):
+        rec = <object>PyList_GET_ITEM(records, i)
+        value = <object>PyTuple_GET_ITEM(rec, 0)
+        key = <object>PyTuple_GET_ITEM(rec, 1)
+        _delta(<object>PyTuple_GET_ITEM(rec, 3), default_ts, base_ts, &tsd)
+        klen = -1 if key is None else PyBytes_GET_SIZE(key)
+        vlen = -1 if value is None else PyBytes_GET_SIZE(value)
+        size = 1 + _zz_size(tsd) + _zz_size(i) + 1 + _zz_size(klen) + _zz_size(vlen)
+        size += (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
+        pos += _zz_put(p + pos, size)
+        p[pos] = 0  # attributes
+        pos += 1
+        pos += _zz_put(p + pos, tsd)
+        pos += _zz_put(p + pos, i)
+        pos += _zz_put(p + pos, klen)
+        if klen > 0:
+            memcpy(p + pos, PyBytes_AS_STRING(key), klen)
+            pos += klen
+        pos += _zz_put(p + pos, vlen)
+        if vlen > 0:
+            memcpy(p + pos, PyBytes_AS_STRING(value), vlen)
+            pos += vlen
+        p[pos] = 0  # no headers
+        pos += 1
+    if pos != total:
+        return None
+    return out

@@ -62,8 +62,9 @@ except ImportError:  # aiokafka missing, or installed without its C extensions
 try:  # Tidelog's own compiled decoder, built in place by `make` (streams/log/_cdecode.pyx)
     from streams.log._cdecode import count_records as _native_count
     from streams.log._cdecode import decode_body as _native_body
+    from streams.log._cdecode import encode_body as _native_encode
 except ImportError:  # not built (no C compiler, or run outside make): aiokafka's, else pure
-    _native_body = _native_count = None
+    _native_body = _native_count = _native_encode = None
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -187,6 +188,12 @@ def encode_records(
 
     Encoded by aiokafka's compiled batch builder when it is there and can take the records
     (the same bytes: tests/log/test_records_compiled.py), else here."""
+    if records and offset_deltas is None and _native_encode is not None:
+        body = _native_encode(
+            records if type(records) is list else list(records), base_ts, default_ts
+        )
+        if body is not None:
+            return body
     if records and _compiled_builder is not None:
         body = _encode_compiled(records, base_ts, default_ts, offset_deltas)
         if body is not None:

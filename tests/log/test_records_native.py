@@ -261,3 +261,57 @@ def test_without_the_native_module_the_store_reads_with_aiokafka(tmp_path):
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["aiokafka-c", "[b'v0',", "b'v1',", "b'v2']"]
+
+
+# ------------------------------------------------------------------ encoding
+
+ENC_BYTES = st.one_of(st.none(), st.binary(max_size=20), st.binary(min_size=120, max_size=300))
+ENC_TS = st.one_of(
+    st.none(),
+    st.integers(0, rb.MAX_TIMESTAMP),
+    st.integers(-(2**64), 2**64),  # past int64: the pure encoder answers
+    st.sampled_from([1.5, True]),
+)
+ENC_RECORDS = st.lists(
+    st.tuples(
+        ENC_BYTES,
+        st.one_of(ENC_BYTES, st.just(bytearray(b"k"))),  # not bytes: the pure encoder answers
+        st.one_of(st.just(()), st.just([]), st.just((("h", b"x"),))),
+        ENC_TS,
+        st.booleans(),
+    ).map(lambda t: ProducerRecord(*t[:4]) if t[4] else t[:4]),
+    min_size=1,
+    max_size=150,  # offset deltas past one varint byte
+)
+
+
+def _pure_encoded(records, base_ts, default_ts):
+    try:
+        return rb._encode_pure(records, base_ts, default_ts)
+    except Exception as exc:  # noqa: BLE001 - compared: the native encoder must defer
+        return exc
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=SLOW_OK)
+@given(ENC_RECORDS, st.integers(0, rb.MAX_TIMESTAMP), st.integers(0, rb.MAX_TIMESTAMP))
+def test_native_and_pure_encode_alike(records, base_ts, default_ts):
+    """``encode_body`` writes the pure encoder's bytes, or defers (None) to it."""
+    got = rb._native_encode(records, base_ts, default_ts)
+    want = _pure_encoded(records, base_ts, default_ts)
+    if got is None:
+        return
+    assert got == want
+    # and what the store's encoder uses
+    assert rb.encode_records(records, base_ts, default_ts) == want
+
+
+def test_the_native_encoder_takes_the_stores_own_records():
+    recs = [(b"v%d" % i, b"k", (), 1_000 + i) for i in range(200)] + [
+        ProducerRecord(None, None),
+        ProducerRecord(b"", b"", (), 5),
+    ]
+    got = rb._native_encode(recs, 1_000, 2_000)
+    assert got is not None and got == rb._encode_pure(recs, 1_000, 2_000)
+    assert rb._native_encode([(b"v", b"k", (("h", b"x"),), 1)], 1, 1) is None  # headers
+    assert rb._native_encode([(b"v", b"k", (), 1.5)], 1, 1) is None
+    assert rb._native_encode([[b"v", b"k", (), 1]], 1, 1) is None  # not a tuple
