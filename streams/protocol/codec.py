@@ -14,10 +14,10 @@ Apache Kafka's JSON message definitions and covers every version up to Kafka 4.x
 - a request for an API Kafka defines but this broker does not serve can be answered in that
   API's own response shape, every ``error_code`` UNSUPPORTED_VERSION and everything else empty
   (``unsupported_api_response``), so the connection stays usable;
-- Produce, the request every record arrives in, and a transaction's AddPartitionsToTxn and
-  EndTxn are decoded and answered by ``fastcodec`` (written out with ``struct``;
-  kafka-python's codec stays their reference and their fallback), and its AddOffsetsToTxn
-  and TxnOffsetCommit by ``txncodec``.
+- Produce, the request every record arrives in, and a transaction's AddPartitionsToTxn,
+  EndTxn, AddOffsetsToTxn and TxnOffsetCommit are decoded and answered by ``fastcodec``
+  (written out with ``struct``; kafka-python's codec stays their reference and their
+  fallback).
 
 A frame here is a request *without* its 4-byte size prefix; an encoded response *has* it.
 
@@ -35,7 +35,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from streams.errors import ProtocolError
-from streams.protocol import fastcodec, txncodec
+from streams.protocol import fastcodec
 
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
@@ -77,13 +77,7 @@ def _message_classes() -> tuple[dict[int, type], dict[int, type]]:
 
 REQUEST_CLASSES, RESPONSE_CLASSES = _message_classes()
 # the requests of a transactional produce, decoded by hand (``fastcodec``)
-_FAST_DECODERS = {
-    fastcodec.PRODUCE_KEY: fastcodec.decode_produce,
-    fastcodec.ADD_PARTITIONS_KEY: fastcodec.decode_add_partitions,
-    fastcodec.END_TXN_KEY: fastcodec.decode_end_txn,
-    txncodec.ADD_OFFSETS_TO_TXN_KEY: txncodec.decode,
-    txncodec.TXN_OFFSET_COMMIT_KEY: txncodec.decode,
-}
+_FAST_DECODERS = fastcodec.DECODERS
 
 
 def request_class(api_key: int) -> type:

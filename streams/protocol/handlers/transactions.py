@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streams.errors import GroupError, TidelogError, TransactionalProducerFenced
-from streams.protocol import codec, fastcodec, txncodec
+from streams.protocol import codec, fastcodec
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import BrokerContext, ErrorCode, domain_error_code
 from streams.txn import TxnState
@@ -142,7 +142,7 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, req: Request) -> Any:
         code = 0
     except TidelogError as exc:
         code = _code(req, exc)
-    return txncodec.encode_add_offsets_response(req.api_version, req.correlation_id, code)
+    return fastcodec.encode_add_offsets_response(req.correlation_id, req.api_version, code)
 
 
 async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
@@ -163,7 +163,7 @@ async def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
     if code is None:  # one trip to the pool
         code = await ctx.blocking(_txn_offset_commit, ctx, req, offsets)
     topics = [(t.name, [(p.partition_index, code) for p in t.partitions]) for t in b.topics]
-    return txncodec.encode_txn_offset_commit_response(req.api_version, req.correlation_id, topics)
+    return fastcodec.encode_txn_offset_commit_response(req.correlation_id, req.api_version, topics)
 
 
 def _txn_offset_commit(ctx: BrokerContext, req: Request, offsets) -> int:
