@@ -40,7 +40,7 @@ def view(body: Any, struct: type) -> tuple:
     out = []
     for name in struct._fields:  # type: ignore[attr-defined]
         value = getattr(body, name)
-        if name in nested:
+        if name in nested and value is not None:  # a null array (the generic decoder reads one)
             value = [view(item, nested[name]) for item in value]
         elif isinstance(value, memoryview | bytearray):
             value = bytes(value)
