@@ -40,3 +40,9 @@ from brokerui.console.live.services import start_saved_panels  # noqa: E402
 # users' metric panels run from start-up (on the built-in broker or the external cluster), not
 # only once their page is open
 start_saved_panels()
+
+from streams.gcsettings import settle_gc  # noqa: E402
+
+# the server is up (apps loaded, broker and embedded jobs started): as every process that moves
+# records, it freezes what is alive now and collects young cycles less often
+settle_gc()

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from streams.broker.runtime import Broker
+from streams.gcsettings import settle_gc
 from streams.log import KAFKA_FLUSH_DEFAULTS
 from streams.protocol.server import DEFAULT_MAX_REQUEST_BYTES, ListenerConfig
 
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         coordinator_options={"initial_rebalance_delay_ms": args.initial_rebalance_delay_ms},
         topic_defaults=KAFKA_FLUSH_DEFAULTS if args.flush == "kafka" else None,
     )
+    settle_gc()  # the broker open: as every process that moves records (streams.gcsettings)
     try:
         host, port = broker.kafka_address
         print(f"listening on {host}:{port}", flush=True)

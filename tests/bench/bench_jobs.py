@@ -24,7 +24,9 @@ right id)``); a difference fails the benchmark loudly.
 Systems:
 
 - **Tidelog, embedded runner** (the default way to run a job: ``streams.jobs.runner.Runner``
-  over a ``LogStore`` in the same process, offsets committed to a ``GroupCoordinator``, state
+  over a ``LogStore`` in the same process, with the cycle collector settled as the console's
+  server process settles it (``streams.gcsettings``; Bytewax, which runs in this process, runs
+  under the same setting), offsets committed to a ``GroupCoordinator``, state
   in memory with changelog topics; a checkpoint every 5 s, as Quix, once the runner takes
   ``checkpoint_interval_ms``, else a commit after every round). The input is appended to a
   fresh in-process ``LogStore`` (same keys, values and timestamps; not timed). Timed: from
@@ -530,6 +532,7 @@ def bytewax_run(
 
 
 def main() -> None:
+    from streams.gcsettings import settle_gc
     from tests.kafka_servers import TidelogListener
 
     n = scaled(200_000, 5_000)
@@ -547,6 +550,10 @@ def main() -> None:
     for why in missing.values():
         if why:
             log(f"peer not measured: {why}")
+    # the embedded runner runs in the console's server process, which settles the cycle
+    # collector once it is up (brokerui/asgi.py); so does this process, where Bytewax's run
+    # runs too (Quix and the Tidelog worker run in processes of their own, as their users do)
+    settle_gc()
     workloads = {
         "window": ({"win-in": win_recs}, len(win_recs)),
         "join": ({"join-left": left, "join-right": right}, len(left) + len(right)),

@@ -6,6 +6,7 @@ runner would start (no cluster needed)."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -60,3 +61,51 @@ def test_a_batch_defers_the_collector_and_turns_it_back_on():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+SERVER_PROBES = {
+    # the standalone listener: stopped where it says it listens (after the broker opened)
+    "listener": textwrap.dedent(
+        """
+        import gc, sys
+        from streams.protocol import __main__ as listener
+
+        def said(*args, **kwargs):
+            print("gc", gc.get_threshold()[0], gc.get_freeze_count(), gc.isenabled())
+            raise SystemExit(0)
+
+        listener.print = said
+        listener.main(["--data-dir", sys.argv[1], "--port", "0"])
+        """
+    ),
+    # the console's server: its ASGI entry point loaded, as Daphne loads it
+    "console": textwrap.dedent(
+        """
+        import gc, sys
+        import brokerui.asgi
+        print("gc", gc.get_threshold()[0], gc.get_freeze_count(), gc.isenabled())
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("server", sorted(SERVER_PROBES))
+def test_a_server_process_settles_the_cycle_collector(server, tmp_path):
+    """The processes where the broker and the embedded jobs run settle the collector as a
+    worker does (streams.gcsettings.settle_gc), once they are up."""
+    env = {
+        **os.environ,
+        "TIDELOG_DATA_DIR": str(tmp_path / "data"),
+        "TIDELOG_DEMO": "0",
+        "TIDELOG_KAFKA_LISTENER": "0",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER_PROBES[server], str(tmp_path / "log")],
+        capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("gc ")]
+    threshold, frozen, enabled = line.split()[1:]
+    assert int(threshold) == YOUNG_GC_THRESHOLD
+    assert int(frozen) > 1000  # the modules and the server's long-lived objects
+    assert enabled == "True"
