@@ -117,7 +117,66 @@ def decode_request(frame: bytes | memoryview, versions: VersionRanges) -> Reques
         raise ProtocolError(
             f"cannot decode {cls.__name__} v{api_version}: {type(exc).__name__}: {exc}"
         ) from None
+    null = first_forbidden_null(body, api_key, api_version)
+    if null is not None:
+        raise ProtocolError(
+            f"cannot decode {cls.__name__} v{api_version}: {null} is null, which Kafka's "
+            "schema allows only for nullable fields"
+        )
     return Request(api_key, api_version, correlation_id, body.header.client_id, body)
+
+
+# (attribute, wire name, nullable, is an array, the checks of its elements or struct)
+_NullChecks = tuple[tuple[str, str, bool, bool, tuple], ...]
+_NULL_CHECKS: dict[tuple[int, int], _NullChecks] = {}
+_NULLABLE_TYPES = frozenset({"string", "bytes", "records"})  # and arrays and structs
+
+
+def _null_checks(fields: Mapping[str, Any], version: int) -> _NullChecks:
+    """What of a message's `fields` (kafka-python's, from Kafka's JSON schemas) must not be
+    null in `version`: the fields present in that version, untagged (a tagged field left out
+    takes its default), not nullable in it, or nesting such a field."""
+    checks = []
+    for attr, field in fields.items():
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue
+        if not (field.is_array() or field.is_struct() or field.type_str in _NULLABLE_TYPES):
+            continue  # a number, a boolean or a uuid: never null on the wire
+        nested = field.is_struct_array() or field.is_struct()
+        sub = _null_checks(field.fields, version) if nested else ()
+        nullable = field.nullable_for_version_q(version)
+        if not nullable or sub:
+            checks.append((attr, field.name, nullable, field.is_array(), sub))
+    return tuple(checks)
+
+
+def first_forbidden_null(body: Any, api_key: int, api_version: int) -> str | None:
+    """The path of the first field of a decoded request that is null where Kafka's schema
+    allows no null (``TopicData[0].PartitionData``), or None. kafka-python's generic decoder
+    reads a -1 length as null whether or not the field may be null; Kafka's own parser refuses
+    such a request, and so does ``decode_request``, before a handler meets a None it cannot
+    iterate."""
+    checks = _NULL_CHECKS.get((api_key, api_version))
+    if checks is None:
+        checks = _null_checks(REQUEST_CLASSES[api_key].fields, api_version)
+        _NULL_CHECKS[(api_key, api_version)] = checks
+    return _first_null(body, checks)
+
+
+def _first_null(obj: Any, checks: _NullChecks) -> str | None:
+    for attr, name, nullable, is_array, sub in checks:
+        value = getattr(obj, attr, None)
+        if value is None:
+            if not nullable:
+                return name
+            continue
+        if not sub:
+            continue
+        for i, item in enumerate(value) if is_array else ((None, value),):
+            found = _first_null(item, sub)
+            if found is not None:
+                return f"{name}{'' if i is None else f'[{i}]'}.{found}"
+    return None
 
 
 def encode_response(request: Request, body: Any) -> bytearray:

@@ -40,7 +40,7 @@ def view(body: Any, struct: type) -> tuple:
     out = []
     for name in struct._fields:  # type: ignore[attr-defined]
         value = getattr(body, name)
-        if name in nested and value is not None:  # a null array (the generic decoder reads one)
+        if name in nested:
             value = [view(item, nested[name]) for item in value]
         elif isinstance(value, memoryview | bytearray):
             value = bytes(value)
@@ -214,8 +214,13 @@ def fields(api: Api, version, correlation_id, client_id, body) -> tuple:
 
 
 def generic_fields(api: Api, frame: bytes) -> tuple:
+    """What the generic decoder reads; ValueError if that has a null Kafka's schema forbids
+    (which ``decode_request`` refuses)."""
     _, version, _ = codec.peek_header(frame)
     body = codec.REQUEST_CLASSES[api.key].decode(memoryview(frame), version=version, header=True)
+    null = codec.first_forbidden_null(body, api.key, version)
+    if null is not None:
+        raise ValueError(f"{null} is null")
     return fields(api, body.version, body.header.correlation_id, body.header.client_id, body)
 
 

@@ -218,3 +218,29 @@ def test_an_unserved_api_without_a_known_response_shape_closes_with_a_log_line(
             assert c.is_closed_by_peer()
     assert any("no response shape" in r.getMessage() for r in caplog.records)
     _assert_still_serving(bootstrap)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_a_null_where_kafka_allows_none_closes_cleanly(broker, bootstrap, caplog, version):
+    """A Produce whose partition array is null (length -1: the generic decoder reads None,
+    and the hand decoder gives such a frame up to it) is refused as a malformed request, as
+    Kafka's parser refuses it: the connection closes with one line saying which field, no
+    handler meets the None (no internal error, no traceback), and others go on."""
+    broker.store.create_topic("survivor", 1)
+    broker.store.append("survivor", b"kept")
+    cls = codec.request_class(0)[version]
+    req = cls(
+        acks=1, timeout_ms=1000,
+        topic_data=[cls.TopicProduceData(name="survivor", partition_data=None)],
+    )  # fmt: skip
+    req.with_header(correlation_id=5, client_id="bad")
+    frame = bytes(req.encode(header=True))
+    with caplog.at_level(logging.INFO, logger="streams.protocol"):
+        with WireClient(bootstrap) as bad:
+            bad.send_raw(struct.pack(">i", len(frame)) + frame)
+            assert bad.is_closed_by_peer()
+    said = [r for r in caplog.records if "partition_data is null" in r.getMessage()]
+    assert said, [r.getMessage() for r in caplog.records]
+    assert not any(r.exc_info or "internal error" in r.getMessage() for r in caplog.records)
+    _assert_still_serving(bootstrap)
+    assert [r.value for r in broker.store.read("survivor", 0, 0)] == [b"kept"]
