@@ -21,9 +21,10 @@ from heapq import heappop, heappush
 from operator import itemgetter
 
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem, PyDict_DelItem
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.list cimport PyList_Append, PyList_New, PyList_SET_ITEM
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XINCREF, Py_DECREF, Py_XDECREF
 from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 
 # the C-integer loop takes a batch whose times all lie within +-TS_MAX (and `within`, `grace`
@@ -94,6 +95,166 @@ cdef class _Side:
             PyDict_SetItem(self.cache, key, self.deleted)
 
 
+cdef struct _QEntry:
+    long long exp  # the time, when `big` is NULL
+    PyObject* big  # the time as an object (a strong reference) when not a small int
+    PyObject* key  # a strong reference
+    int side
+
+
+cdef class ExpiryQueue:
+    """The join's expiry queue: ``(expires after, side, key)`` entries in time order, as a ring
+    of C structs (a deque of tuples made a tuple and an int per record). The part of a deque's
+    interface the Python loops use (``append``, ``popleft``, ``[0]``, ``[-1]``, ``len``,
+    iteration, ``clear``) gives and takes those tuples; the compiled loops reach the ring
+    directly. A time that is not an int within +-2**62 is kept as its object."""
+    cdef _QEntry* ring
+    cdef Py_ssize_t head, n, cap  # cap: a power of two
+
+    def __cinit__(self, entries=()):
+        self.cap = 64
+        self.head = self.n = 0
+        self.ring = <_QEntry*>PyMem_Malloc(self.cap * sizeof(_QEntry))
+        if self.ring == NULL:
+            raise MemoryError()
+        for e in entries:
+            self.append(e)
+
+    def __dealloc__(self):
+        if self.ring != NULL:
+            self._clear()
+            PyMem_Free(self.ring)
+
+    cdef void _clear(self):
+        cdef _QEntry* q
+        while self.n:
+            q = &self.ring[self.head]
+            Py_XDECREF(q.big)
+            Py_XDECREF(q.key)
+            q.big = q.key = NULL
+            self.head = (self.head + 1) & (self.cap - 1)
+            self.n -= 1
+        self.head = 0
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t cap = self.cap * 2, i
+        cdef _QEntry* ring = <_QEntry*>PyMem_Malloc(cap * sizeof(_QEntry))
+        if ring == NULL:
+            raise MemoryError()
+        for i in range(self.n):
+            ring[i] = self.ring[(self.head + i) & (self.cap - 1)]
+        PyMem_Free(self.ring)
+        self.ring, self.cap, self.head = ring, cap, 0
+        return 0
+
+    cdef inline _QEntry* _at(self, Py_ssize_t i):
+        return &self.ring[(self.head + i) & (self.cap - 1)]
+
+    cdef inline object _exp(self, _QEntry* q):
+        if q.big != NULL:
+            return <object>q.big
+        return PyLong_FromLongLong(q.exp)
+
+    cdef int _push(self, long long exp, object big, int side, object key) except -1:
+        """Append (`big` None: the time is `exp`)."""
+        cdef _QEntry* q
+        if self.n == self.cap:
+            self._grow()
+        q = self._at(self.n)
+        q.exp = exp
+        if big is None:
+            q.big = NULL
+        else:
+            Py_INCREF(big)
+            q.big = <PyObject*>big
+        Py_INCREF(key)
+        q.key = <PyObject*>key
+        q.side = side
+        self.n += 1
+        return 0
+
+    cdef inline bint push_small(self, long long exp, int side, object key) except -1:
+        """Append `exp` (a small int) if it comes no earlier than the last entry; else False."""
+        cdef _QEntry* last
+        if self.n:
+            last = self._at(self.n - 1)
+            if last.big != NULL:
+                if not (PyLong_FromLongLong(exp) >= <object>last.big):
+                    return False
+            elif exp < last.exp:
+                return False
+        self._push(exp, None, side, key)
+        return True
+
+    cdef bint push_object(self, object exp, int side, object key) except -1:
+        """``push_small`` for a time of any size."""
+        cdef long long c = 0
+        if _small(exp, TS_MAX, &c):
+            return self.push_small(c, side, key)
+        if self.n and not (exp >= self._exp(self._at(self.n - 1))):
+            return False
+        self._push(0, exp, side, key)
+        return True
+
+    cdef inline bint front_before(self, long long c_wm, object wm, bint small) except -1:
+        """The first entry's time is < the watermark (`c_wm` when `small`, else `wm`)."""
+        cdef _QEntry* q
+        if not self.n:
+            return False
+        q = &self.ring[self.head]
+        if small and q.big == NULL:
+            return q.exp < c_wm
+        return self._exp(q) < wm
+
+    cdef inline object pop_key(self, int* side):
+        """Take the first entry off: its key (and its side into `side`)."""
+        cdef _QEntry* q = &self.ring[self.head]
+        cdef object key = <object>q.key
+        Py_DECREF(key)  # the ring's reference, `key` holds its own
+        Py_XDECREF(q.big)
+        q.big = q.key = NULL
+        side[0] = q.side
+        self.head = (self.head + 1) & (self.cap - 1)
+        self.n -= 1
+        return key
+
+    def append(self, tuple entry):
+        exp, side, key = entry
+        cdef long long c = 0
+        if _small(exp, TS_MAX, &c):
+            self._push(c, None, side, key)
+        else:
+            self._push(0, exp, side, key)
+
+    def popleft(self):
+        if not self.n:
+            raise IndexError("pop from an empty queue")
+        cdef object exp = self._exp(&self.ring[self.head])
+        cdef int side = 0
+        key = self.pop_key(&side)
+        return (exp, side, key)
+
+    def __getitem__(self, Py_ssize_t i):
+        if i < 0:
+            i += self.n
+        if i < 0 or i >= self.n:
+            raise IndexError("queue index out of range")
+        cdef _QEntry* q = self._at(i)
+        return (self._exp(q), q.side, <object>q.key)
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return iter([self[i] for i in range(self.n)])
+
+    def __repr__(self):
+        return f"ExpiryQueue({list(self)!r})"
+
+    def clear(self):
+        self._clear()
+
+
 cdef inline list _pair(object a, object b):
     cdef list p = PyList_New(2)
     Py_INCREF(a)
@@ -110,14 +271,15 @@ def inner_batch(
 ):
     """Process `items` (``(side, (key, value, ts, origin))``) into `lstore`/`rstore`;
     returns the emissions ``(key, value, ts, origin)``. `maxs` (each side's largest time),
-    `heap`, `queue` (a deque: the expiry entries in time order; the others go to the heap)
+    `heap`, `queue` (an ``ExpiryQueue``: the expiry entries in time order; the others go to the
+    heap)
     and `unordered` are updated in place, as is `progress`: ``[watermark, late records,
     index of the item being processed]`` (on an exception, the failing one). `pairs`: the
     joiner is ``joins.pair`` (``[left, right]``, built here)."""
     cdef list out = []
     cdef list mine_out
     cdef list other, other_in, mine
-    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i, nq
+    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i
     cdef int side
     cdef bint matched, changed
     cdef object item, rec, key, value, ts, origin, e, lo, hi, o, cand, v, exp, last
@@ -125,7 +287,7 @@ def inner_batch(
     cdef _Side others, mine_side
     cdef tuple sides = (_Side(lstore), _Side(rstore))
     cdef object wm = progress[0]
-    cdef object qappend = queue.append
+    cdef ExpiryQueue q = queue
     if _all_small(items, within, grace, wm, maxs, min_time):
         return _inner_batch_c(
             items, sides, within, joiner, maxs, heap, queue, unordered, scan_max, grace,
@@ -193,10 +355,7 @@ def inner_batch(
                 PyList_Append(mine, [ts, value, matched])
                 mine_side.touched(key, mine)
             exp = ts + within
-            nq = len(queue)
-            if nq == 0 or exp >= (<tuple>queue[nq - 1])[0]:
-                qappend((exp, side, key))
-            else:
+            if not q.push_object(exp, side, key):
                 heappush(heap, (exp, side, key))
             if ts > maxs[side]:
                 maxs[side] = ts
@@ -229,13 +388,15 @@ def expire_inner(list heap, object queue, object lstore, object rstore, object w
     queue's and the heap's entries due before `wm` are taken off."""
     cdef tuple top
     cdef tuple sides = (_Side(lstore), _Side(rstore))
-    cdef object popleft = queue.popleft
+    cdef ExpiryQueue q = queue
     cdef long long c_within = 0, c_wm = 0
+    cdef int side = 0
+    cdef object key
     # small: an entry's time, if a small int too, is compared as a C integer
     cdef bint small = _small(within, SPAN_MAX, &c_within) and _small(wm, TS_MAX, &c_wm)
-    while queue and (<tuple>queue[0])[0] < wm:
-        top = popleft()
-        _expire_key(<_Side>sides[<int>top[1]], top[2], within, wm, <set>unordered[<int>top[1]],
+    while q.front_before(c_wm, wm, small):
+        key = q.pop_key(&side)
+        _expire_key(<_Side>sides[side], key, within, wm, <set>unordered[side],
                     small, c_within, c_wm)
     while heap and (<tuple>heap[0])[0] < wm:
         top = heappop(heap)
@@ -315,7 +476,7 @@ cdef list _inner_batch_c(
     cdef list out = []
     cdef list mine_out
     cdef list other, other_in, mine
-    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i, nq
+    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i
     cdef int side
     cdef bint matched, changed, small_o
     cdef object item, rec, key, value, ts, origin, e, o, v, lo, hi
@@ -325,7 +486,7 @@ cdef list _inner_batch_c(
     cdef long long c_min = 0, c_cand = 0
     cdef long long c_max[2]
     c_max[0] = c_max[1] = 0
-    cdef object qappend = queue.append
+    cdef ExpiryQueue q = queue
     cdef object wm_obj = progress[0]  # the watermark as an object, while it is unchanged
     _small(within, SPAN_MAX, &c_within)
     _small(grace, SPAN_MAX, &c_grace)
@@ -413,12 +574,8 @@ cdef list _inner_batch_c(
                     (<set>unordered[side]).add(key)
                 PyList_Append(mine, [ts, value, matched])
                 mine_side.touched(key, mine)
-            o = PyLong_FromLongLong(c_ts + c_within)  # expires after
-            nq = len(queue)
-            if nq == 0 or o >= (<tuple>queue[nq - 1])[0]:
-                qappend((o, side, key))
-            else:
-                heappush(heap, (o, side, key))
+            if not q.push_small(c_ts + c_within, side, key):  # expires after
+                heappush(heap, (PyLong_FromLongLong(c_ts + c_within), side, key))
             if c_ts > c_max[side]:
                 c_max[side] = c_ts
                 maxs[side] = ts

@@ -22,10 +22,12 @@ from streams.errors import InvalidConfig
 from streams.processing.operator import MIN_TIME
 
 try:  # the inner join's compiled loops, built in place by `make` (streams/jobs/_cjoin.pyx)
+    from streams.jobs._cjoin import ExpiryQueue as _ExpiryQueue
     from streams.jobs._cjoin import expire_inner as _native_expire_inner
     from streams.jobs._cjoin import inner_batch as _native_inner_batch
 except ImportError:  # not built: the pure-Python loops below, the reference
     _native_inner_batch = _native_expire_inner = None
+    _ExpiryQueue = deque  # type: ignore[assignment,misc]
 
 Out = list[tuple[object, object, int]]  # (key, value, timestamp)
 Joiner = Callable[[object, object], object]
@@ -106,8 +108,10 @@ class IntervalJoin:
         self.late_count = 0
         self.failed_item: tuple | None = None  # process_many's failing item
         # every entry's (expires after, side, key): in the queue if it comes no earlier than
-        # the queue's last (as in-order input does), else in the heap; expiry takes from both
-        self._queue: deque[tuple[int, int, object]] = deque()
+        # the queue's last (as in-order input does), else in the heap; expiry takes from both.
+        # The queue is a deque, or its compiled stand-in (``_cjoin.ExpiryQueue``, a ring of C
+        # structs that the compiled loops need) when built
+        self._queue: deque[tuple[int, int, object]] = _ExpiryQueue()
         self._heap: list[tuple[int, int, object]] = []
         # per side, the keys whose entries are not in time order (an event older than the
         # key's last one arrived): their lists are scanned whole, the others' bisected

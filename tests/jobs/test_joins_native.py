@@ -172,3 +172,37 @@ def test_the_compiled_loop_over_stores_equals_the_python_loop(
     assert nat._unordered == py._unordered
     if kind == "store":
         assert [s.take_changes() for s in nat.sides] == [s.take_changes() for s in py.sides]
+
+
+QUEUE_TIMES = st.integers(-(1 << 62), 1 << 62) | st.integers(-(1 << 70), 1 << 70)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["append", "popleft", "clear"]), QUEUE_TIMES, st.integers(0, 1))
+    )
+)
+def test_the_compiled_expiry_queue_acts_as_a_deque(ops):
+    """``_cjoin.ExpiryQueue`` (the join's queue when built) against a deque, the reference: the
+    same entries through appends (times small or not), poplefts past its ring's growth, clears."""
+    if joins._native_inner_batch is None:
+        pytest.skip("the compiled loop is not built (test_the_compiled_loop_is_built fails)")
+    from collections import deque
+
+    got, want = joins._ExpiryQueue(), deque()
+    for i, (op, t, side) in enumerate(ops * 20):
+        if op == "append" or not want:
+            got.append((t, side, f"k{i}"))
+            want.append((t, side, f"k{i}"))
+        elif op == "popleft":
+            assert got.popleft() == want.popleft()
+        elif i % 7 == 0:
+            got.clear()
+            want.clear()
+        assert len(got) == len(want)
+        if want:
+            assert got[0] == want[0] and got[-1] == want[-1]
+    assert list(got) == list(want)
+    with pytest.raises(IndexError):
+        got[len(want)]
