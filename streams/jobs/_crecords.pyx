@@ -82,6 +82,49 @@ def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, P
     return True
 
 
+# ------------------------------------------------------------------ merging two inputs
+
+
+def merge2(list a, list b, object ia, object ib, list out):
+    """The two-way merge of ``streams.jobs.serde.merge_two`` (its pure reference; the same
+    answers, tests/jobs/test_crecords.py): appends ``(ia, a[i])`` and ``(ib, b[j])`` to `out`
+    in timestamp order (index 2 of each record; of equal ones, `a`'s first) while both lists
+    have records left, and returns ``(i, j)``, how many of each it took. A comparison that
+    raises raises, as the pure loop's."""
+    cdef Py_ssize_t i = 0, j = 0, na = PyList_GET_SIZE(a), nb = PyList_GET_SIZE(b)
+    cdef object ra, rb, ta, tb
+    if na == 0 or nb == 0:
+        return 0, 0
+    ra = <object>PyList_GET_ITEM(a, 0)
+    rb = <object>PyList_GET_ITEM(b, 0)
+    ta = ra[2]
+    tb = rb[2]
+    while True:
+        if tb < ta:
+            PyList_Append(out, (ib, rb))
+            j += 1
+            if j == nb:
+                break
+            rb = <object>PyList_GET_ITEM(b, j)
+            tb = rb[2]
+        else:
+            PyList_Append(out, (ia, ra))
+            i += 1
+            if i == na:
+                break
+            ra = <object>PyList_GET_ITEM(a, i)
+            ta = ra[2]
+    return i, j
+
+
+def tag(list recs, Py_ssize_t start, object index, list out):
+    """Appends ``(index, r)`` for each record `r` of `recs` from `start` to `out` (the rest
+    of a merge once one side ran out; ``serde.tag_rest``'s pure reference)."""
+    cdef Py_ssize_t k, n = PyList_GET_SIZE(recs)
+    for k in range(start, n):
+        PyList_Append(out, (index, <object>PyList_GET_ITEM(recs, k)))
+
+
 # ------------------------------------------------------------------ writing outputs
 
 from cpython.tuple cimport PyTuple_GET_SIZE

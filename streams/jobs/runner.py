@@ -73,7 +73,7 @@ from streams.errors import InvalidConfig, TidelogError
 from streams.jobs.job import Job
 from streams.jobs.logs import TP, EmbeddedLog, JobLog, Records, TaskCheckpoint, TaskMigrated
 from streams.jobs.metrics import JobMetrics
-from streams.jobs.serde import SerdeError, decode_records, records_encoder
+from streams.jobs.serde import SerdeError, decode_records, merge, records_encoder, tag
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
 from streams.jobs.views import RunnerViews, ViewRegistry
@@ -463,7 +463,7 @@ class Runner:
         if len(inputs) == 1:
             return self._run_single(p, task, inputs[0])
         batches = [self._read(topic, p) for topic in inputs]
-        merged = self._merge(p, inputs, batches)
+        merged, fed = self._merge_fed(p, inputs, batches)  # fed: the prefix taken of each
         if not merged:
             return 0
         try:
@@ -471,9 +471,6 @@ class Runner:
         except Exception as exc:
             first = merged[0]
             raise self._record_error(p, task, exc, [first[1]], inputs[first[0]]) from exc
-        fed = [0] * len(inputs)  # the merge takes a prefix of each batch
-        for i, _ in merged:
-            fed[i] += 1
         for i, n in enumerate(fed):
             if n:
                 self._positions[(inputs[i], p)] = batches[i][n - 1][3] + 1
@@ -487,42 +484,44 @@ class Runner:
         A partition whose batch ran out may hold smaller timestamps in its next batch: the
         merge stops once a partition with more to read has no buffered record left (an empty
         batch holds nothing back: nothing of it was fetched)."""
+        return self._merge_fed(p, inputs, batches)[0]
+
+    def _merge_fed(
+        self, p: int, inputs: list[str], batches: list[list]
+    ) -> tuple[list[tuple[int, tuple]], list[int]]:
+        """``_merge``'s records and how many of each batch they take (a prefix of each)."""
         merged: list[tuple[int, tuple]] = []
-        append = merged.append
+        fed = [0] * len(batches)
         live = [i for i, recs in enumerate(batches) if recs]
         if len(live) == 2:  # the common case (a join of two inputs): a plain two-way merge
             ia, ib = live
             a, b = batches[ia], batches[ib]
-            i = j = 0
-            na, nb = len(a), len(b)
-            while i < na and j < nb:
-                if b[j][2] < a[i][2]:
-                    append((ib, b[j]))
-                    j += 1
-                else:  # of equal timestamps, the earlier input's first
-                    append((ia, a[i]))
-                    i += 1
-            if i == na:  # a ran out first
+            i, j = merge(a, b, ia, ib, merged)  # compiled when built (serde.merge_two)
+            fed[ia], fed[ib] = i, j
+            if i == len(a):  # a ran out first
                 if a[-1][3] + 1 < self.joblog.end_offset(inputs[ia], p):
-                    return merged
+                    return merged, fed
                 rest, k, ir = b, j, ib
             else:
                 if b[-1][3] + 1 < self.joblog.end_offset(inputs[ib], p):
-                    return merged
+                    return merged, fed
                 rest, k, ir = a, i, ia
-            merged.extend([(ir, r) for r in rest[k:]])
-            return merged
+            tag(rest, k, ir, merged)
+            fed[ir] = len(rest)
+            return merged, fed
+        append = merged.append
         heads = [(batches[i][0][2], i, 0) for i in live]
         heapq.heapify(heads)
         while heads:
             _, i, n = heapq.heappop(heads)
             recs = batches[i]
             append((i, recs[n]))
+            fed[i] += 1
             if n + 1 < len(recs):
                 heapq.heappush(heads, (recs[n + 1][2], i, n + 1))
             elif recs[n][3] + 1 < self.joblog.end_offset(inputs[i], p):
                 break
-        return merged
+        return merged, fed
 
     def _run_single(self, p: int, task: Task, topic: str) -> int:
         """A task with one input: its records in offset order, as one batch."""

@@ -270,6 +270,34 @@ def decode_records(
     return None
 
 
+def merge_two(a: list, b: list, ia: int, ib: int, out: list) -> tuple[int, int]:
+    """The runner's two-way merge of two inputs' batches (``Runner._merge``): appends ``(ia,
+    a[i])`` and ``(ib, b[j])`` to `out` in timestamp order (a record's index 2; of equal
+    timestamps, `a`'s first) while both have records left; returns ``(i, j)``, how many of
+    each it took. The pure reference of the compiled ``_crecords.merge2`` (``merge``)."""
+    i = j = 0
+    na, nb = len(a), len(b)
+    append = out.append
+    while i < na and j < nb:
+        if b[j][2] < a[i][2]:
+            append((ib, b[j]))
+            j += 1
+        else:
+            append((ia, a[i]))
+            i += 1
+    return i, j
+
+
+def tag_rest(recs: list, start: int, index: int, out: list) -> None:
+    """Appends ``(index, r)`` for the records of `recs` from `start` (a merge's rest once the
+    other input ran out). The pure reference of the compiled ``_crecords.tag``."""
+    out.extend([(index, r) for r in recs[start:]])
+
+
+# the compiled merge when built, else the pure one (tests/jobs/test_crecords.py: the same)
+merge, tag = (merge_two, tag_rest) if _crecords is None else (_crecords.merge2, _crecords.tag)
+
+
 def records_encoder(key: Serde, value: Serde) -> Callable[[list, int, list], int] | None:
     """The compiled writing of a job's outputs (``_crecords.encode``) for text or bytes keys
     and JSON values, else None (other serialisers, not built): ``encode(recs, start, out)``

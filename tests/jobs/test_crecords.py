@@ -114,6 +114,7 @@ def test_the_runner_decodes_record_by_record_when_the_module_is_not_built():
         from streams.log.records import Record
         assert serde._crecords is None
         assert decode_records([Record(0, 1, b"k", b"{}")], TEXT, JSON, None) is None
+        assert serde.merge is serde.merge_two and serde.tag is serde.tag_rest
         from streams.jobs import JSON, Count, Job, Sum, Tumbling
         from streams.jobs.runner import Runner
         from streams.log import LogStore
@@ -242,3 +243,34 @@ def test_other_serialisers_are_left_to_the_pure_loop():
     assert serde.records_encoder(JSON, JSON) is None  # JSON keys
     assert serde.records_encoder(TEXT, TEXT) is None
     assert serde.records_encoder(serde.KEY, JSON) is None
+
+
+# ------------------------------------------------------------------ the two-way merge
+
+TIMES = st.lists(st.integers(0, 6), max_size=12).map(sorted)
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+@settings(max_examples=300, deadline=None)
+@given(TIMES, TIMES, st.sampled_from([(0, 1), (1, 0), (2, 5)]), st.integers(0, 13))
+def test_the_compiled_merge_is_the_pure_merge(ta, tb, sides, start):
+    """``_crecords.merge2``/``tag`` against ``serde.merge_two``/``tag_rest``: the same
+    ``(index, record)`` items (the same record objects, in the same order) and counts."""
+    a = [("a", None, t, n) for n, t in enumerate(ta)]
+    b = [("b", {"x": n}, t, n) for n, t in enumerate(tb)]
+    ia, ib = sides
+    want: list = []
+    got: list = [("before",)]
+    assert serde._crecords.merge2(a, b, ia, ib, got) == serde.merge_two(a, b, ia, ib, want)
+    assert got[1:] == want and all(g[1] is w[1] for g, w in zip(got[1:], want, strict=True))
+    serde.tag_rest(b, start, ib, want)
+    serde._crecords.tag(b, start, ib, got)
+    assert got[1:] == want and all(g[1] is w[1] for g, w in zip(got[1:], want, strict=True))
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+def test_the_compiled_merge_raises_what_the_pure_merge_raises():
+    a, b = [("a", None, 1, 0)], [("b", None, "x", 0)]
+    for merge in (serde.merge_two, serde._crecords.merge2):
+        with pytest.raises(TypeError):
+            merge(a, b, 0, 1, [])
