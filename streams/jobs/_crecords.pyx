@@ -127,6 +127,7 @@ def tag(list recs, Py_ssize_t start, object index, list out):
 
 # ------------------------------------------------------------------ writing outputs
 
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8String
 
@@ -191,7 +192,13 @@ def encode(list recs, Py_ssize_t start, bint text_keys, object json_value, objec
         else:
             try:
                 value = _orjson_dumps(v, default, options)
-                if not _json_exact(value):
+                if _json_exact(value):
+                    # a copy of its size: orjson's result keeps a ~1 KiB block of the C heap
+                    # (``serde.compact_json_bytes``), and buffered outputs stay alive until the
+                    # checkpoint: 100k of them grew the heap at a page fault every few (5x)
+                    value = PyBytes_FromStringAndSize(PyBytes_AS_STRING(value),
+                                                      PyBytes_GET_SIZE(value))
+                else:
                     value = json_value(v)
             except Exception:
                 try:
