@@ -265,6 +265,11 @@ class Store(MutableMapping):
         out: list[tuple[bytes, bytes | None]] = []
         taken: list[tuple[object, object]] = []
         backend, objects = self.backend, self._objects
+        if objects is not None and type(backend) is MemoryBackend:
+            _take_memory(self._dirty, backend._d, objects, out, taken)
+            self._dirty.clear()
+            self.taken, self.taken_from = taken, out
+            return out
         for key, value in self._dirty.items():
             k = encode(key)
             if value is _MISSING:
@@ -303,6 +308,27 @@ class Store(MutableMapping):
         if self._objects is not None:
             self._objects.clear()
         self.backend.close()
+
+
+def _take_memory(dirty: dict, d: dict, objects: dict, out: list, taken: list) -> None:
+    """``take_changes``'s loop over a ``MemoryBackend``'s dict `d` (the same steps, its
+    methods inlined)."""
+    enc_key, enc_value, missing = encode, encode_value, _MISSING
+    pop, get, out_append, taken_append = d.pop, d.get, out.append, taken.append
+    for key, value in dirty.items():
+        k = enc_key(key)
+        if value is missing:
+            pop(k, None)
+            out_append((k, None))
+            taken_append((key, None))
+            objects.pop(key, None)
+        else:
+            v = enc_value(value)
+            if get(k) != v:
+                d[k] = v
+                out_append((k, v))
+                taken_append((key, value))
+            objects[key] = value
 
 
 def changelog_topic(job: str, store: str) -> str:
