@@ -16,6 +16,8 @@ timestamp extractor may give any integer) runs on Python integers.
 A property test (tests/jobs/test_joins_native.py) holds the two to the same answers.
 """
 
+cimport cython
+
 from bisect import bisect_left, bisect_right
 from heapq import heappop, heappush
 from operator import itemgetter
@@ -601,3 +603,366 @@ cdef inline long long _candidate_c(long long* c_max, int side, long long ts, lon
     if o == min_time:
         return ts - grace
     return (ts if ts < o else o) - grace
+
+
+# --- the inner join's state in C, between checkpoints ---------------------------------------
+
+
+@cython.no_gc
+@cython.final
+cdef class _Entries:
+    """One key's entries on one side, as C arrays in arrival order: each entry's time (as a C
+    integer, and the int object it came as), value and matched flag; ``[start, start + n)``
+    are live (expiry drops a prefix by moving `start`). Not walked by the cycle collector
+    (its values are records' decoded values, which cannot refer back to it)."""
+    cdef long long* ts
+    cdef PyObject** tsobj  # strong references
+    cdef PyObject** values  # strong references
+    cdef char* matched
+    cdef Py_ssize_t start, n, cap
+    cdef object key
+    cdef bint dirty  # changed since the last sync (in its side's `dirty` list)
+    cdef bint in_store  # the store holds the key (as of the last sync or load)
+    cdef bint unordered  # the key is in its side's `unordered` set
+
+    def __cinit__(self):
+        self.ts = NULL
+        self.tsobj = self.values = NULL
+        self.matched = NULL
+        self.start = self.n = self.cap = 0
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.start, self.start + self.n):
+            Py_XDECREF(self.tsobj[i])
+            Py_XDECREF(self.values[i])
+        PyMem_Free(self.ts)
+        PyMem_Free(self.tsobj)
+        PyMem_Free(self.values)
+        PyMem_Free(self.matched)
+
+    cdef int _room(self) except -1:
+        """Room for one more entry at the end."""
+        cdef Py_ssize_t cap, i
+        cdef long long* ts
+        cdef PyObject** tsobj
+        cdef PyObject** values
+        cdef char* matched
+        if self.start + self.n < self.cap:
+            return 0
+        if self.start and self.n <= self.cap // 2:  # slide the live entries down
+            for i in range(self.n):
+                self.ts[i] = self.ts[self.start + i]
+                self.tsobj[i] = self.tsobj[self.start + i]
+                self.values[i] = self.values[self.start + i]
+                self.matched[i] = self.matched[self.start + i]
+            self.start = 0
+            return 0
+        cap = 4 if self.cap == 0 else self.cap * 2
+        ts = <long long*>PyMem_Malloc(cap * sizeof(long long))
+        tsobj = <PyObject**>PyMem_Malloc(cap * sizeof(PyObject*))
+        values = <PyObject**>PyMem_Malloc(cap * sizeof(PyObject*))
+        matched = <char*>PyMem_Malloc(cap)
+        if ts == NULL or tsobj == NULL or values == NULL or matched == NULL:
+            PyMem_Free(ts)
+            PyMem_Free(tsobj)
+            PyMem_Free(values)
+            PyMem_Free(matched)
+            raise MemoryError()
+        for i in range(self.n):
+            ts[i] = self.ts[self.start + i]
+            tsobj[i] = self.tsobj[self.start + i]
+            values[i] = self.values[self.start + i]
+            matched[i] = self.matched[self.start + i]
+        PyMem_Free(self.ts)
+        PyMem_Free(self.tsobj)
+        PyMem_Free(self.values)
+        PyMem_Free(self.matched)
+        self.ts, self.tsobj, self.values, self.matched = ts, tsobj, values, matched
+        self.start, self.cap = 0, cap
+        return 0
+
+    cdef int append(self, long long c_ts, object ts, object value, bint matched) except -1:
+        cdef Py_ssize_t i
+        self._room()
+        i = self.start + self.n
+        self.ts[i] = c_ts
+        Py_INCREF(ts)
+        self.tsobj[i] = <PyObject*>ts
+        Py_INCREF(value)
+        self.values[i] = <PyObject*>value
+        self.matched[i] = matched
+        self.n += 1
+        return 0
+
+    cdef list as_list(self):
+        """The entries as the store holds them: ``[[ts, value, matched], ...]``."""
+        cdef list out = PyList_New(self.n)
+        cdef list e
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            e = [<object>self.tsobj[self.start + i], <object>self.values[self.start + i],
+                 True if self.matched[self.start + i] else False]
+            Py_INCREF(e)
+            PyList_SET_ITEM(out, i, e)
+        return out
+
+
+@cython.final
+cdef class JoinSide:
+    """One side of an inner interval join, between checkpoints: the keys touched since the
+    last ``sync``, each as an ``_Entries`` (loaded from the store when first touched), over the
+    store, which stays the state's truth at every checkpoint: ``sync`` writes the changed keys
+    into it (the same ``[[ts, value, matched], ...]`` lists the Python loops keep there, so the
+    same changelog) and empties the cache. Times are small ints only (``batch_is_small``)."""
+    cdef object store
+    cdef dict cache  # key -> _Entries
+    cdef list dirty  # the _Entries changed since the last sync, in order of first change
+    cdef set unordered  # the join's set of this side's keys whose entries are out of order
+
+    def __init__(self, store, set unordered):
+        self.store = store
+        self.cache = {}
+        self.dirty = []
+        self.unordered = unordered
+
+    cdef _Entries get(self, object key):
+        """The key's entries (perhaps none: n == 0; a key the store lacks is cached so, till
+        the next sync)."""
+        cdef PyObject* p = PyDict_GetItem(self.cache, key)
+        if p != NULL:
+            return <_Entries>p
+        return self._load(key)
+
+    cdef _Entries _load(self, object key):
+        cdef object stored = self.store.get(key)
+        cdef _Entries es
+        cdef long long c = 0
+        if stored is None:
+            return self.new(key)
+        es = _Entries.__new__(_Entries)
+        es.key = key
+        es.in_store = True
+        es.unordered = key in self.unordered
+        for e in stored:
+            if not _small(e[0], TS_MAX, &c):
+                raise ValueError(f"a join entry's time out of range: {e[0]!r}")
+            es.append(c, e[0], e[1], e[2])
+        PyDict_SetItem(self.cache, key, es)
+        return es
+
+    cdef _Entries new(self, object key):
+        cdef _Entries es = _Entries.__new__(_Entries)
+        es.key = key
+        PyDict_SetItem(self.cache, key, es)
+        return es
+
+    cdef inline void changed(self, _Entries es) except *:
+        if not es.dirty:
+            es.dirty = True
+            PyList_Append(self.dirty, es)
+
+    cdef void expire(self, object key, long long c_within, long long c_wm) except *:
+        """Every entry of `key` with ``ts + within < wm`` leaves; a key left without entries
+        leaves the unordered set (and the store, at the next sync)."""
+        cdef _Entries es = self.get(key)
+        cdef Py_ssize_t i, j, end, k
+        if es.n == 0:
+            return
+        end = es.start + es.n
+        if not es.unordered:  # in time order: the expired ones are a prefix
+            k = es.start
+            while k < end and es.ts[k] + c_within < c_wm:
+                Py_DECREF(<object>es.tsobj[k])
+                Py_DECREF(<object>es.values[k])
+                k += 1
+            if k == es.start:
+                return
+            es.n -= k - es.start
+            es.start = k
+        else:
+            j = es.start
+            for i in range(es.start, end):
+                if es.ts[i] + c_within < c_wm:
+                    Py_DECREF(<object>es.tsobj[i])
+                    Py_DECREF(<object>es.values[i])
+                else:
+                    es.ts[j] = es.ts[i]
+                    es.tsobj[j] = es.tsobj[i]
+                    es.values[j] = es.values[i]
+                    es.matched[j] = es.matched[i]
+                    j += 1
+            if j == end:
+                return
+            es.n = j - es.start
+        if es.n == 0:
+            es.start = 0
+            if es.unordered:
+                self.unordered.discard(key)
+                es.unordered = False
+        self.changed(es)
+
+    def sync(self):
+        """Write the keys changed since the last sync into the store; empty the cache."""
+        cdef _Entries es
+        store = self.store
+        for es in self.dirty:
+            es.dirty = False
+            if es.n:
+                store[es.key] = es.as_list()
+                es.in_store = True
+            elif es.in_store:
+                del store[es.key]
+                es.in_store = False
+        self.dirty = []
+        self.cache.clear()
+
+    def __len__(self):
+        """Entries held in the cache (the rest are in the store)."""
+        cdef _Entries es
+        return sum(es.n for es in self.cache.values())
+
+
+def expire_sides(list heap, object queue, JoinSide lside, JoinSide rside, object within,
+                 object wm):
+    """``expire_inner`` over ``JoinSide`` state (small times only)."""
+    cdef ExpiryQueue q = queue
+    cdef long long c_within = 0, c_wm = 0
+    cdef int side = 0
+    cdef object key
+    cdef tuple top
+    cdef tuple sides = (lside, rside)
+    if not (_small(within, SPAN_MAX, &c_within) and _small(wm, TS_MAX, &c_wm)):
+        raise ValueError("expire_sides takes small times only")
+    while q.front_before(c_wm, wm, True):
+        key = q.pop_key(&side)
+        (<JoinSide>sides[side]).expire(key, c_within, c_wm)
+    while heap and (<tuple>heap[0])[0] < wm:
+        top = heappop(heap)
+        (<JoinSide>sides[<int>top[1]]).expire(top[2], c_within, c_wm)
+
+
+cdef inline Py_ssize_t _lower(long long* ts, Py_ssize_t lo, Py_ssize_t hi, long long x):
+    """The first index in [lo, hi) of sorted `ts` whose time is >= x."""
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ts[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def inner_batch_sides(
+    list items, JoinSide lside, JoinSide rside, object within, object joiner, list maxs,
+    list heap, object queue, tuple unordered, Py_ssize_t scan_max, object grace,
+    object min_time, list progress, bint pairs,
+):
+    """``inner_batch`` over ``JoinSide`` state: the same emissions, in the same order, and
+    the same state once synced; None (nothing done) if a time of the batch or of the join's
+    progress is not an int within +-2**62 (or `within`, `grace` within +-2**60)."""
+    cdef list out = []
+    cdef list mine_out
+    cdef Py_ssize_t n = len(items), idx = 0, late = 0, i, end
+    cdef int side
+    cdef bint matched, small_o
+    cdef object item, rec, key, value, ts, origin, v
+    cdef JoinSide others, mine_side
+    cdef _Entries oe, me
+    cdef tuple sides = (lside, rside)
+    cdef long long c_within = 0, c_grace = 0, c_wm = 0, c_ts = 0, c_lo = 0, c_hi = 0, c_o = 0
+    cdef long long c_min = 0, c_cand = 0
+    cdef long long c_max[2]
+    c_max[0] = c_max[1] = 0
+    cdef ExpiryQueue q = queue
+    cdef object wm_obj = progress[0]  # the watermark as an object, while it is unchanged
+    if not _all_small(items, within, grace, progress[0], maxs, min_time):
+        return None
+    _small(within, SPAN_MAX, &c_within)
+    _small(grace, SPAN_MAX, &c_grace)
+    _small(progress[0], TS_MAX, &c_wm)
+    _small(maxs[0], TS_MAX, &c_max[0])
+    _small(maxs[1], TS_MAX, &c_max[1])
+    _small(min_time, TS_MAX, &c_min)
+    try:
+        while idx < n:
+            item = items[idx]
+            side = (<tuple>item)[0]
+            rec = (<tuple>item)[1]
+            key = (<tuple>rec)[0]
+            value = (<tuple>rec)[1]
+            ts = (<tuple>rec)[2]
+            origin = (<tuple>rec)[3]
+            _small(ts, TS_MAX, &c_ts)
+            if c_ts < c_wm:
+                late += 1
+                idx += 1
+                if c_ts > c_max[side]:
+                    c_max[side] = c_ts
+                    maxs[side] = ts
+                    c_cand = _candidate_c(c_max, side, c_ts, c_grace, c_min)
+                    if c_cand > c_wm:
+                        c_wm = c_cand
+                        wm_obj = None
+                continue
+            others = <JoinSide>sides[1 - side]
+            oe = others.get(key)
+            matched = False
+            mine_out = None
+            if oe.n:
+                mine_out = []
+                c_lo = c_ts - c_within
+                c_hi = c_ts + c_within
+                i = oe.start
+                end = oe.start + oe.n
+                if oe.n > scan_max and not oe.unordered:  # in time order: bisect
+                    i = _lower(oe.ts, i, end, c_lo)
+                    end = _lower(oe.ts, i, end, c_hi + 1)
+                while i < end:
+                    c_o = oe.ts[i]
+                    if c_lo <= c_o <= c_hi:
+                        matched = True
+                        if not oe.matched[i]:
+                            oe.matched[i] = 1
+                            others.changed(oe)
+                        if pairs:
+                            if side == 0:
+                                v = _pair(value, <object>oe.values[i])
+                            else:
+                                v = _pair(<object>oe.values[i], value)
+                        elif side == 0:
+                            v = joiner(value, <object>oe.values[i])
+                        else:
+                            v = joiner(<object>oe.values[i], value)
+                        PyList_Append(
+                            mine_out, (key, v, ts if c_ts > c_o else <object>oe.tsobj[i], origin)
+                        )
+                    i += 1
+            mine_side = <JoinSide>sides[side]
+            me = mine_side.get(key)
+            if me.n and c_ts < me.ts[me.start + me.n - 1]:
+                if not me.unordered:
+                    me.unordered = True
+                    mine_side.unordered.add(key)
+            me.append(c_ts, ts, value, matched)
+            mine_side.changed(me)
+            if not q.push_small(c_ts + c_within, side, key):  # expires after
+                heappush(heap, (PyLong_FromLongLong(c_ts + c_within), side, key))
+            if c_ts > c_max[side]:
+                c_max[side] = c_ts
+                maxs[side] = ts
+                c_cand = _candidate_c(c_max, side, c_ts, c_grace, c_min)
+                if c_cand > c_wm:
+                    c_wm = c_cand
+                    wm_obj = None
+                    if mine_out is not None and len(mine_out) > 1:
+                        mine_out.sort(key=_third)
+            if mine_out:
+                out.extend(mine_out)
+            idx += 1
+    finally:
+        progress[0] = wm_obj if wm_obj is not None else PyLong_FromLongLong(c_wm)
+        progress[1] = late
+        progress[2] = idx
+    return out

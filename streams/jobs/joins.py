@@ -23,10 +23,14 @@ from streams.processing.operator import MIN_TIME
 
 try:  # the inner join's compiled loops, built in place by `make` (streams/jobs/_cjoin.pyx)
     from streams.jobs._cjoin import ExpiryQueue as _ExpiryQueue
+    from streams.jobs._cjoin import JoinSide as _JoinSide
     from streams.jobs._cjoin import expire_inner as _native_expire_inner
+    from streams.jobs._cjoin import expire_sides as _native_expire_sides
     from streams.jobs._cjoin import inner_batch as _native_inner_batch
+    from streams.jobs._cjoin import inner_batch_sides as _native_inner_batch_sides
 except ImportError:  # not built: the pure-Python loops below, the reference
-    _native_inner_batch = _native_expire_inner = None
+    _native_inner_batch = _native_expire_inner = _JoinSide = None
+    _native_expire_sides = _native_inner_batch_sides = None
     _ExpiryQueue = deque  # type: ignore[assignment,misc]
 
 Out = list[tuple[object, object, int]]  # (key, value, timestamp)
@@ -97,7 +101,7 @@ class IntervalJoin:
         _check_how(how, ("inner", "left"))
         self.within, self.grace, self.how, self.joiner = within_ms, grace_ms, how, joiner
         # key -> [[ts, value, matched], ...] in arrival order
-        self.sides: tuple[MutableMapping, MutableMapping] = (
+        self._sides: tuple[MutableMapping, MutableMapping] = (
             left if left is not None else {},
             right if right is not None else {},
         )
@@ -116,7 +120,7 @@ class IntervalJoin:
         # per side, the keys whose entries are not in time order (an event older than the
         # key's last one arrived): their lists are scanned whole, the others' bisected
         self._unordered: tuple[set, set] = (set(), set())
-        for side, store in enumerate(self.sides):
+        for side, store in enumerate(self._sides):
             scan = getattr(store, "scan", store.items)  # a Store scans without caching
             for key, entries in scan():
                 last = MIN_TIME
@@ -126,6 +130,41 @@ class IntervalJoin:
                         self._unordered[side].add(key)
                     last = e[0]
         heapq.heapify(self._heap)
+        # an inner join's compiled state between checkpoints (``_cjoin.JoinSide``, over each
+        # side's store; ``sync`` writes it there): while every time is a small int
+        self._cached: tuple | None = None
+        if how == "inner" and _JoinSide is not None and self._small_state():
+            self._cached = (
+                _JoinSide(self._sides[0], self._unordered[0]),
+                _JoinSide(self._sides[1], self._unordered[1]),
+            )
+
+    def _small_state(self) -> bool:
+        small = 1 << 62
+        return (
+            within_small(self.within, self.grace)
+            and all(-small <= t - self.within <= small for t, _, _ in self._heap)
+            and all(-small <= t <= small for t in (*self._max, self._wm))
+        )
+
+    def sync(self) -> None:
+        """Write the compiled state's changes into the stores (a task does before every
+        checkpoint takes the stores' changes; the stores hold the whole state after it)."""
+        if self._cached is not None:
+            self._cached[0].sync()
+            self._cached[1].sync()
+
+    def _uncache(self) -> None:
+        """From now on the state lives in the stores only (a time too large for C came)."""
+        self.sync()
+        self._cached = None
+
+    @property
+    def sides(self) -> tuple[MutableMapping, MutableMapping]:
+        """The left and right stores: key -> ``[[ts, value, matched], ...]`` in arrival order
+        (synced first: they hold the whole state)."""
+        self.sync()
+        return self._sides
 
     @property
     def watermark(self) -> int | None:
@@ -146,7 +185,7 @@ class IntervalJoin:
         output changes); a left join, which emits unmatched records when they expire, expires
         after each record. The progress in ``meta`` is written once, at the end. If an item
         fails (the joiner raised), ``failed_item`` is that item."""
-        sides, within, joiner = self.sides, self.within, self.joiner
+        sides, within, joiner = self._sides, self.within, self.joiner
         maxs, heap, unordered, scan_max = self._max, self._heap, self._unordered, self.SCAN_MAX
         per_record = self.how != "inner"
         wm, grace = self._wm, self.grace
@@ -154,11 +193,18 @@ class IntervalJoin:
         queue = self._queue
         if not per_record and self.native is not None:
             progress = [wm, 0, 0]
+            native = self.native
+            args = (within, joiner, maxs, heap, queue, unordered, scan_max, grace, MIN_TIME)
             try:
-                out = self.native(
-                    items, sides[0], sides[1], within, joiner, maxs, heap, queue, unordered,
-                    scan_max, grace, MIN_TIME, progress, joiner is pair,
-                )  # fmt: skip
+                out = None
+                if self._cached is not None and native is _native_inner_batch:
+                    out = _native_inner_batch_sides(
+                        items, *self._cached, *args, progress, joiner is pair
+                    )
+                    if out is None:  # a time too large for the compiled state
+                        self._uncache()
+                if out is None:
+                    out = native(items, sides[0], sides[1], *args, progress, joiner is pair)
             except Exception:
                 self.failed_item = items[progress[2]]
                 raise
@@ -251,12 +297,15 @@ class IntervalJoin:
                 self._expire(wm, [])
 
     def _expire(self, wm: int, out: Out) -> None:
+        if self.how == "inner" and self._cached is not None and self.native is not None:
+            _native_expire_sides(self._heap, self._queue, *self._cached, self.within, wm)
+            return
         if self.how == "inner" and self.native is not None:
             _native_expire_inner(
                 self._heap,
                 self._queue,
-                self.sides[0],
-                self.sides[1],
+                self._sides[0],
+                self._sides[1],
                 self.within,
                 wm,
                 self._unordered,
@@ -272,7 +321,7 @@ class IntervalJoin:
             touched.add((side, key))
         # a left join emits as it expires: in a fixed order; an inner one emits nothing here
         for side, key in sorted(touched, key=repr) if self.how == "left" else touched:
-            entries = self.sides[side].get(key)
+            entries = self._sides[side].get(key)
             if not entries:
                 continue
             keep = []
@@ -283,19 +332,20 @@ class IntervalJoin:
                 else:
                     keep.append(e)
             if keep:
-                self.sides[side][key] = keep
+                self._sides[side][key] = keep
             else:
-                del self.sides[side][key]
+                del self._sides[side][key]
                 self._unordered[side].discard(key)
         out.sort(key=lambda r: r[2])
 
     def flush(self) -> Out:
         """End of a bounded input: a left join emits its unmatched left events; state empties."""
+        self.sync()
         out: Out = []
         if self.how == "left":
-            for key, entries in list(self.sides[0].items()):
+            for key, entries in list(self._sides[0].items()):
                 out.extend((key, self.joiner(e[1], None), e[0]) for e in entries if not e[2])
-        for store in self.sides:
+        for store in self._sides:
             for key in list(store.keys()):
                 del store[key]
         self._heap.clear()
@@ -306,7 +356,14 @@ class IntervalJoin:
         return out
 
     def state_size(self) -> int:
-        return sum(len(v) for s in self.sides for v in s.values())
+        self.sync()
+        return sum(len(v) for s in self._sides for v in s.values())
+
+
+def within_small(within: int, grace: int) -> bool:
+    """The compiled state's bound on the join's spans (``_cjoin``'s SPAN_MAX)."""
+    span = 1 << 60
+    return type(within) is int and type(grace) is int and abs(within) <= span and abs(grace) <= span
 
 
 class AsOfJoin:

@@ -690,6 +690,11 @@ class _IntervalJoin(_Step):
         for k, v, t in self.op.flush():
             self.forward(k, v, t)
 
+    def before_commit(self) -> None:
+        """An inner join keeps its state in compiled form between checkpoints: into the
+        stores before they are taken."""
+        self.op.sync()
+
     def late(self) -> int:
         return self.op.late_count
 

@@ -61,9 +61,11 @@ def run(events, within, grace, scan_max, cuts, fail_at, native, stores=None, com
             break
         i, c = i + n, c + 1
         if commit_every and c % commit_every == 0:
+            op.sync()  # as a task does before a checkpoint
             for store in kinds.values():
                 if isinstance(store, Store):
                     store.take_changes()
+    op.sync()  # the compiled loop's state into the stores
     return got, failed, op
 
 
@@ -171,7 +173,16 @@ def test_the_compiled_loop_over_stores_equals_the_python_loop(
     assert sorted(nat._heap, key=repr) == sorted(py._heap, key=repr)
     assert nat._unordered == py._unordered
     if kind == "store":
-        assert [s.take_changes() for s in nat.sides] == [s.take_changes() for s in py.sides]
+        # the same changelog records, but for tombstones of keys that came and went between
+        # two checkpoints (never in the changelog): the Python loop's Store writes them, the
+        # compiled state (which writes the stores at a checkpoint) has nothing to delete
+        for n_side, p_side in zip(nat.sides, py.sides, strict=True):
+            n_changes, p_changes = n_side.take_changes(), p_side.take_changes()
+            assert {k: v for k, v in n_changes if v is not None} == {
+                k: v for k, v in p_changes if v is not None
+            }
+            assert {k for k, v in n_changes if v is None} <= {k for k, v in p_changes if v is None}
+            assert dict(n_side.backend.items()) == dict(p_side.backend.items())
 
 
 QUEUE_TIMES = st.integers(-(1 << 62), 1 << 62) | st.integers(-(1 << 70), 1 << 70)
