@@ -13,6 +13,10 @@ the timestamp ``extract(value)`` (a tombstone, or no `extract`: the record's). I
 False, leaving `out` part-filled, at anything else — a record of another type, a key or value
 that is not ``bytes``, an error of any kind — and the caller then decodes the batch the pure
 way, which raises that record's error.
+
+``decode_body`` does the same straight from a log batch's records section (the runner's read
+over the embedded store, ``EmbeddedLog.read_tuples``: no ``Record`` in between), and
+``merge2``/``tag`` are a join's two-way merge of its inputs' batches (``serde.merge_two``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -80,6 +84,135 @@ def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, P
     except Exception:
         return False
     return True
+
+
+# ------------------------------------------------------------------ straight from a log batch
+
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+
+cdef inline bint _varint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
+                         int64_t* out) noexcept nogil:
+    """The zig-zag varint at pos[0], read no further than `end`; False when it runs past `end`
+    or is wider than 64 bits (streams/log/_cdecode.pyx's, the same checks)."""
+    cdef Py_ssize_t i = pos[0]
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while True:
+        if i >= end:
+            return False
+        b = p[i]
+        i += 1
+        if shift == 63 and b > 1:
+            return False
+        result |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            return False
+    pos[0] = i
+    out[0] = (<int64_t>(result >> 1)) ^ -(<int64_t>(result & 1))
+    return True
+
+
+cdef inline bint _add(int64_t a, int64_t b, int64_t* out) noexcept nogil:
+    if (b > 0 and a > INT64_MAX - b) or (b < 0 and a < INT64_MIN - b):
+        return False
+    out[0] = a + b
+    return True
+
+
+def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bint log_append,
+                int64_t max_ts, Py_ssize_t count, int64_t skip_below, int64_t end_offset,
+                bint text_keys, object json_value, object extract, list out):
+    """The records of a batch's (uncompressed) records section `body` with offsets in
+    [`skip_below`, `end_offset`) as the runner's ``(key, value, ts, offset)`` tuples appended
+    to `out`: what ``streams.log.records.decode_from`` and then ``decode`` above make of them
+    (the reference, tests/jobs/test_crecords.py), without the ``Record`` in between; the
+    whole batch is read, so that a record it does not take anywhere in it defers the batch,
+    as the log's decoder defers a whole batch. `base`, `base_ts`, `max_ts`, `count`: from the
+    batch header; `log_append`: its LogAppendTime flag. Returns 0 when the batch is done, 1
+    when `end_offset` was reached, -1 (`out` part-filled) where either of those defers or
+    fails: a record not laid out as ``streams/log/_cdecode.pyx`` expects, a key that is not
+    UTF-8 (`text_keys`), a value or an `extract` that raises... The caller then reads the
+    batch the usual way, which answers (or raises) as always."""
+    cdef const unsigned char* p = &body[0] if body.shape[0] else NULL
+    cdef Py_ssize_t end = body.shape[0]
+    cdef Py_ssize_t pos = 0, rec_end, i, m
+    cdef int64_t length, tsd, od, offset, ts, klen, vlen, nh, hk, hl, c
+    cdef object key, value, vb, tso
+    if count < 0:
+        return -1
+    try:
+        for c in range(count):
+            if not _varint(p, end, &pos, &length) or length < 6 or length > end - pos:
+                return -1
+            rec_end = pos + <Py_ssize_t>length
+            pos += 1  # the record's attributes byte (unused in v2)
+            if not _varint(p, rec_end, &pos, &tsd) or not _varint(p, rec_end, &pos, &od):
+                return -1
+            if not _add(base, od, &offset):
+                return -1
+            if offset < skip_below:
+                pos = rec_end
+                continue
+            if offset >= end_offset:
+                return 1
+            # key
+            if not _varint(p, rec_end, &pos, &klen) or klen > rec_end - pos:
+                return -1
+            if klen < 0:
+                key = None
+            else:
+                i = pos
+                pos += <Py_ssize_t>klen
+                if text_keys:
+                    key = PyUnicode_DecodeUTF8(<char*>(p + i), <Py_ssize_t>klen, NULL)
+                else:
+                    key = PyBytes_FromStringAndSize(<char*>(p + i), <Py_ssize_t>klen)
+            # value
+            if not _varint(p, rec_end, &pos, &vlen) or vlen > rec_end - pos:
+                return -1
+            if vlen < 0:
+                value = None
+            else:
+                vb = PyBytes_FromStringAndSize(<char*>(p + pos), <Py_ssize_t>vlen)
+                pos += <Py_ssize_t>vlen
+                if _long_digits(vb):
+                    value = json_value(vb)
+                else:
+                    try:
+                        value = _orjson_loads(vb)
+                    except Exception:
+                        value = json_value(vb)  # json.loads decides, as JSON.deserialize does
+            # headers: walked as the log's decoder checks them, not kept
+            if not _varint(p, rec_end, &pos, &nh) or nh < 0:
+                return -1
+            for m in range(nh):
+                if not _varint(p, rec_end, &pos, &hk) or hk < 0 or hk > rec_end - pos:
+                    return -1
+                pos += <Py_ssize_t>hk
+                if not _varint(p, rec_end, &pos, &hl) or hl > rec_end - pos:
+                    return -1
+                if hl > 0:
+                    pos += <Py_ssize_t>hl
+            if pos != rec_end:
+                return -1
+            if extract is None or value is None:
+                if log_append:
+                    ts = max_ts
+                elif not _add(base_ts, tsd, &ts):
+                    return -1
+                tso = ts
+            else:
+                tso = extract(value)
+            PyList_Append(out, (key, value, tso, offset))
+    except Exception:
+        return -1
+    return 0
 
 
 # ------------------------------------------------------------------ merging two inputs

@@ -38,8 +38,9 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple, Protocol
 
 from streams.client import CommitFailed, Consumer
-from streams.errors import GroupError, TopicAlreadyExists, UnknownTopic
-from streams.log import LogStore
+from streams.errors import GroupError, TidelogError, TopicAlreadyExists, UnknownTopic
+from streams.log import LogStore, compression
+from streams.log import records as rb
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +228,53 @@ class EmbeddedLog:
         if offset >= end:
             return []
         return self.store.read(topic, partition, offset, max_records=max_records)
+
+    def read_tuples(
+        self, topic: str, partition: int, offset: int, max_records: int, decode: Callable
+    ) -> list | None:
+        """``read``'s records (about `max_records`: whole batches) as the runner's ``(key,
+        value, ts, offset)`` tuples, decoded straight from the store's raw batches
+        (``LogStore.read_batches``, checked as ``read`` checks them) by `decode`
+        (``serde.batch_decoder``'s), without ``Record``s in between; transaction markers
+        skipped, as ``read`` skips them. None where `decode` defers (the runner then reads
+        the usual way, which answers or raises)."""
+        start, end = self.store.offsets(topic, partition)
+        offset = max(offset, start)
+        if offset >= end:
+            return []
+        out: list = []
+        budget = 1  # the first read takes one batch (at least one is read, whatever its size)
+        while offset < end and len(out) < max_records:
+            try:
+                raw = self.store.read_batches(topic, partition, offset, budget)
+            except TidelogError:
+                if out:  # damage ahead: what precedes it is read now, as ``read`` does
+                    return out
+                raise
+            if not raw:
+                break
+            view = memoryview(raw)
+            pos, size, had = 0, len(raw), len(out)
+            while pos < size:
+                h = rb.parse_header(raw, pos)
+                after = pos + rb.LOG_OVERHEAD + h.length
+                if h.base_offset >= end:
+                    return out
+                if not h.attributes & rb.ATTR_CONTROL and h.next_offset > offset:
+                    body: bytes | memoryview = view[pos + rb.HEADER_SIZE : after]
+                    if h.attributes & rb.ATTR_CODEC_MASK:
+                        body = compression.decompress(h.attributes & rb.ATTR_CODEC_MASK, body)
+                    done = decode(body, h, offset, end, out)
+                    if done < 0:
+                        return None
+                    if done:
+                        return out
+                offset = max(offset, h.next_offset)
+                pos = after
+            # the next read: about the bytes the records still wanted take, at these sizes
+            per = size // max(len(out) - had, 1)
+            budget = min(max(per * (max_records - len(out)), 1), 1 << 20)
+        return out
 
     def end_offset(self, topic: str, partition: int) -> int:
         return self.store.offsets(topic, partition)[1]

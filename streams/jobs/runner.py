@@ -73,7 +73,14 @@ from streams.errors import InvalidConfig, TidelogError
 from streams.jobs.job import Job
 from streams.jobs.logs import TP, EmbeddedLog, JobLog, Records, TaskCheckpoint, TaskMigrated
 from streams.jobs.metrics import JobMetrics
-from streams.jobs.serde import SerdeError, decode_records, merge, records_encoder, tag
+from streams.jobs.serde import (
+    SerdeError,
+    batch_decoder,
+    decode_records,
+    merge,
+    records_encoder,
+    tag,
+)
 from streams.jobs.state import Store, _tupled, changelog_topic, make_backend
 from streams.jobs.task import Task
 from streams.jobs.views import RunnerViews, ViewRegistry
@@ -165,6 +172,10 @@ class Runner:
         # (``_read_raw``; only over a log that says how many to read at a time, ``read_ahead``)
         self._ahead: dict[tuple[str, int], list] = {}
         self._read_ahead: int = getattr(self.joblog, "read_ahead", 0)
+        # the same, read and decoded straight from the log's batches (``_read_tuples``: over a
+        # log with ``read_tuples``, inputs whose serialisers ``serde.batch_decoder`` takes)
+        self._ahead_t: dict[tuple[str, int], list] = {}
+        self._decoders: dict[str, Callable | None] = {}  # topic -> its batch decoder, if any
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
         # global sources (a search's queries): every task reads every partition from the start
         self._globals = sorted(
@@ -314,6 +325,7 @@ class Runner:
                 self._positions.pop((t, p), None)
                 self._unfed.pop((t, p), None)
                 self._ahead.pop((t, p), None)
+                self._ahead_t.pop((t, p), None)
             self._out.pop(p, None)
         self.joblog.release(numbers)
 
@@ -585,6 +597,43 @@ class Runner:
             got = got[:limit]
         return got
 
+    def _read_tuples(self, topic: str, p: int, pos: int, limit: int) -> list | None:
+        """``_read_raw`` and ``decode_records`` in one: at most `limit` deserialised records
+        of `topic`-`p` from `pos`, decoded straight from the log's batches, ``read_ahead`` at
+        a time (``EmbeddedLog.read_tuples``; what is read ahead waits, decoded, in
+        ``_ahead_t``). None when the log or the topic's serialisers do not allow it, or the
+        decoder defers on a batch: the topic is then read the usual way from here on (which
+        answers as always, or raises the ``RecordError``)."""
+        decode = self._decoders.get(topic, False)
+        if decode is False:
+            params = self._serdes[topic]
+            decode = None
+            if hasattr(self.joblog, "read_tuples"):
+                decode = batch_decoder(params["key"], params["value"], params["timestamp"])
+            self._decoders[topic] = decode
+        if decode is None:
+            return None
+        key = (topic, p)
+        got = self._ahead_t.pop(key, None)
+        if not got or got[0][3] != pos:
+            got = []
+        if len(got) < limit:
+            more = self.joblog.read_tuples(  # type: ignore[attr-defined]
+                topic,
+                p,
+                got[-1][3] + 1 if got else pos,
+                max(limit - len(got), self._read_ahead),
+                decode,
+            )
+            if more is None:
+                self._decoders[topic] = None
+                return None
+            got = got + more if got else more
+        if len(got) > limit:
+            self._ahead_t[key] = got[limit:]
+            got = got[:limit]
+        return got
+
     def _read_at(
         self,
         topic: str,
@@ -598,6 +647,10 @@ class Runner:
         `max_records`; none at or past `end`): the tasks' record shape (``streams.jobs.task``).
         `ahead`: through ``_read_raw`` (a task's input, read in order from its position)."""
         if ahead and self._read_ahead:
+            if end is None:
+                fast = self._read_tuples(topic, p, pos, limit or self.max_records)
+                if fast is not None:
+                    return fast
             recs = self._read_raw(topic, p, pos, limit or self.max_records)
         else:
             recs = self.joblog.read(topic, p, pos, limit or self.max_records)

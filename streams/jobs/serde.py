@@ -270,6 +270,39 @@ def decode_records(
     return None
 
 
+def batch_decoder(
+    key: Serde, value: Serde, extract: Callable[[object], int] | None
+) -> Callable[[object, object, int, int, list], int] | None:
+    """The compiled reading of a log batch's records straight into the runner's ``(key,
+    value, ts, offset)`` tuples (``_crecords.decode_body``) for text or bytes keys and JSON
+    values, else None (other serialisers, not built): ``decode(body, header, skip_below, end,
+    out)`` appends the tuples of the records of the batch (`header`, a ``BatchHeader``; `body`,
+    its uncompressed records section) with offsets in [`skip_below`, `end`) to `out` — the
+    tuples ``decode_records`` makes of the records the log's decoder reads — and returns 0
+    (batch done), 1 (`end` reached) or -1 (it defers: read that batch the usual way)."""
+    if _crecords is None or value is not JSON or (key is not TEXT and key is not BYTES):
+        return None
+    native, text_keys, json_value = _crecords.decode_body, key is TEXT, JSON.deserialize
+
+    def decode(body, h, skip_below: int, end: int, out: list) -> int:
+        return native(
+            body,
+            h.base_offset,
+            h.base_timestamp,
+            bool(h.attributes & 0x08),  # LogAppendTime: every record has the max timestamp
+            h.max_timestamp,
+            h.count,
+            skip_below,
+            end,
+            text_keys,
+            json_value,
+            extract,
+            out,
+        )
+
+    return decode
+
+
 def merge_two(a: list, b: list, ia: int, ib: int, out: list) -> tuple[int, int]:
     """The runner's two-way merge of two inputs' batches (``Runner._merge``): appends ``(ia,
     a[i])`` and ``(ib, b[j])`` to `out` in timestamp order (a record's index 2; of equal

@@ -274,3 +274,128 @@ def test_the_compiled_merge_raises_what_the_pure_merge_raises():
     for merge in (serde.merge_two, serde._crecords.merge2):
         with pytest.raises(TypeError):
             merge(a, b, 0, 1, [])
+
+
+# ------------------------------------------------------------------ straight from log batches
+
+CHUNK = st.tuples(
+    st.lists(
+        st.tuples(
+            KEYS,
+            VALUES,
+            st.lists(
+                st.tuples(st.text(max_size=3), st.one_of(st.none(), st.binary(max_size=3))),
+                max_size=2,
+            ),
+            st.integers(0, 10**6),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([0, 1]),  # codec: none, gzip
+    st.booleans(),  # LogAppendTime
+    st.sampled_from([None, True, False]),  # not transactional, committed, aborted
+)
+
+
+def _store_of(tmp, chunks):
+    from streams.log import LogStore
+    from streams.log import records as rb
+    from streams.log.records import ProducerRecord
+
+    store = LogStore.open(str(tmp))
+    store.create_topic("t", 1)
+    seq = 0
+    for recs, codec, log_append, txn in chunks:
+        end = store.offsets("t", 0)[1]
+        prs = [ProducerRecord(v, k, tuple(h), ts) for k, v, h, ts in recs]
+        if txn is None:
+            batch = rb.build_batch(
+                prs, base_offset=end, now_ms=7, codec=codec, log_append_time=log_append
+            )
+            store.append_raw("t", 0, batch)
+        else:
+            batch = rb.build_batch(
+                prs,
+                base_offset=0,
+                now_ms=7,
+                codec=codec,
+                producer_id=7,
+                producer_epoch=0,
+                base_sequence=seq,
+                attributes_extra=rb.ATTR_TRANSACTIONAL,
+            )
+            seq += len(prs)
+            store.sync_to("t", 0, store.produce("t", 0, batch).sync_to)
+            store.write_marker("t", 0, 7, 0, txn)
+    return store
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(CHUNK, min_size=1, max_size=5),
+    st.sampled_from([TEXT, BYTES]),
+    st.sampled_from([None, field("ts")]),
+    st.integers(0, 40),
+    st.integers(1, 12),
+)
+def test_read_tuples_equals_reading_records_then_decoding_them(
+    tmp_path_factory, chunks, key, extract, start, n
+):
+    """``EmbeddedLog.read_tuples`` with ``serde.batch_decoder`` (``_crecords.decode_body``)
+    against ``LogStore.read`` and deserialising each record: the same tuples (a prefix of
+    whole batches, at least `n` when there are), markers skipped, compressed, LogAppendTime
+    and transactional batches alike; None only where a record of its batches fails."""
+    from streams.jobs.logs import EmbeddedLog
+
+    store = _store_of(tmp_path_factory.mktemp("s"), chunks)
+    try:
+        log = EmbeddedLog(store)
+        decode = serde.batch_decoder(key, JSON, extract)
+        end = store.offsets("t", 0)[1]
+        got = log.read_tuples("t", 0, start, n, decode)
+        recs = log.read("t", 0, start, 10**6)
+        want, failed = [], None
+        for r in recs:
+            try:
+                want += reference([r], key, extract)
+            except Exception:  # noqa: BLE001 - the pure loop's error
+                failed = r.offset
+                break
+        if got is None:
+            assert failed is not None
+            return
+        assert same(got, want[: len(got)])
+        assert failed is None or len(got) <= len(want)
+        assert len(got) >= min(n, len(want)) or failed is not None or start >= end
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+def test_a_runner_reads_its_inputs_straight_from_the_log_batches(tmp_path):
+    """Over the embedded store with text/bytes keys and JSON values the runner reads through
+    ``read_tuples``; any other serialiser, the usual way."""
+    from streams.jobs import Job
+    from streams.jobs.runner import Runner
+    from streams.log import LogStore
+
+    store = LogStore.open(str(tmp_path))
+    try:
+        store.create_topic("in", 1)
+        store.create_topic("raw", 1)
+        store.append_batch("in", [(b'{"v":%d}' % i, b"k", (), i) for i in range(10)])
+        store.append_batch("raw", [(b"x", b"k", (), i) for i in range(10)])
+        job = Job("tuples")
+        job.stream("in", value=JSON).to("out")
+        job.stream("raw", value=BYTES).to("out2", value=BYTES)
+        runner = Runner(job, store)
+        assert runner.run_until_idle() == 20
+        runner.close()
+        assert runner._decoders["in"] is not None and runner._decoders["raw"] is None
+        assert [r.value for r in store.read("out", 0, 0, 100)] == [
+            b'{"v":%d}' % i for i in range(10)
+        ]
+    finally:
+        store.close()
