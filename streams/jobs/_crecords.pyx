@@ -340,3 +340,40 @@ def encode(list recs, Py_ssize_t start, bint text_keys, object json_value, objec
                     return i
         PyList_Append(out, (value, key, _NO_HEADERS, <object>PyTuple_GET_ITEM(rec, 2)))
     return n
+
+
+# ------------------------------------------------------------------ cutting a checkpoint's runs
+
+def runs(list recs, Py_ssize_t limit):
+    """``streams.jobs.logs._runs_pure`` (the reference) compiled: `recs` (``(value, key,
+    headers, ts)``) cut into runs in order, each of at most `limit` bytes of keys and values
+    plus 16 per record (a run of one record may be more); a list that fits is returned whole,
+    uncopied. None when a record is not a tuple of four or a key or value is neither None nor
+    ``bytes``: the caller then cuts them the pure way."""
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(recs), start = 0, size = 0, m
+    cdef object rec, k, v
+    cdef list out = []
+    for i in range(n):
+        rec = <object>PyList_GET_ITEM(recs, i)
+        if not PyTuple_Check(rec) or PyTuple_GET_SIZE(rec) != 4:
+            return None
+        v = <object>PyTuple_GET_ITEM(rec, 0)
+        k = <object>PyTuple_GET_ITEM(rec, 1)
+        m = 16
+        if v is not None:
+            if not PyBytes_CheckExact(v):
+                return None
+            m += PyBytes_GET_SIZE(v)
+        if k is not None:
+            if not PyBytes_CheckExact(k):
+                return None
+            m += PyBytes_GET_SIZE(k)
+        if size + m > limit and i > start:
+            out.append(recs[start:i])
+            start = i
+            size = 0
+        size += m
+    if start == 0:
+        return [recs]
+    out.append(recs[start:])
+    return out

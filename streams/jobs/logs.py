@@ -61,7 +61,24 @@ KeyValue = tuple[bytes | None, bytes | None]  # a changelog record: key, value (
 APPEND_BYTES = 512 * 1024
 
 
+try:  # the compiled cut (``_crecords.runs``), built in place by `make native`
+    from streams.jobs._crecords import runs as _native_runs
+except ImportError:  # not built: the pure loop cuts every checkpoint
+    _native_runs = None
+
+
 def _runs(recs: list, limit: int) -> list[list]:
+    """``_runs_pure`` by the compiled loop (``_crecords.runs``, the same runs) when it is built
+    and takes the records (plain tuples or ``ProducerRecord``s, bytes or None keys and
+    values), else by the pure one."""
+    if _native_runs is not None:
+        cut = _native_runs(recs, limit)
+        if cut is not None:
+            return cut
+    return _runs_pure(recs, limit)
+
+
+def _runs_pure(recs: list, limit: int) -> list[list]:
     """`recs` (``(value, key, headers, ts)``) cut into runs in order, each of at most `limit`
     bytes of keys and values and per-record overhead (a run of one record may be more); a
     list that fits is returned whole, uncopied. Only a size hint: ``LogStore.append_batch``

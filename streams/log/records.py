@@ -42,6 +42,7 @@ with the same module's ``count_records`` when built, deferring to the pure ``cou
 
 from __future__ import annotations
 
+import operator
 import struct
 import sys
 from collections.abc import Iterable, Sequence
@@ -70,6 +71,7 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength
 MAGIC = 2
+_TIMESTAMP = operator.itemgetter(3)  # a record's timestamp, by position
 CRC_START = 21
 _PREFIX = struct.Struct(">qi")
 _INT16 = struct.Struct(">h")
@@ -298,14 +300,25 @@ def build_batch(
     `offset_deltas` keeps original offsets with gaps (compaction)."""
     if not records:
         raise InvalidRecord("a record batch needs at least one record")
+    min_ts = None
     if log_append_time:
         stamps = [now_ms]
         records = [(r[0], r[1], r[2], now_ms) for r in records]
     else:  # (records by position: ProducerRecords or plain tuples of their fields)
-        stamps = [now_ms if r[3] is None else r[3] for r in records]
+        stamps = list(map(_TIMESTAMP, records))  # C-level passes; the Nones only if any
+        try:
+            min_ts, max_ts = min(stamps), max(stamps)  # TypeError: a None among others
+        except TypeError:
+            pass
+        if min_ts is None:
+            if stamps.count(None) == len(stamps):  # none has one (a changelog's records)
+                stamps = [now_ms] * len(stamps)
+            else:
+                stamps = [now_ms if ts is None else ts for ts in stamps]
+    if min_ts is None:
+        min_ts, max_ts = min(stamps), max(stamps)
     first_ts = stamps[0]
-    max_ts = max(stamps)
-    if min(stamps) < 0 or max_ts > MAX_TIMESTAMP:
+    if min_ts < 0 or max_ts > MAX_TIMESTAMP:
         raise InvalidRecord(
             f"record timestamps must be between 0 and {MAX_TIMESTAMP} ms since the epoch"
         )

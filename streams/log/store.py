@@ -39,6 +39,7 @@ import errno
 import fcntl
 import json
 import logging
+import operator
 import os
 import re
 import shutil
@@ -112,6 +113,25 @@ class FetchedData(NamedTuple):
 
 
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3  # ListOffsets' special ones
+
+
+_RECORD_TYPES = frozenset((tuple, ProducerRecord))
+_TIMESTAMP = operator.itemgetter(3)
+
+
+def _as_records(records: Iterable[ProducerRecord | tuple]) -> list:
+    """`records` as ``append_batch`` takes them on: a ProducerRecord, or a plain tuple of its
+    four fields, goes on as it is (read by position from here on); any other shape (fewer
+    fields, a list) becomes one. A list of only those (a runner's outputs) is checked by
+    C-level scans (the types, then the tuples' lengths) and copied whole."""
+    if type(records) is list:
+        types = set(map(type, records))
+        if types <= _RECORD_TYPES and (tuple not in types or set(map(len, records)) <= {4}):
+            return records[:]
+    return [
+        r if type(r) is ProducerRecord or (type(r) is tuple and len(r) == 4) else ProducerRecord(*r)
+        for r in records
+    ]
 
 
 class AppendResults(Sequence[AppendResult]):
@@ -748,20 +768,15 @@ class LogStore:
         unkeyed ones all go to one partition, which moves on with each call (sticky).
         Returns where each record landed, in input order, once durable per the flush policy."""
         t = self._topic(topic)
-        # a ProducerRecord, or a plain tuple of its four fields, goes on as it is (read by
-        # position from here on); any other shape (fewer fields, a list) becomes one
-        recs = [
-            r
-            if type(r) is ProducerRecord or (type(r) is tuple and len(r) == 4)
-            else ProducerRecord(*r)
-            for r in records
-        ]
+        recs = _as_records(records)
         n = len(t.partitions)
         if partition is not None and not 0 <= partition < n:
             raise UnknownPartition(topic, partition, n)
         results = AppendResults(topic, len(recs))
         if partition is None and all(r[1] is None for r in recs):
             partition = t.sticky.next_partition(n)
+        elif partition is None and n == 1:
+            partition = 0  # nothing to choose: where every keyed and unkeyed record goes
         if partition is not None:
             self._append_group(t.partitions[partition], recs, None, results)
             return results
@@ -790,10 +805,11 @@ class LogStore:
             self._append_group(plog, recs[:half], (idxs or range(len(recs)))[:half], results)
             self._append_group(plog, recs[half:], list(idxs or range(len(recs)))[half:], results)
             return
-        if plog.config.log_append_time or all(r[3] is None for r in recs):
-            stamps = None
-        else:
-            stamps = [r[3] for r in recs]
+        stamps = None
+        if not plog.config.log_append_time:
+            stamps = list(map(_TIMESTAMP, recs))  # C-level passes, then: all None?
+            if stamps[0] is None and stamps.count(None) == len(stamps):
+                stamps = None
         results.add_run(list(idxs) if idxs is not None else None, plog.partition, base, now, stamps)
 
     def append_raw(self, topic: str, partition: int, batch: bytes) -> tuple[int, int, int]:

@@ -113,6 +113,8 @@ def test_the_runner_decodes_record_by_record_when_the_module_is_not_built():
         from streams.jobs.serde import JSON, TEXT, decode_records
         from streams.log.records import Record
         assert serde._crecords is None
+        from streams.jobs import logs
+        assert logs._native_runs is None  # a checkpoint's runs: cut by the pure loop
         assert decode_records([Record(0, 1, b"k", b"{}")], TEXT, JSON, None) is None
         assert serde.merge is serde.merge_two and serde.tag is serde.tag_rest
         from streams.jobs import JSON, Count, Job, Sum, Tumbling
@@ -399,3 +401,46 @@ def test_a_runner_reads_its_inputs_straight_from_the_log_batches(tmp_path):
         ]
     finally:
         store.close()
+
+
+# ------------------------------------------------------------------ a checkpoint's runs
+
+RUN_FIELDS = st.one_of(st.none(), st.binary(max_size=40))
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(RUN_FIELDS, RUN_FIELDS, st.just(()), st.one_of(st.none(), st.integers(0, 9))),
+        max_size=40,
+    ),
+    st.integers(0, 200),
+    st.booleans(),
+)
+def test_runs_cuts_what_the_pure_loop_cuts(recs, limit, producer_records):
+    from streams.jobs.logs import _runs, _runs_pure
+    from streams.log.records import ProducerRecord
+
+    if producer_records:
+        recs = [ProducerRecord(*r) for r in recs]
+    want = _runs_pure(recs, limit)
+    got = serde._crecords.runs(recs, limit)
+    assert got == want and _runs(recs, limit) == want
+    if len(want) == 1:
+        assert got[0] is recs  # a list that fits is not copied
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+def test_runs_leaves_other_shapes_to_the_pure_loop():
+    from streams.jobs.logs import _runs, _runs_pure
+
+    with pytest.raises(ValueError):  # three fields: the pure loop's own error
+        _runs([(b"v", b"k", ())], 10)
+    for recs in (
+        [[b"v", b"k", (), 1]],  # a list
+        [(bytearray(b"v"), b"k", (), 1)],
+        [(b"v", memoryview(b"k"), (), 1)],
+    ):
+        assert serde._crecords.runs(recs, 10) is None
+        assert _runs(recs, 10) == _runs_pure(recs, 10)
