@@ -30,6 +30,8 @@ cdef extern from "Python.h":
     bint PyTuple_CheckExact(object)
     bint PyDict_CheckExact(object)
     bint PyLong_CheckExact(object)
+    bint PyUnicode_CheckExact(object)
+    bint PyBytes_CheckExact(object)
 
 import heapq
 
@@ -104,9 +106,18 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
     cdef dict fire_at = op._fire_at
     cdef PyObject* found
     cdef PyObject* bucket
+    cdef PyObject* hit
     cdef list acc
-    cdef object rec, key, tobj, v, wkey, start_obj = None, end_obj = None, wm_obj, prev
+    cdef object rec, key, tobj, v, wkey, ckey, start_obj = None, end_obj = None, wm_obj, prev
     cdef bint fired
+    # the operator's cache of the newest window start's open windows: key -> (acc, (key,
+    # start)); an entry is good while its acc is alive (a closed window's records are late)
+    cdef dict cache = op._ccache
+    cdef object cache_start = op._ccache_start
+    cdef int64_t cstart = 0
+    cdef bint use_cache = False
+    if cache_start is not None and not _in_range(cache_start, &cstart, LIMIT):
+        return i
     if i >= n:
         return n
     if not (_in_range(op.window.size_ms, &size, SPAN) and _in_range(op._grace, &grace, SPAN)
@@ -136,20 +147,52 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
         if not have_start or start != last_start:
             start_obj, end_obj = start, end
             last_start, have_start = start, True
-        wkey = (key, start_obj)
-        if touched is not None:
-            PySet_Add(touched, wkey)
+            if cache_start is None or start > cstart:  # a newer start: a new cache
+                cache = {}
+                cache_start, cstart = start_obj, start
+                op._ccache, op._ccache_start = cache, cache_start
+            use_cache = start == cstart
+        hit = NULL
+        if use_cache and end + grace > wm:
+            hit = PyDict_GetItem(cache, key)
+            if hit != NULL and (<list>PyTuple_GET_ITEM(<object>hit, 0))[_ALIVE] is not True:
+                hit = NULL
+        if hit != NULL:
+            # an open window of this start met before: its acc, and its (key, start) as kept
+            # when that key is the same as this one (a str, bytes or int of the same type;
+            # else, an equal key of another type, 7.0 for 7, goes to touched as it is)
+            wkey = <object>PyTuple_GET_ITEM(<object>hit, 1)
+            ckey = <object>PyTuple_GET_ITEM(wkey, 0)
+            if not (type(ckey) is type(key) and (
+                PyUnicode_CheckExact(key) or PyBytes_CheckExact(key) or PyLong_CheckExact(key)
+            )):
+                wkey = (key, start_obj)
+            if touched is not None:
+                PySet_Add(touched, wkey)
+            found = PyTuple_GET_ITEM(<object>hit, 0)
+        else:
+            wkey = (key, start_obj)
+            if touched is not None:
+                PySet_Add(touched, wkey)
+            found = NULL
         if end + grace <= wm:
             op._late(key, v, tobj, 0)  # still news of its partition's progress (below)
         else:
-            found = PyDict_GetItem(fixed, wkey)
+            if found == NULL:
+                found = PyDict_GetItem(fixed, wkey)
+                if found != NULL and use_cache:
+                    PyDict_SetItem(cache, key, (<object>found, wkey))
             if found == NULL and (sketch or current or end <= wm):
                 acc = op._open_fixed(key, start_obj, end_obj)
+                if use_cache:
+                    PyDict_SetItem(cache, key, (acc, wkey))
             elif found == NULL:
                 # op._open_fixed inlined (no sketch, its timer a fire at its end): new_acc's
                 # list, in the windows dict, counted open, in the fire bucket of its end
                 acc = [key, start_obj, end_obj, 0, True, 0, 0, _INF, _NINF, None]
                 PyDict_SetItem(fixed, wkey, acc)
+                if use_cache:
+                    PyDict_SetItem(cache, key, (acc, wkey))
                 op._open = op._open + 1
                 bucket = PyDict_GetItem(fire_at, end_obj)
                 if bucket == NULL:

@@ -180,6 +180,9 @@ class WindowOperator:
         self._last_seen: dict[int, int] = {}  # partition -> clock at its last event
         self._idle: set[int] = set()
         self._fixed: dict[tuple[object, int], list] = {}  # tumbling/hopping: (key, start) -> acc
+        # the compiled loop's cache of the windows of its newest start (see _cwindow.pyx)
+        self._ccache: dict[object, tuple[list, tuple[object, int]]] = {}
+        self._ccache_start: int | None = None
         self._sessions: dict[object, list[list]] = {}  # key -> accs sorted by start
         self._sliding: dict[object, dict[int, list]] = {}  # key -> {end: acc}
         self._slide_ends: dict[object, list[int]] = {}  # key -> sorted window ends

@@ -32,7 +32,7 @@ from streams.processing import operator as operator_module
 from streams.processing.operator import MIN_TIME, extract_values_pure
 
 REPO = Path(__file__).resolve().parents[2]
-KEYS = ("a", "b", ("c", 1), 7)
+KEYS = ("a", "b", ("c", 1), 7, 7.0, True, 1, b"a")  # equal keys of other types
 compiled = operator_module._cwindow
 
 
@@ -96,6 +96,8 @@ def run(batches, s, use_compiled):
         values = [r[1]["v"] for r in batch] if op.needs_values else None
         out.append(op.process_records(batch, values, touched))
         out.append(("watermark", op.watermark, op.late_count, op.open_windows))
+        out.append(sorted(touched, key=repr))  # each batch's (a task clears it at commits)
+        touched.clear()
     states = {k: op.fixed_window_state(*k) for k in sorted(op._fixed, key=repr)}
     out.append(op.flush())
     return out, sorted(touched, key=repr), op.side_output, states, op.progress()
@@ -119,6 +121,8 @@ def run_reference(batches, s):
         value = (lambda r: r[1]["v"]) if op.needs_values else (lambda r: 0)
         out.append(op.process_many([(r[0], value(r), r[2], 0) for r in batch]))
         out.append(("watermark", op.watermark, op.late_count, op.open_windows))
+        out.append(sorted(touched, key=repr))
+        touched.clear()
     states = {k: op.fixed_window_state(*k) for k in sorted(op._fixed, key=repr)}
     out.append(op.flush())
     return out, sorted(touched, key=repr), op.side_output, states, op.progress()
