@@ -815,7 +815,8 @@ class _ViewTap(_Step):
             super().push_many(side, recs)
             return
         max_ts, keys, store = self.max_ts, self._keys, self.store
-        at_end, set_row = self.at_end, store.__setitem__
+        # rows are dicts (never None): set straight into the store's cache (Store.direct)
+        at_end, rows = self.at_end, store.direct()[0]
         r = None
         try:
             for r in recs:
@@ -838,7 +839,7 @@ class _ViewTap(_Step):
                         heapq.heappush(self.ends, end)
                     else:
                         bucket.append(k)
-                set_row(k, value)
+                rows[k] = value
         except Exception:
             self.task.blame(r)
             raise
