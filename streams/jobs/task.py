@@ -52,8 +52,11 @@ from streams.processing.aggregates import (
     values_builder,
 )
 from streams.processing.operator import MIN_TIME, WindowOperator, extract_values
+from streams.processing.operator import _cwindow as _cwindow_module
 from streams.processing.windows import Session, Tumbling
 
+# a window step's rows from its results, compiled (_cwindow.pyx; None: not built)
+_emit_fixed_c = getattr(_cwindow_module, "emit_fixed", None)
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
 Emit = Callable[[str, str, object, object, int], None]
 # emit_many(kind, topic, records): the same for a list of (key, value, ts, offset) records
@@ -556,7 +559,26 @@ class _Window(_Step):
         self.forward_many(batch)
 
     def _emit_fixed(self, results: list, origin: int | None, batch: list) -> None:
-        """``_emit`` of one operator's tumbling or hopping windows, into `batch`."""
+        """``_emit`` of one operator's tumbling or hopping windows, into `batch`: the compiled
+        loop (``_cwindow.emit_fixed``) when built, the loop below (its reference) for what it
+        does not take."""
+        if _emit_fixed_c is not None:
+            dirty, stored, store, only_final = (
+                self._dirty,
+                self._stored,
+                self.store,
+                self.only_final,
+            )
+            i, n = 0, len(results)
+            while i < n:
+                i = _emit_fixed_c(results, i, origin, batch, dirty, stored, store, only_final)
+                if i < n:
+                    self._emit_fixed_pure(results[i : i + 1], origin, batch)
+                    i += 1
+            return
+        self._emit_fixed_pure(results, origin, batch)
+
+    def _emit_fixed_pure(self, results: list, origin: int | None, batch: list) -> None:
         discard, stored, store = self._dirty.discard, self._stored, self.store
         only_final, append = self.only_final, batch.append
         for key, start, end, values, revision, _correction, final, replaces in results:

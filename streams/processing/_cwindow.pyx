@@ -18,7 +18,9 @@ holds the two to the same answers):
   the pure way and calls again; ``len(recs)`` when it took them all.
 """
 
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem, PyDict_Update
+from cpython.object cimport PyObject_IsTrue
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_SIZE
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject
 from cpython.set cimport PySet_Add
@@ -227,5 +229,52 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
                     close_heap and close_heap[0] <= wm_obj
                 ):
                     op._fire_due(out)
+        i += 1
+    return n
+
+
+cdef object _START = "start"
+cdef object _END = "end"
+cdef object _REVISION = "revision"
+cdef object _FINAL = "final"
+
+
+def emit_fixed(list results, Py_ssize_t i, object origin, list batch, set dirty, set stored,
+               object store, bint only_final):
+    """``streams.jobs.task._Window._emit_fixed``'s loop (its reference) from index `i`: each
+    ``WindowResult`` of a tumbling or hopping window as a row ``(key, {"start", "end",
+    **values, "revision", "final"}, end - 1, origin)`` appended to `batch` (only final ones
+    when `only_final`); a final one's ``(key, start)`` leaves `dirty`, and `stored` and
+    `store` when it was stored. Returns the index of the first result it does not take (one
+    that is not a tuple of 8 with a dict of values and no ``replaces``), ``len(results)``
+    when it took them all: the caller writes that one the pure way."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(results)
+    cdef object r, key, start, end, values, final, wk
+    cdef dict row
+    while i < n:
+        r = <object>PyList_GET_ITEM(results, i)
+        if not PyTuple_Check(r) or PyTuple_GET_SIZE(r) != 8:
+            return i
+        values = <object>PyTuple_GET_ITEM(r, 3)
+        if not PyDict_CheckExact(values) or PyObject_IsTrue(<object>PyTuple_GET_ITEM(r, 7)):
+            return i
+        key = <object>PyTuple_GET_ITEM(r, 0)
+        start = <object>PyTuple_GET_ITEM(r, 1)
+        final = <object>PyTuple_GET_ITEM(r, 6)
+        if PyObject_IsTrue(final):
+            wk = (key, start)
+            dirty.discard(wk)
+            if wk in stored:
+                stored.discard(wk)
+                del store[wk]
+        elif only_final:
+            i += 1
+            continue
+        end = <object>PyTuple_GET_ITEM(r, 2)
+        row = {_START: start, _END: end}
+        PyDict_Update(row, values)
+        PyDict_SetItem(row, _REVISION, <object>PyTuple_GET_ITEM(r, 4))
+        PyDict_SetItem(row, _FINAL, final)
+        PyList_Append(batch, (key, row, end - 1, origin))
         i += 1
     return n

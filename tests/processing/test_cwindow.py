@@ -3,20 +3,25 @@
 the same emissions, late events, watermark, open windows and touched windows either way, for
 any batches of records (out of order, late, with grace, emitting finals or updates, restored
 progress, timestamps that are not ints), and ``extract_values`` the same values and the same
-failing record; the pure path runs again when the module is not built."""
+failing record, and ``emit_fixed`` (a window step's rows, ``streams.jobs.task``) the same rows
+as ``_Window._emit_fixed_pure``; the pure path runs again when the module is not built."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from collections import OrderedDict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.errors import InvalidConfig
+from streams.jobs import task as task_module
+from streams.jobs.state import Store
 from streams.processing import (
     Count,
     Hopping,
@@ -29,7 +34,7 @@ from streams.processing import (
     WindowOperator,
 )
 from streams.processing import operator as operator_module
-from streams.processing.operator import MIN_TIME, extract_values_pure
+from streams.processing.operator import MIN_TIME, WindowResult, extract_values_pure
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = ("a", "b", ("c", 1), 7, 7.0, True, 1, b"a")  # equal keys of other types
@@ -215,3 +220,49 @@ def test_the_pure_loop_runs_when_the_module_is_not_built():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
     )
     assert done.stdout.strip() == "[('a', 0, {'n': 1, 's': 2})]"
+
+
+@st.composite
+def window_results(draw):
+    """A window step's results (some final, some stored), its dirty and stored sets."""
+    out = []
+    for _ in range(draw(st.integers(0, 12))):
+        key, start = draw(st.sampled_from(KEYS[:-1])), draw(st.integers(0, 3)) * 10  # JSON
+        values = draw(
+            st.dictionaries(st.sampled_from(["n", "s", "start", "revision"]), st.integers())
+        )
+        if draw(st.integers(0, 9)) == 0:
+            values = OrderedDict(values)  # not a dict exactly: the pure way
+        replaces = draw(st.sampled_from([(), (), ((0, 10),)]))  # sessions': the pure way
+        final, rev = draw(st.booleans()), draw(st.integers(0, 3))
+        out.append(WindowResult(key, start, start + 10, values, rev, False, final, replaces))
+    wks = [(r.key, r.start) for r in out]
+    stored = {wk for wk in wks if draw(st.booleans())}
+    dirty = {wk for wk in wks if draw(st.booleans())} | {("other", 0)}
+    return out, dirty, stored, draw(st.booleans())
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(window_results())
+def test_emit_fixed_equals_the_pure_loop(script):
+    """``_cwindow.emit_fixed`` (through ``_Window._emit_fixed``) against ``_emit_fixed_pure``:
+    the same rows, dirty and stored sets and store."""
+    results, dirty, stored, only_final = script
+
+    def run(method):
+        store = Store("w")
+        for wk in stored:
+            store[wk] = [[0, 1, 1, None, None]]
+        store.take_changes()
+        step = SimpleNamespace(
+            _dirty=set(dirty), _stored=set(stored), store=store, only_final=only_final
+        )
+        step._emit_fixed_pure = lambda *a: task_module._Window._emit_fixed_pure(step, *a)
+        batch: list = []
+        method(step, list(results), 7, batch)
+        return repr((batch, sorted(step._dirty, key=repr), sorted(step._stored, key=repr))), {
+            k: store.get(k) for k in stored
+        }
+
+    assert run(task_module._Window._emit_fixed) == run(task_module._Window._emit_fixed_pure)
