@@ -57,6 +57,7 @@ from streams.processing.windows import Session, Tumbling
 
 # a window step's rows from its results, compiled (_cwindow.pyx; None: not built)
 _emit_fixed_c = getattr(_cwindow_module, "emit_fixed", None)
+_view_rows_c = getattr(_cwindow_module, "view_rows", None)  # a windowed view tap's rows
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
 Emit = Callable[[str, str, object, object, int], None]
 # emit_many(kind, topic, records): the same for a list of (key, value, ts, offset) records
@@ -832,10 +833,23 @@ class _ViewTap(_Step):
         self.store[k] = value
 
     def push_many(self, side, recs):
-        """A windowed step's rows: ``push`` of each, inlined."""
+        """A windowed step's rows: ``push`` of each, inlined (compiled: ``_cwindow.view_rows``,
+        when built, ``_push_rows`` below, its reference, for what it does not take)."""
         if not self.windowed:
             super().push_many(side, recs)
             return
+        if _view_rows_c is not None:
+            keys, at_end, ends, rows = self._keys, self.at_end, self.ends, self.store.direct()[0]
+            i, n = 0, len(recs)
+            while i < n:
+                i, self.max_ts = _view_rows_c(recs, i, keys, at_end, ends, rows, self.max_ts)
+                if i < n:
+                    self._push_rows(recs[i : i + 1])
+                    i += 1
+            return
+        self._push_rows(recs)
+
+    def _push_rows(self, recs) -> None:
         max_ts, keys, store = self.max_ts, self._keys, self.store
         # rows are dicts (never None): set straight into the store's cache (Store.direct)
         at_end, rows = self.at_end, store.direct()[0]

@@ -278,3 +278,61 @@ def emit_fixed(list results, Py_ssize_t i, object origin, list batch, set dirty,
         PyList_Append(batch, (key, row, end - 1, origin))
         i += 1
     return n
+
+
+cdef object _REPLACES = "replaces"
+
+
+def view_rows(list recs, Py_ssize_t i, set keys, dict at_end, list ends, dict rows,
+              object max_ts):
+    """``streams.jobs.task._ViewTap._push_rows``'s loop (its reference) from index `i`: a
+    windowed view's rows ``(key, row dict, ts, ...)`` set into `rows` (its store's cache,
+    ``Store.direct``) under ``(key, row["start"])``, a new one noted in `keys` and under its
+    end (`at_end`, the heap `ends`). Returns ``(index of the first record it does not take,
+    max_ts)``: a record that is not a tuple of 3 or more with an int time and a dict row with
+    "start" and "end" and no "replaces", or an unhashable key; the caller pushes that one the
+    pure way (which raises its error)."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(recs)
+    cdef object r, key, value, ts, start, end, k
+    cdef PyObject* p
+    cdef PyObject* bucket
+    while i < n:
+        r = <object>PyList_GET_ITEM(recs, i)
+        if not PyTuple_Check(r) or PyTuple_GET_SIZE(r) < 3:
+            return i, max_ts
+        key = <object>PyTuple_GET_ITEM(r, 0)
+        value = <object>PyTuple_GET_ITEM(r, 1)
+        ts = <object>PyTuple_GET_ITEM(r, 2)
+        if not PyDict_CheckExact(value) or not PyLong_CheckExact(ts):
+            return i, max_ts
+        if max_ts is not None and not PyLong_CheckExact(max_ts):
+            return i, max_ts
+        p = PyDict_GetItem(value, _REPLACES)
+        if p != NULL and PyObject_IsTrue(<object>p):
+            return i, max_ts
+        p = PyDict_GetItem(value, _START)
+        if p == NULL:
+            return i, max_ts
+        start = <object>p
+        p = PyDict_GetItem(value, _END)
+        if p == NULL:
+            return i, max_ts
+        end = <object>p
+        k = (key, start)
+        try:
+            hash(k)
+        except Exception:
+            return i, max_ts
+        if max_ts is None or ts > max_ts:
+            max_ts = ts
+        if k not in keys:
+            keys.add(k)
+            bucket = PyDict_GetItem(at_end, end)
+            if bucket == NULL:
+                PyDict_SetItem(at_end, end, [k])
+                _heappush(ends, end)
+            else:
+                PyList_Append(<object>bucket, k)
+        PyDict_SetItem(rows, k, value)
+        i += 1
+    return n, max_ts

@@ -266,3 +266,57 @@ def test_emit_fixed_equals_the_pure_loop(script):
         }
 
     assert run(task_module._Window._emit_fixed) == run(task_module._Window._emit_fixed_pure)
+
+
+@st.composite
+def view_batches(draw):
+    """A windowed view tap's rows (some replacing others, some without an end, some times
+    floats) and the rows its store holds already."""
+    recs = []
+    for i in range(draw(st.integers(0, 12))):
+        key, start = draw(st.sampled_from(KEYS[:-1])), draw(st.integers(0, 3)) * 10
+        row = {"start": start, "end": start + draw(st.sampled_from([10, 20])), "n": i}
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            row["replaces"] = [[draw(st.integers(0, 3)) * 10, 99]]
+        elif kind == 1:
+            del row["end"]  # KeyError, blamed on the record
+        ts = row.get("end", 5) - 1
+        recs.append((key, row, float(ts) if kind == 2 else ts, i))
+    before = [(k, s) for k in KEYS[:2] for s in (0, 10) if draw(st.booleans())]
+    return recs, before, draw(st.sampled_from([None, 3, 100]))
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(view_batches())
+def test_view_rows_equals_the_pure_loop(script):
+    """``_cwindow.view_rows`` (through ``_ViewTap.push_many``) against ``_push_rows``: the
+    same store, keys, ends, largest time and error."""
+    recs, before, max_ts = script
+
+    def run(method):
+        store = Store("v")
+        blamed = []
+        tap = SimpleNamespace(
+            windowed=True,
+            max_ts=max_ts,
+            _keys=set(),
+            at_end={},
+            ends=[],
+            store=store,
+            task=SimpleNamespace(blame=blamed.append),
+        )
+        tap._push_rows = lambda rs: task_module._ViewTap._push_rows(tap, rs)
+        for k, s in before:
+            task_module._ViewTap._push_rows(tap, [(k, {"start": s, "end": s + 10}, s + 9, 0)])
+        error = None
+        try:
+            method(tap, 0, list(recs))
+        except KeyError as exc:
+            error = repr(exc)
+        state = sorted(((repr(k), repr(store.get(k))) for k in tap._keys), key=repr)
+        return repr((state, tap.at_end, sorted(tap.ends), tap.max_ts, error, blamed))
+
+    push_many, pure = task_module._ViewTap.push_many, task_module._ViewTap._push_rows
+    assert run(push_many) == run(lambda tap, side, rs: pure(tap, rs))
