@@ -27,8 +27,11 @@ SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postg
 #                              test_joins_native.py)
 #   streams/jobs/_ckafka       a Kafka fetch's messages into a job's buffers (else kafka.py's
 #                              take_messages; test_ckafka.py)
+#   streams/jobs/_cstate       a memory-backed store's changelog records at a commit (else
+#                              state.py's _take_memory; test_cstate.py)
 NATIVE := streams/log/_cdecode.so streams/processing/_cwindow.so streams/jobs/_crecords.so \
-	streams/jobs/_cepchain.so streams/jobs/_cjoin.so streams/jobs/_ckafka.so
+	streams/jobs/_cepchain.so streams/jobs/_cjoin.so streams/jobs/_ckafka.so \
+	streams/jobs/_cstate.so
 
 .PHONY: run test soak bench lint venv system-deps node-deps native
 

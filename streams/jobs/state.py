@@ -36,8 +36,15 @@ import shutil
 from collections.abc import Iterator, MutableMapping
 from typing import Protocol
 
+import orjson
+
 from streams.errors import InvalidConfig
-from streams.jobs.serde import compact_json_bytes
+from streams.jobs.serde import _ORJSON_STRICT, _not_json, compact_json_bytes
+
+try:  # the compiled changelog loop of the memory backend, built in place by `make native`
+    from streams.jobs import _cstate
+except ImportError:  # not built: _take_memory below
+    _cstate = None
 
 _MISSING = object()  # in Store._dirty: the key was deleted
 _ABSENT = object()  # not in a dict
@@ -266,7 +273,13 @@ class Store(MutableMapping):
         taken: list[tuple[object, object]] = []
         backend, objects = self.backend, self._objects
         if objects is not None and type(backend) is MemoryBackend:
-            _take_memory(self._dirty, backend._d, objects, out, taken)
+            if _cstate is not None:
+                _cstate.take_memory(
+                    self._dirty, backend._d, objects, _MISSING, out, taken,
+                    encode, encode_value, orjson.dumps, _not_json, _ORJSON_STRICT,
+                )  # fmt: skip
+            else:
+                _take_memory(self._dirty, backend._d, objects, out, taken)
             self._dirty.clear()
             self.taken, self.taken_from = taken, out
             return out
@@ -312,7 +325,7 @@ class Store(MutableMapping):
 
 def _take_memory(dirty: dict, d: dict, objects: dict, out: list, taken: list) -> None:
     """``take_changes``'s loop over a ``MemoryBackend``'s dict `d` (the same steps, its
-    methods inlined)."""
+    methods inlined): the reference and fallback of ``_cstate.take_memory``."""
     enc_key, enc_value, missing = encode, encode_value, _MISSING
     pop, get, out_append, taken_append = d.pop, d.get, out.append, taken.append
     for key, value in dirty.items():

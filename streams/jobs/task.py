@@ -52,8 +52,12 @@ from streams.processing.aggregates import (
     values_builder,
 )
 from streams.processing.operator import MIN_TIME, WindowOperator, extract_values
+from streams.processing.operator import _cwindow as _cwindow_module
 from streams.processing.windows import Session, Tumbling
 
+# a window step's rows from its results, compiled (_cwindow.pyx; None: not built)
+_emit_fixed_c = getattr(_cwindow_module, "emit_fixed", None)
+_view_rows_c = getattr(_cwindow_module, "view_rows", None)  # a windowed view tap's rows
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
 Emit = Callable[[str, str, object, object, int], None]
 # emit_many(kind, topic, records): the same for a list of (key, value, ts, offset) records
@@ -556,7 +560,26 @@ class _Window(_Step):
         self.forward_many(batch)
 
     def _emit_fixed(self, results: list, origin: int | None, batch: list) -> None:
-        """``_emit`` of one operator's tumbling or hopping windows, into `batch`."""
+        """``_emit`` of one operator's tumbling or hopping windows, into `batch`: the compiled
+        loop (``_cwindow.emit_fixed``) when built, the loop below (its reference) for what it
+        does not take."""
+        if _emit_fixed_c is not None:
+            dirty, stored, store, only_final = (
+                self._dirty,
+                self._stored,
+                self.store,
+                self.only_final,
+            )
+            i, n = 0, len(results)
+            while i < n:
+                i = _emit_fixed_c(results, i, origin, batch, dirty, stored, store, only_final)
+                if i < n:
+                    self._emit_fixed_pure(results[i : i + 1], origin, batch)
+                    i += 1
+            return
+        self._emit_fixed_pure(results, origin, batch)
+
+    def _emit_fixed_pure(self, results: list, origin: int | None, batch: list) -> None:
         discard, stored, store = self._dirty.discard, self._stored, self.store
         only_final, append = self.only_final, batch.append
         for key, start, end, values, revision, _correction, final, replaces in results:
@@ -815,12 +838,26 @@ class _ViewTap(_Step):
         self.store[k] = value
 
     def push_many(self, side, recs):
-        """A windowed step's rows: ``push`` of each, inlined."""
+        """A windowed step's rows: ``push`` of each, inlined (compiled: ``_cwindow.view_rows``,
+        when built, ``_push_rows`` below, its reference, for what it does not take)."""
         if not self.windowed:
             super().push_many(side, recs)
             return
+        if _view_rows_c is not None:
+            keys, at_end, ends, rows = self._keys, self.at_end, self.ends, self.store.direct()[0]
+            i, n = 0, len(recs)
+            while i < n:
+                i, self.max_ts = _view_rows_c(recs, i, keys, at_end, ends, rows, self.max_ts)
+                if i < n:
+                    self._push_rows(recs[i : i + 1])
+                    i += 1
+            return
+        self._push_rows(recs)
+
+    def _push_rows(self, recs) -> None:
         max_ts, keys, store = self.max_ts, self._keys, self.store
-        at_end, set_row = self.at_end, store.__setitem__
+        # rows are dicts (never None): set straight into the store's cache (Store.direct)
+        at_end, rows = self.at_end, store.direct()[0]
         r = None
         try:
             for r in recs:
@@ -843,7 +880,7 @@ class _ViewTap(_Step):
                         heapq.heappush(self.ends, end)
                     else:
                         bucket.append(k)
-                set_row(k, value)
+                rows[k] = value
         except Exception:
             self.task.blame(r)
             raise

@@ -18,7 +18,9 @@ holds the two to the same answers):
   the pure way and calls again; ``len(recs)`` when it took them all.
 """
 
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem, PyDict_Update
+from cpython.object cimport PyObject_IsTrue
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_SIZE
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject
 from cpython.set cimport PySet_Add
@@ -30,6 +32,8 @@ cdef extern from "Python.h":
     bint PyTuple_CheckExact(object)
     bint PyDict_CheckExact(object)
     bint PyLong_CheckExact(object)
+    bint PyUnicode_CheckExact(object)
+    bint PyBytes_CheckExact(object)
 
 import heapq
 
@@ -104,9 +108,18 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
     cdef dict fire_at = op._fire_at
     cdef PyObject* found
     cdef PyObject* bucket
+    cdef PyObject* hit
     cdef list acc
-    cdef object rec, key, tobj, v, wkey, start_obj = None, end_obj = None, wm_obj, prev
+    cdef object rec, key, tobj, v, wkey, ckey, start_obj = None, end_obj = None, wm_obj, prev
     cdef bint fired
+    # the operator's cache of the newest window start's open windows: key -> (acc, (key,
+    # start)); an entry is good while its acc is alive (a closed window's records are late)
+    cdef dict cache = op._ccache
+    cdef object cache_start = op._ccache_start
+    cdef int64_t cstart = 0
+    cdef bint use_cache = False
+    if cache_start is not None and not _in_range(cache_start, &cstart, LIMIT):
+        return i
     if i >= n:
         return n
     if not (_in_range(op.window.size_ms, &size, SPAN) and _in_range(op._grace, &grace, SPAN)
@@ -136,20 +149,52 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
         if not have_start or start != last_start:
             start_obj, end_obj = start, end
             last_start, have_start = start, True
-        wkey = (key, start_obj)
-        if touched is not None:
-            PySet_Add(touched, wkey)
+            if cache_start is None or start > cstart:  # a newer start: a new cache
+                cache = {}
+                cache_start, cstart = start_obj, start
+                op._ccache, op._ccache_start = cache, cache_start
+            use_cache = start == cstart
+        hit = NULL
+        if use_cache and end + grace > wm:
+            hit = PyDict_GetItem(cache, key)
+            if hit != NULL and (<list>PyTuple_GET_ITEM(<object>hit, 0))[_ALIVE] is not True:
+                hit = NULL
+        if hit != NULL:
+            # an open window of this start met before: its acc, and its (key, start) as kept
+            # when that key is the same as this one (a str, bytes or int of the same type;
+            # else, an equal key of another type, 7.0 for 7, goes to touched as it is)
+            wkey = <object>PyTuple_GET_ITEM(<object>hit, 1)
+            ckey = <object>PyTuple_GET_ITEM(wkey, 0)
+            if not (type(ckey) is type(key) and (
+                PyUnicode_CheckExact(key) or PyBytes_CheckExact(key) or PyLong_CheckExact(key)
+            )):
+                wkey = (key, start_obj)
+            if touched is not None:
+                PySet_Add(touched, wkey)
+            found = PyTuple_GET_ITEM(<object>hit, 0)
+        else:
+            wkey = (key, start_obj)
+            if touched is not None:
+                PySet_Add(touched, wkey)
+            found = NULL
         if end + grace <= wm:
             op._late(key, v, tobj, 0)  # still news of its partition's progress (below)
         else:
-            found = PyDict_GetItem(fixed, wkey)
+            if found == NULL:
+                found = PyDict_GetItem(fixed, wkey)
+                if found != NULL and use_cache:
+                    PyDict_SetItem(cache, key, (<object>found, wkey))
             if found == NULL and (sketch or current or end <= wm):
                 acc = op._open_fixed(key, start_obj, end_obj)
+                if use_cache:
+                    PyDict_SetItem(cache, key, (acc, wkey))
             elif found == NULL:
                 # op._open_fixed inlined (no sketch, its timer a fire at its end): new_acc's
                 # list, in the windows dict, counted open, in the fire bucket of its end
                 acc = [key, start_obj, end_obj, 0, True, 0, 0, _INF, _NINF, None]
                 PyDict_SetItem(fixed, wkey, acc)
+                if use_cache:
+                    PyDict_SetItem(cache, key, (acc, wkey))
                 op._open = op._open + 1
                 bucket = PyDict_GetItem(fire_at, end_obj)
                 if bucket == NULL:
@@ -186,3 +231,108 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
                     op._fire_due(out)
         i += 1
     return n
+
+
+cdef object _START = "start"
+cdef object _END = "end"
+cdef object _REVISION = "revision"
+cdef object _FINAL = "final"
+
+
+def emit_fixed(list results, Py_ssize_t i, object origin, list batch, set dirty, set stored,
+               object store, bint only_final):
+    """``streams.jobs.task._Window._emit_fixed``'s loop (its reference) from index `i`: each
+    ``WindowResult`` of a tumbling or hopping window as a row ``(key, {"start", "end",
+    **values, "revision", "final"}, end - 1, origin)`` appended to `batch` (only final ones
+    when `only_final`); a final one's ``(key, start)`` leaves `dirty`, and `stored` and
+    `store` when it was stored. Returns the index of the first result it does not take (one
+    that is not a tuple of 8 with a dict of values and no ``replaces``), ``len(results)``
+    when it took them all: the caller writes that one the pure way."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(results)
+    cdef object r, key, start, end, values, final, wk
+    cdef dict row
+    while i < n:
+        r = <object>PyList_GET_ITEM(results, i)
+        if not PyTuple_Check(r) or PyTuple_GET_SIZE(r) != 8:
+            return i
+        values = <object>PyTuple_GET_ITEM(r, 3)
+        if not PyDict_CheckExact(values) or PyObject_IsTrue(<object>PyTuple_GET_ITEM(r, 7)):
+            return i
+        key = <object>PyTuple_GET_ITEM(r, 0)
+        start = <object>PyTuple_GET_ITEM(r, 1)
+        final = <object>PyTuple_GET_ITEM(r, 6)
+        if PyObject_IsTrue(final):
+            wk = (key, start)
+            dirty.discard(wk)
+            if wk in stored:
+                stored.discard(wk)
+                del store[wk]
+        elif only_final:
+            i += 1
+            continue
+        end = <object>PyTuple_GET_ITEM(r, 2)
+        row = {_START: start, _END: end}
+        PyDict_Update(row, values)
+        PyDict_SetItem(row, _REVISION, <object>PyTuple_GET_ITEM(r, 4))
+        PyDict_SetItem(row, _FINAL, final)
+        PyList_Append(batch, (key, row, end - 1, origin))
+        i += 1
+    return n
+
+
+cdef object _REPLACES = "replaces"
+
+
+def view_rows(list recs, Py_ssize_t i, set keys, dict at_end, list ends, dict rows,
+              object max_ts):
+    """``streams.jobs.task._ViewTap._push_rows``'s loop (its reference) from index `i`: a
+    windowed view's rows ``(key, row dict, ts, ...)`` set into `rows` (its store's cache,
+    ``Store.direct``) under ``(key, row["start"])``, a new one noted in `keys` and under its
+    end (`at_end`, the heap `ends`). Returns ``(index of the first record it does not take,
+    max_ts)``: a record that is not a tuple of 3 or more with an int time and a dict row with
+    "start" and "end" and no "replaces", or an unhashable key; the caller pushes that one the
+    pure way (which raises its error)."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(recs)
+    cdef object r, key, value, ts, start, end, k
+    cdef PyObject* p
+    cdef PyObject* bucket
+    while i < n:
+        r = <object>PyList_GET_ITEM(recs, i)
+        if not PyTuple_Check(r) or PyTuple_GET_SIZE(r) < 3:
+            return i, max_ts
+        key = <object>PyTuple_GET_ITEM(r, 0)
+        value = <object>PyTuple_GET_ITEM(r, 1)
+        ts = <object>PyTuple_GET_ITEM(r, 2)
+        if not PyDict_CheckExact(value) or not PyLong_CheckExact(ts):
+            return i, max_ts
+        if max_ts is not None and not PyLong_CheckExact(max_ts):
+            return i, max_ts
+        p = PyDict_GetItem(value, _REPLACES)
+        if p != NULL and PyObject_IsTrue(<object>p):
+            return i, max_ts
+        p = PyDict_GetItem(value, _START)
+        if p == NULL:
+            return i, max_ts
+        start = <object>p
+        p = PyDict_GetItem(value, _END)
+        if p == NULL:
+            return i, max_ts
+        end = <object>p
+        k = (key, start)
+        try:
+            hash(k)
+        except Exception:
+            return i, max_ts
+        if max_ts is None or ts > max_ts:
+            max_ts = ts
+        if k not in keys:
+            keys.add(k)
+            bucket = PyDict_GetItem(at_end, end)
+            if bucket == NULL:
+                PyDict_SetItem(at_end, end, [k])
+                _heappush(ends, end)
+            else:
+                PyList_Append(<object>bucket, k)
+        PyDict_SetItem(rows, k, value)
+        i += 1
+    return n, max_ts

@@ -180,6 +180,9 @@ class WindowOperator:
         self._last_seen: dict[int, int] = {}  # partition -> clock at its last event
         self._idle: set[int] = set()
         self._fixed: dict[tuple[object, int], list] = {}  # tumbling/hopping: (key, start) -> acc
+        # the compiled loop's cache of the windows of its newest start (see _cwindow.pyx)
+        self._ccache: dict[object, tuple[list, tuple[object, int]]] = {}
+        self._ccache_start: int | None = None
         self._sessions: dict[object, list[list]] = {}  # key -> accs sorted by start
         self._sliding: dict[object, dict[int, list]] = {}  # key -> {end: acc}
         self._slide_ends: dict[object, list[int]] = {}  # key -> sorted window ends
@@ -763,9 +766,10 @@ class WindowOperator:
             for acc in accs:
                 self._emit(acc, acc[REV] > 0, False, out)
             return
-        values, append = self._values, out.append
+        values, append, new, result = self._values, out.append, tuple.__new__, WindowResult
         for acc in accs:  # fixed and sliding windows fire once: revision 0, no correction
-            append(WindowResult(acc[K], acc[S], acc[E], values(acc), acc[REV], False, False))
+            # WindowResult(...) without its Python __new__ (replaces: its default, ())
+            append(new(result, (acc[K], acc[S], acc[E], values(acc), acc[REV], False, False, ())))
             acc[REV] += 1
 
     def _close_all(self, accs: list[list], out: list[WindowResult]) -> None:
@@ -774,8 +778,9 @@ class WindowOperator:
                 self._close(acc, out)
             return
         values, append, fixed = self._values, out.append, self._fixed
-        for acc in accs:
-            append(WindowResult(acc[K], acc[S], acc[E], values(acc), acc[REV], False, True))
+        new, result = tuple.__new__, WindowResult
+        for acc in accs:  # WindowResult(...) without its Python __new__ (see _fire_all)
+            append(new(result, (acc[K], acc[S], acc[E], values(acc), acc[REV], False, True, ())))
             acc[REV] += 1
             acc[ALIVE] = False
             del fixed[(acc[K], acc[S])]
