@@ -125,16 +125,128 @@ cdef inline bint _add(int64_t a, int64_t b, int64_t* out) noexcept nogil:
     return True
 
 
+from cpython.dict cimport PyDict_New, PyDict_SetItem
+from cpython.long cimport PyLong_FromLongLong
+from libc.string cimport memcmp
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+    object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
+
+cdef list _key_cache = []  # keys of small JSON objects seen so far (at most 16), shared
+
+
+cdef inline bint _plain(unsigned char c) noexcept nogil:
+    """A character of a string taken as it is: printable ASCII but a quote or a backslash."""
+    return 0x20 <= c <= 0x7e and c != 34 and c != 92
+
+
+cdef object _key(const unsigned char* p, Py_ssize_t n):
+    """The str of the printable ASCII key p[:n]: the same object as the last time it came."""
+    cdef Py_ssize_t i, size
+    cdef const char* data
+    for i in range(PyList_GET_SIZE(_key_cache)):
+        k = <object>PyList_GET_ITEM(_key_cache, i)
+        data = PyUnicode_AsUTF8AndSize(k, &size)
+        if size == n and memcmp(data, p, n) == 0:
+            return k
+    k = PyUnicode_DecodeASCII(<const char*>p, n, NULL)
+    if PyList_GET_SIZE(_key_cache) < 16:
+        _key_cache.append(k)
+    return k
+
+
+cdef object _small_json(const unsigned char* p, Py_ssize_t n):
+    """What ``json.loads`` (and orjson) make of p[:n] when it is a flat JSON object written
+    compactly (no whitespace): keys and string values of printable ASCII without escapes,
+    values integers of at most 18 digits (no fraction, no exponent), strings, true, false or
+    null. None for anything else (the caller reads it as before: orjson, else json)."""
+    cdef Py_ssize_t i = 1, j, digits
+    cdef long long v
+    cdef bint neg
+    cdef object key, value
+    if n < 2 or p[0] != 123:  # {
+        return None
+    d = PyDict_New()
+    if p[1] == 125:  # }
+        return d if n == 2 else None
+    while True:
+        if i >= n or p[i] != 34:  # "
+            return None
+        j = i + 1
+        while j < n and _plain(p[j]):
+            j += 1
+        if j + 1 >= n or p[j] != 34 or p[j + 1] != 58:  # ":
+            return None
+        key = _key(p + i + 1, j - i - 1)
+        i = j + 2
+        if i >= n:
+            return None
+        if p[i] == 34:  # a string
+            j = i + 1
+            while j < n and _plain(p[j]):
+                j += 1
+            if j >= n or p[j] != 34:
+                return None
+            value = PyUnicode_DecodeASCII(<const char*>(p + i + 1), j - i - 1, NULL)
+            i = j + 1
+        elif p[i] == 45 or 48 <= p[i] <= 57:  # -, a digit
+            neg = p[i] == 45
+            if neg:
+                i += 1
+            if i >= n or not 48 <= p[i] <= 57:
+                return None
+            if p[i] == 48 and i + 1 < n and 48 <= p[i + 1] <= 57:
+                return None  # a leading zero: not JSON
+            v = 0
+            digits = 0
+            while i < n and 48 <= p[i] <= 57:
+                digits += 1
+                if digits > 18:
+                    return None
+                v = v * 10 + (p[i] - 48)
+                i += 1
+            if i < n and (p[i] == 46 or p[i] == 101 or p[i] == 69):  # . e E: a float
+                return None
+            value = PyLong_FromLongLong(-v if neg else v)
+        elif n - i >= 4 and memcmp(p + i, b"true", 4) == 0:
+            value = True
+            i += 4
+        elif n - i >= 5 and memcmp(p + i, b"false", 5) == 0:
+            value = False
+            i += 5
+        elif n - i >= 4 and memcmp(p + i, b"null", 4) == 0:
+            value = None
+            i += 4
+        else:
+            return None
+        PyDict_SetItem(d, key, value)
+        if i >= n:
+            return None
+        if p[i] == 125:  # }
+            return d if i + 1 == n else None
+        if p[i] != 44:  # ,
+            return None
+        i += 1
+
+
+def small_json(bytes data):
+    """``_small_json`` of `data` (for tests): the dict, or None where it defers."""
+    return _small_json(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
 def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bint log_append,
                 int64_t max_ts, Py_ssize_t count, int64_t skip_below, int64_t end_offset,
-                bint text_keys, object json_value, object extract, list out):
+                bint text_keys, object json_value, object extract, list out, bint small=True):
     """The records of a batch's (uncompressed) records section `body` with offsets in
     [`skip_below`, `end_offset`) as the runner's ``(key, value, ts, offset)`` tuples appended
     to `out`: what ``streams.log.records.decode_from`` and then ``decode`` above make of them
     (the reference, tests/jobs/test_crecords.py), without the ``Record`` in between; the
     whole batch is read, so that a record it does not take anywhere in it defers the batch,
     as the log's decoder defers a whole batch. `base`, `base_ts`, `max_ts`, `count`: from the
-    batch header; `log_append`: its LogAppendTime flag. Returns 0 when the batch is done, 1
+    batch header; `log_append`: its LogAppendTime flag. A value that is a flat JSON object
+    written compactly is read here (``_small_json``, with `small`), the others as ``decode``
+    reads them. Returns 0 when the batch is done, 1
     when `end_offset` was reached, -1 (`out` part-filled) where either of those defers or
     fails: a record not laid out as ``streams/log/_cdecode.pyx`` expects, a key that is not
     UTF-8 (`text_keys`), a value or an `extract` that raises... The caller then reads the
@@ -179,15 +291,17 @@ def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bi
             if vlen < 0:
                 value = None
             else:
-                vb = PyBytes_FromStringAndSize(<char*>(p + pos), <Py_ssize_t>vlen)
+                value = _small_json(p + pos, <Py_ssize_t>vlen) if small else None
+                if value is None:
+                    vb = PyBytes_FromStringAndSize(<char*>(p + pos), <Py_ssize_t>vlen)
+                    if _long_digits(vb):
+                        value = json_value(vb)
+                    else:
+                        try:
+                            value = _orjson_loads(vb)
+                        except Exception:
+                            value = json_value(vb)  # json.loads decides, as JSON.deserialize does
                 pos += <Py_ssize_t>vlen
-                if _long_digits(vb):
-                    value = json_value(vb)
-                else:
-                    try:
-                        value = _orjson_loads(vb)
-                    except Exception:
-                        value = json_value(vb)  # json.loads decides, as JSON.deserialize does
             # headers: walked as the log's decoder checks them, not kept
             if not _varint(p, rec_end, &pos, &nh) or nh < 0:
                 return -1

@@ -444,3 +444,53 @@ def test_runs_leaves_other_shapes_to_the_pure_loop():
     ):
         assert serde._crecords.runs(recs, 10) is None
         assert _runs(recs, 10) == _runs_pure(recs, 10)
+
+
+FLAT = st.dictionaries(
+    st.text(max_size=4),
+    st.one_of(
+        st.integers(-(10**19), 10**19),
+        st.text(max_size=5),
+        st.booleans(),
+        st.none(),
+        st.floats(allow_nan=False),
+        st.lists(st.integers(), max_size=2),
+    ),
+    max_size=4,
+)
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+@settings(max_examples=500, deadline=None)
+@given(
+    FLAT,
+    st.sampled_from([(",", ":"), (", ", ": "), (",", ": ")]),
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 60), st.binary(min_size=1, max_size=2)), max_size=2),
+)
+def test_small_json_objects_read_as_json_reads_them(obj, separators, ascii_only, edits):
+    """``_crecords.small_json`` (``decode_body``'s reading of flat, compact JSON objects)
+    gives what ``json.loads`` gives, of the same types, or None (orjson and json then read
+    it, as before): objects as ``json.dumps`` writes them, and bytes edited at random."""
+    import json
+
+    data = json.dumps(obj, separators=separators, ensure_ascii=ascii_only).encode()
+    for at, chunk in edits:
+        data = data[:at] + chunk + data[at + len(chunk) :]
+    got = serde._crecords.small_json(data)
+    if not edits and separators == (",", ":"):
+        simple = all(
+            isinstance(v, str | bool | type(None)) or (type(v) is int and abs(v) < 10**18)
+            for v in obj.values()
+        )
+        printable = all(
+            all(0x20 <= ord(c) <= 0x7E and c not in '"\\' for c in s)
+            for s in [*obj, *(v for v in obj.values() if isinstance(v, str))]
+        )
+        assert got is not None or not (simple and printable), "a plain object is deferred"
+    if got is None:
+        return
+    want = json.loads(data)
+    assert got == want and type(got) is dict
+    assert list(got) == list(want)
+    assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
