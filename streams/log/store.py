@@ -39,7 +39,6 @@ import errno
 import fcntl
 import json
 import logging
-import operator
 import os
 import re
 import shutil
@@ -116,7 +115,6 @@ LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3  # ListOffsets'
 
 
 _RECORD_TYPES = frozenset((tuple, ProducerRecord))
-_TIMESTAMP = operator.itemgetter(3)
 
 
 def _as_records(records: Iterable[ProducerRecord | tuple]) -> list:
@@ -144,11 +142,13 @@ class AppendResults(Sequence[AppendResult]):
     def __init__(self, topic: str, count: int):
         self.topic = topic
         self._count = count
-        self._runs: list[tuple[list[int] | None, int, int, int, list[int | None] | None]] = []
+        self._runs: list[tuple[list[int] | None, int, int, int, list | None]] = []
 
-    def add_run(self, indexes, partition, base, default_ts, stamps) -> None:
-        """`indexes` None means all records in order; `stamps` None: all have `default_ts`."""
-        self._runs.append((indexes, partition, base, default_ts, stamps))
+    def add_run(self, indexes, partition, base, default_ts, records) -> None:
+        """`indexes` None means all records in order; `records`: the run's records, whose
+        timestamps (``r[3]``, None: `default_ts`) are read on access only; None: all have
+        `default_ts` (LogAppendTime)."""
+        self._runs.append((indexes, partition, base, default_ts, records))
         self._where = None
 
     def _index(self) -> list[tuple[int, int, int]]:
@@ -156,7 +156,7 @@ class AppendResults(Sequence[AppendResult]):
             where: list = [None] * self._count
             for indexes, partition, base, default_ts, stamps in self._runs:
                 for j, i in enumerate(range(self._count) if indexes is None else indexes):
-                    ts = default_ts if stamps is None or stamps[j] is None else stamps[j]
+                    ts = default_ts if stamps is None or stamps[j][3] is None else stamps[j][3]
                     where[i] = (partition, base + j, ts)
             self._where = where
         return self._where
@@ -173,7 +173,7 @@ class AppendResults(Sequence[AppendResult]):
             _, partition, base, default_ts, stamps = self._runs[0]
             if not 0 <= i < self._count:
                 raise IndexError(i)
-            ts = default_ts if stamps is None or stamps[i] is None else stamps[i]
+            ts = default_ts if stamps is None or stamps[i][3] is None else stamps[i][3]
             return AppendResult(self.topic, partition, base + i, ts)
         partition, offset, ts = self._index()[i]
         return AppendResult(self.topic, partition, offset, ts)
@@ -805,12 +805,12 @@ class LogStore:
             self._append_group(plog, recs[:half], (idxs or range(len(recs)))[:half], results)
             self._append_group(plog, recs[half:], list(idxs or range(len(recs)))[half:], results)
             return
-        stamps = None
-        if not plog.config.log_append_time:
-            stamps = list(map(_TIMESTAMP, recs))  # C-level passes, then: all None?
-            if stamps[0] is None and stamps.count(None) == len(stamps):
-                stamps = None
-        results.add_run(list(idxs) if idxs is not None else None, plog.partition, base, now, stamps)
+        # the timestamps are read from the records on access (``recs`` is this call's own
+        # list, never changed after): no pass over them here
+        stamped = None if plog.config.log_append_time else recs
+        results.add_run(
+            list(idxs) if idxs is not None else None, plog.partition, base, now, stamped
+        )
 
     def append_raw(self, topic: str, partition: int, batch: bytes) -> tuple[int, int, int]:
         """Store a client's v2 record batch as received (see ``PartitionLog.append_raw``)."""
