@@ -118,7 +118,8 @@ def tumbling_records(op, list recs, list values, object touched, list out, Py_ss
     cdef object cache_start = op._ccache_start
     cdef int64_t cstart = 0
     cdef bint use_cache = False
-    if cache_start is not None and not _in_range(cache_start, &cstart, LIMIT):
+    # (a window start is an event time's within +-LIMIT, less the window's size: below SPAN)
+    if cache_start is not None and not _in_range(cache_start, &cstart, LIMIT + SPAN):
         return i
     if i >= n:
         return n
