@@ -8,7 +8,8 @@ for records that are all of type `rtype` (a tuple type; the key, value, timestam
 indexes `ki`, `vi`, `ti`, `oi`), appends ``(key, value, ts, offset)`` to `out`: the key as
 UTF-8 text (`text_keys`) or as its bytes; the value read by `json_value` (``JSON.deserialize``),
 through orjson directly when the bytes hold no run of 19 digits (``serde._LONG_DIGITS``: such
-a record, and any that orjson rejects, is given to `json_value`, as that function would);
+a record, and any that orjson rejects, is given to `json_value`, as that function would; a
+flat object written compactly is read without orjson, ``_small_json``);
 the timestamp ``extract(value)`` (a tombstone, or no `extract`: the record's). It returns
 False, leaving `out` part-filled, at anything else — a record of another type, a key or value
 that is not ``bytes``, an error of any kind — and the caller then decodes the batch the pure
@@ -72,10 +73,13 @@ def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, P
             elif _long_digits(v):
                 value = json_value(v)
             else:
-                try:
-                    value = _orjson_loads(v)
-                except Exception:
-                    value = json_value(v)  # json.loads decides, as JSON.deserialize does
+                value = _small_json(<const unsigned char*>PyBytes_AS_STRING(v),
+                                    PyBytes_GET_SIZE(v))  # a flat, compact object
+                if value is None:
+                    try:
+                        value = _orjson_loads(v)
+                    except Exception:
+                        value = json_value(v)  # json.loads decides, as JSON.deserialize does
             if extract is None or value is None:
                 ts = <object>PyTuple_GET_ITEM(rec, ti)
             else:

@@ -280,9 +280,10 @@ def batch_decoder(
     its uncompressed records section) with offsets in [`skip_below`, `end`) to `out` — the
     tuples ``decode_records`` makes of the records the log's decoder reads — and returns 0
     (batch done), 1 (`end` reached) or -1 (it defers: read that batch the usual way)."""
-    if _crecords is None or value is not JSON or (key is not TEXT and key is not BYTES):
+    native = getattr(_crecords, "decode_body", None)  # (None: not built, or built before it)
+    if native is None or value is not JSON or (key is not TEXT and key is not BYTES):
         return None
-    native, text_keys, json_value = _crecords.decode_body, key is TEXT, JSON.deserialize
+    text_keys, json_value = key is TEXT, JSON.deserialize
 
     def decode(body, h, skip_below: int, end: int, out: list) -> int:
         return native(
@@ -328,7 +329,9 @@ def tag_rest(recs: list, start: int, index: int, out: list) -> None:
 
 
 # the compiled merge when built, else the pure one (tests/jobs/test_crecords.py: the same)
-merge, tag = (merge_two, tag_rest) if _crecords is None else (_crecords.merge2, _crecords.tag)
+# (a module built from an older _crecords.pyx has no merge2: `make native` builds it again)
+merge = getattr(_crecords, "merge2", merge_two)
+tag = getattr(_crecords, "tag", tag_rest)
 
 
 def records_encoder(key: Serde, value: Serde) -> Callable[[list, int, list], int] | None:
