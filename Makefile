@@ -40,7 +40,8 @@ venv: $(STAMP)
 # Without a C compiler each module's fallback runs, and `make` says so.
 native: $(NATIVE)
 
-%.so: %.pyx $(STAMP)
+# every module rebuilt when the shared inline readers change (a .pxd is compiled into each user)
+%.so: %.pyx streams/log/_cvarint.pxd $(STAMP)
 	@$(PY) -m cython -3 -o $*.c $< && \
 	$${CC:-cc} -shared -fPIC -O2 -Wall \
 		-I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \

@@ -94,39 +94,7 @@ def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, P
 
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
 from cpython.bytes cimport PyBytes_FromStringAndSize
-
-
-cdef inline bint _varint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos,
-                         int64_t* out) noexcept nogil:
-    """The zig-zag varint at pos[0], read no further than `end`; False when it runs past `end`
-    or is wider than 64 bits (streams/log/_cdecode.pyx's, the same checks)."""
-    cdef Py_ssize_t i = pos[0]
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef unsigned char b
-    while True:
-        if i >= end:
-            return False
-        b = p[i]
-        i += 1
-        if shift == 63 and b > 1:
-            return False
-        result |= (<uint64_t>(b & 0x7F)) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            return False
-    pos[0] = i
-    out[0] = (<int64_t>(result >> 1)) ^ -(<int64_t>(result & 1))
-    return True
-
-
-cdef inline bint _add(int64_t a, int64_t b, int64_t* out) noexcept nogil:
-    if (b > 0 and a > INT64_MAX - b) or (b < 0 and a < INT64_MIN - b):
-        return False
-    out[0] = a + b
-    return True
+from streams.log._cvarint cimport _add, _varint
 
 
 from cpython.dict cimport PyDict_New, PyDict_SetItem
