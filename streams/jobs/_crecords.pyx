@@ -358,22 +358,7 @@ cdef object _orjson_dumps = orjson.dumps
 cdef tuple _NO_HEADERS = ()
 
 
-cdef inline bint _json_exact(bytes data):
-    """Whether orjson's `data` is the text ``json.dumps`` writes (``serde.compact_json_bytes``'s
-    ``encode_exact`` test): ASCII without DEL, no ``null``, no digit followed by ``.``, ``e`` or
-    ``E`` (a float, which json may write otherwise)."""
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t i, n = PyBytes_GET_SIZE(data)
-    cdef unsigned char c
-    for i in range(n):
-        c = p[i]
-        if c >= 0x7f:
-            return False
-        if c == 110 and i + 3 < n and p[i + 1] == 117 and p[i + 2] == 108 and p[i + 3] == 108:
-            return False  # null
-        if (c == 46 or c == 101 or c == 69) and i > 0 and 48 <= p[i - 1] <= 57:
-            return False  # [0-9][.eE]
-    return True
+from streams.jobs._cjsontext cimport _json_exact
 
 
 def encode(list recs, Py_ssize_t start, bint text_keys, object json_value, object default,
@@ -411,7 +396,8 @@ def encode(list recs, Py_ssize_t start, bint text_keys, object json_value, objec
         else:
             try:
                 value = _orjson_dumps(v, default, options)
-                if _json_exact(value):
+                if _json_exact(<const unsigned char*>PyBytes_AS_STRING(value),
+                               PyBytes_GET_SIZE(value)):
                     # a copy of its size: orjson's result keeps a ~1 KiB block of the C heap
                     # (``serde.compact_json_bytes``), and buffered outputs stay alive until the
                     # checkpoint: 100k of them grew the heap at a page fault every few (5x)

@@ -21,19 +21,7 @@ cdef extern from "Python.h":
     bint PyBytes_CheckExact(object)
 
 
-cdef inline bint _exact(const unsigned char* p, Py_ssize_t n):
-    """encode_exact's test of orjson's bytes (``_crecords._json_exact``'s)."""
-    cdef Py_ssize_t i
-    cdef unsigned char c
-    for i in range(n):
-        c = p[i]
-        if c >= 0x7f:
-            return False
-        if c == 110 and i + 3 < n and p[i + 1] == 117 and p[i + 2] == 108 and p[i + 3] == 108:
-            return False  # null
-        if (c == 46 or c == 101 or c == 69) and i > 0 and 48 <= p[i - 1] <= 57:
-            return False  # [0-9][.eE]
-    return True
+from streams.jobs._cjsontext cimport _json_exact
 
 
 cdef inline bint _no_null(const unsigned char* p, Py_ssize_t n):
@@ -57,7 +45,7 @@ cdef inline object _encode(object obj, bint exact, object enc, object dumps, obj
         return enc(obj)
     p = <const unsigned char*>PyBytes_AS_STRING(data)
     n = PyBytes_GET_SIZE(data)
-    if (_exact(p, n) if exact else _no_null(p, n)):
+    if (_json_exact(p, n) if exact else _no_null(p, n)):
         return PyBytes_FromStringAndSize(<char*>p, n)  # a copy of its size (see serde)
     return enc(obj)
 
