@@ -28,6 +28,8 @@ from cpython.list cimport PyList_Append, PyList_New, PyList_SET_ITEM
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XINCREF, Py_DECREF, Py_XDECREF
 from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.string cimport memcpy
 
 # the C-integer loop takes a batch whose times all lie within +-TS_MAX (and `within`, `grace`
 # within +-SPAN_MAX): no sum or difference it makes can overflow 64 bits
@@ -255,6 +257,19 @@ cdef class ExpiryQueue:
 
     def clear(self):
         self._clear()
+
+
+cdef inline bytes _splice(bytes a, bytes b):
+    """``b"[" + a + b"," + b + b"]"``: the JSON text of the pair of two values' texts."""
+    cdef Py_ssize_t na = PyBytes_GET_SIZE(a), nb = PyBytes_GET_SIZE(b)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, na + nb + 3)
+    cdef char* p = PyBytes_AS_STRING(out)
+    p[0] = 91  # [
+    memcpy(p + 1, PyBytes_AS_STRING(a), na)
+    p[na + 1] = 44  # ,
+    memcpy(p + na + 2, PyBytes_AS_STRING(b), nb)
+    p[na + nb + 2] = 93  # ]
+    return out
 
 
 cdef inline list _pair(object a, object b):
@@ -695,13 +710,18 @@ cdef class _Entries:
         self.n += 1
         return 0
 
-    cdef list as_list(self):
-        """The entries as the store holds them: ``[[ts, value, matched], ...]``."""
+    cdef list as_list(self, object from_text):
+        """The entries as the store holds them: ``[[ts, value, matched], ...]`` (each value
+        read from its text by `from_text`, unless None)."""
         cdef list out = PyList_New(self.n)
         cdef list e
         cdef Py_ssize_t i
+        cdef object v
         for i in range(self.n):
-            e = [<object>self.tsobj[self.start + i], <object>self.values[self.start + i],
+            v = <object>self.values[self.start + i]
+            if from_text is not None:
+                v = from_text(v)
+            e = [<object>self.tsobj[self.start + i], v,
                  True if self.matched[self.start + i] else False]
             Py_INCREF(e)
             PyList_SET_ITEM(out, i, e)
@@ -719,12 +739,17 @@ cdef class JoinSide:
     cdef dict cache  # key -> _Entries
     cdef list dirty  # the _Entries changed since the last sync, in order of first change
     cdef set unordered  # the join's set of this side's keys whose entries are out of order
+    # a join whose values are JSON text (``IntervalJoin.use_json_text``): the entries hold each
+    # value's text (`to_text` makes it of a value loaded from the store, `from_text` reads it
+    # back for the store at sync); None: the entries hold the values themselves
+    cdef object to_text, from_text
 
-    def __init__(self, store, set unordered):
+    def __init__(self, store, set unordered, to_text=None, from_text=None):
         self.store = store
         self.cache = {}
         self.dirty = []
         self.unordered = unordered
+        self.to_text, self.from_text = to_text, from_text
 
     cdef _Entries get(self, object key):
         """The key's entries (perhaps none: n == 0; a key the store lacks is cached so, till
@@ -747,7 +772,7 @@ cdef class JoinSide:
         for e in stored:
             if not _small(e[0], TS_MAX, &c):
                 raise ValueError(f"a join entry's time out of range: {e[0]!r}")
-            es.append(c, e[0], e[1], e[2])
+            es.append(c, e[0], e[1] if self.to_text is None else self.to_text(e[1]), e[2])
         PyDict_SetItem(self.cache, key, es)
         return es
 
@@ -809,7 +834,7 @@ cdef class JoinSide:
         for es in self.dirty:
             es.dirty = False
             if es.n:
-                store[es.key] = es.as_list()
+                store[es.key] = es.as_list(self.from_text)
                 es.in_store = True
             elif es.in_store:
                 del store[es.key]
@@ -857,11 +882,15 @@ cdef inline Py_ssize_t _lower(long long* ts, Py_ssize_t lo, Py_ssize_t hi, long 
 def inner_batch_sides(
     list items, JoinSide lside, JoinSide rside, object within, object joiner, list maxs,
     list heap, object queue, tuple unordered, Py_ssize_t scan_max, object grace,
-    object min_time, list progress, bint pairs,
+    object min_time, list progress, bint pairs, object to_text=None,
 ):
     """``inner_batch`` over ``JoinSide`` state: the same emissions, in the same order, and
     the same state once synced; None (nothing done) if a time of the batch or of the join's
-    progress is not an int within +-2**62 (or `within`, `grace` within +-2**60)."""
+    progress is not an int within +-2**62 (or `within`, `grace` within +-2**60).
+
+    `to_text` (with `pairs`, over sides made with it): the values are JSON text, ``bytes``
+    (``IntervalJoin.use_json_text``); a value that is not is made so by ``to_text(value)``,
+    and each pair is emitted as its JSON text, ``b"[" + left + b"," + right + b"]"``."""
     cdef list out = []
     cdef list mine_out
     cdef Py_ssize_t n = len(items), idx = 0, late = 0, i, end
@@ -877,6 +906,9 @@ def inner_batch_sides(
     c_max[0] = c_max[1] = 0
     cdef ExpiryQueue q = queue
     cdef object wm_obj = progress[0]  # the watermark as an object, while it is unchanged
+    cdef bint text = to_text is not None
+    if text and not (pairs and lside.to_text is not None and rside.to_text is not None):
+        raise ValueError("inner_batch_sides: JSON text needs the pair joiner and text sides")
     if not _all_small(items, within, grace, progress[0], maxs, min_time):
         return None
     _small(within, SPAN_MAX, &c_within)
@@ -906,6 +938,8 @@ def inner_batch_sides(
                         c_wm = c_cand
                         wm_obj = None
                 continue
+            if text and type(value) is not bytes:
+                value = to_text(value)
             others = <JoinSide>sides[1 - side]
             oe = others.get(key)
             matched = False
@@ -926,7 +960,12 @@ def inner_batch_sides(
                         if not oe.matched[i]:
                             oe.matched[i] = 1
                             others.changed(oe)
-                        if pairs:
+                        if text:
+                            if side == 0:
+                                v = _splice(value, <bytes>oe.values[i])
+                            else:
+                                v = _splice(<bytes>oe.values[i], value)
+                        elif pairs:
                             if side == 0:
                                 v = _pair(value, <object>oe.values[i])
                             else:

@@ -32,6 +32,8 @@ import orjson
 
 cdef object _orjson_loads = orjson.loads
 
+from streams.jobs._cjsoncanon cimport json_canonical
+
 
 cdef inline bint _long_digits(bytes data):
     """Whether `data` holds a run of 19 ASCII digits (``serde._LONG_DIGITS``)."""
@@ -48,7 +50,9 @@ cdef inline bint _long_digits(bytes data):
 
 
 def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, Py_ssize_t oi,
-           bint text_keys, object json_value, object extract, list out):
+           bint text_keys, object json_value, object extract, list out, bint raw=False):
+    """(See the module docstring.) `raw` (no `extract`): a value whose bytes are canonical
+    JSON (``serde.canonical_json``) is kept as those bytes, not read."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(recs)
     cdef object rec, k, v, key, value, ts
     try:
@@ -70,6 +74,10 @@ def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, P
                 value = None
             elif not PyBytes_CheckExact(v):
                 return False
+            elif raw and extract is None and json_canonical(
+                <const unsigned char*>PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v)
+            ):
+                value = v  # its own text: what the join writes back (serde.canonical_json)
             elif _long_digits(v):
                 value = json_value(v)
             else:
@@ -209,7 +217,8 @@ def small_json(bytes data):
 
 def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bint log_append,
                 int64_t max_ts, Py_ssize_t count, int64_t skip_below, int64_t end_offset,
-                bint text_keys, object json_value, object extract, list out, bint small=True):
+                bint text_keys, object json_value, object extract, list out, bint small=True,
+                bint raw=False):
     """The records of a batch's (uncompressed) records section `body` with offsets in
     [`skip_below`, `end_offset`) as the runner's ``(key, value, ts, offset)`` tuples appended
     to `out`: what ``streams.log.records.decode_from`` and then ``decode`` above make of them
@@ -222,7 +231,9 @@ def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bi
     when `end_offset` was reached, -1 (`out` part-filled) where either of those defers or
     fails: a record not laid out as ``streams/log/_cdecode.pyx`` expects, a key that is not
     UTF-8 (`text_keys`), a value or an `extract` that raises... The caller then reads the
-    batch the usual way, which answers (or raises) as always."""
+    batch the usual way, which answers (or raises) as always. `raw` (no `extract`): a value
+    whose bytes are canonical JSON (``serde.canonical_json``) is kept as a copy of those
+    bytes, not read (a direct interval join writes them back as they are)."""
     cdef const unsigned char* p = &body[0] if body.shape[0] else NULL
     cdef Py_ssize_t end = body.shape[0]
     cdef Py_ssize_t pos = 0, rec_end, i, m
@@ -262,6 +273,9 @@ def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bi
                 return -1
             if vlen < 0:
                 value = None
+            elif raw and extract is None and json_canonical(p + pos, <Py_ssize_t>vlen):
+                value = PyBytes_FromStringAndSize(<char*>(p + pos), <Py_ssize_t>vlen)
+                pos += <Py_ssize_t>vlen
             else:
                 value = _small_json(p + pos, <Py_ssize_t>vlen) if small else None
                 if value is None:
@@ -362,14 +376,16 @@ from streams.jobs._cjsontext cimport _json_exact
 
 
 def encode(list recs, Py_ssize_t start, bint text_keys, object json_value, object default,
-           object options, list out):
+           object options, list out, bint serialized=False):
     """Outputs ``(key, value, ts, ...)`` of `recs` from index `start` as ``(value bytes, key
     bytes, (), ts)`` appended to `out`, the key as UTF-8 text (`text_keys`: it must be a
     ``str``) or as its ``bytes``, the value as compact JSON: orjson's bytes (``dumps(value,
     default, options)``) where they are json's, else `json_value` (``JSON.serialize``)'s.
     Returns the index of the first record it does not take (``len(recs)`` when it took them
     all): a record that is not a tuple of three or more, a key of another type, a value whose
-    `json_value` raised; the caller writes that one the pure way, which raises its error."""
+    `json_value` raised; the caller writes that one the pure way, which raises its error.
+    `serialized`: the values are their bytes already (a direct join's spliced pairs), each
+    written as it is (a value that is not ``bytes`` is not taken)."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(recs)
     cdef object rec, k, v, key, value
     for i in range(start, n):
@@ -393,6 +409,10 @@ def encode(list recs, Py_ssize_t start, bint text_keys, object json_value, objec
         v = <object>PyTuple_GET_ITEM(rec, 1)
         if v is None:
             value = None
+        elif serialized:
+            if not PyBytes_CheckExact(v):
+                return i
+            value = v
         else:
             try:
                 value = _orjson_dumps(v, default, options)

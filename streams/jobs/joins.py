@@ -133,6 +133,9 @@ class IntervalJoin:
         # an inner join's compiled state between checkpoints (``_cjoin.JoinSide``, over each
         # side's store; ``sync`` writes it there): while every time is a small int
         self._cached: tuple | None = None
+        # (to_text, from_text) while the join's values are JSON text (``use_json_text``)
+        self.json_text: tuple[Callable, Callable] | None = None
+        self._from_text: Callable | None = None  # json_text's reader, kept once it is off
         if how == "inner" and _JoinSide is not None and self._small_state():
             self._cached = (
                 _JoinSide(self._sides[0], self._unordered[0]),
@@ -147,6 +150,28 @@ class IntervalJoin:
             and all(-small <= t <= small for t in (*self._max, self._wm))
         )
 
+    def use_json_text(self, to_text: Callable, from_text: Callable) -> bool:
+        """From now on the values come, and the pairs go, as JSON text (``bytes``), when the
+        joiner is ``pair`` and the compiled state is on; returns whether it is so. Each value
+        is held as its text: as it came if it is ``bytes`` (the runner passes an input's value
+        unread when its bytes are canonical JSON, ``serde.canonical_json``), else
+        ``to_text(value)``; each pair is emitted as ``b"[" + left + b"," + right + b"]"``, the
+        bytes that writing ``[left, right]`` as JSON gives (``to_text`` must be such a
+        writer, ``serde.json_text``). The stores hold the values themselves, as always:
+        ``from_text`` reads each back when the state is synced (the changelog is unchanged).
+        Should the compiled state have to go (a time too large for C), the join syncs, reads
+        the batch's text values back and goes on with values, as before the call."""
+        if self._cached is None or self.joiner is not pair or self.how != "inner":
+            return False
+        self.sync()
+        self._cached = (
+            _JoinSide(self._sides[0], self._unordered[0], to_text, from_text),  # type: ignore[misc]
+            _JoinSide(self._sides[1], self._unordered[1], to_text, from_text),  # type: ignore[misc]
+        )
+        self.json_text = (to_text, from_text)
+        self._from_text = from_text
+        return True
+
     def sync(self) -> None:
         """Write the compiled state's changes into the stores (a task does before every
         checkpoint takes the stores' changes; the stores hold the whole state after it)."""
@@ -158,6 +183,7 @@ class IntervalJoin:
         """From now on the state lives in the stores only (a time too large for C came)."""
         self.sync()
         self._cached = None
+        self.json_text = None
 
     @property
     def sides(self) -> tuple[MutableMapping, MutableMapping]:
@@ -187,6 +213,8 @@ class IntervalJoin:
         fails (the joiner raised), ``failed_item`` is that item."""
         sides, within, joiner = self._sides, self.within, self.joiner
         maxs, heap, unordered, scan_max = self._max, self._heap, self._unordered, self.SCAN_MAX
+        if self._from_text is not None and self.json_text is None:
+            items = _read_texts(items, self._from_text)  # text values read before it went off
         per_record = self.how != "inner"
         wm, grace = self._wm, self.grace
         self.failed_item = None
@@ -198,11 +226,19 @@ class IntervalJoin:
             try:
                 out = None
                 if self._cached is not None and native is _native_inner_batch:
+                    text = self.json_text
                     out = _native_inner_batch_sides(
-                        items, *self._cached, *args, progress, joiner is pair
+                        items,
+                        *self._cached,
+                        *args,
+                        progress,
+                        joiner is pair,
+                        None if text is None else text[0],
                     )
                     if out is None:  # a time too large for the compiled state
                         self._uncache()
+                        if text is not None:  # the values as values again
+                            items = _read_texts(items, text[1])
                 if out is None:
                     out = native(items, sides[0], sides[1], *args, progress, joiner is pair)
             except Exception:
@@ -358,6 +394,14 @@ class IntervalJoin:
     def state_size(self) -> int:
         self.sync()
         return sum(len(v) for s in self._sides for v in s.values())
+
+
+def _read_texts(items: list[tuple[int, tuple]], from_text: Callable) -> list[tuple[int, tuple]]:
+    """``process_many``'s items with each JSON text value (``bytes``) read back."""
+    return [
+        (side, (r[0], from_text(r[1]), *r[2:])) if type(r[1]) is bytes else (side, r)
+        for side, r in items
+    ]
 
 
 def within_small(within: int, grace: int) -> bool:

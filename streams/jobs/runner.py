@@ -74,6 +74,8 @@ from streams.jobs.job import Job
 from streams.jobs.logs import TP, EmbeddedLog, JobLog, Records, TaskCheckpoint, TaskMigrated
 from streams.jobs.metrics import JobMetrics
 from streams.jobs.serde import (
+    BYTES,
+    JSON,
     SerdeError,
     batch_decoder,
     decode_records,
@@ -175,7 +177,9 @@ class Runner:
         # the same, read and decoded straight from the log's batches (``_read_tuples``: over a
         # log with ``read_tuples``, inputs whose serialisers ``serde.batch_decoder`` takes)
         self._ahead_t: dict[tuple[str, int], list] = {}
-        self._decoders: dict[str, Callable | None] = {}  # topic -> its batch decoder, if any
+        # (topic, raw) -> its batch decoder, if any (raw: values of canonical JSON unread, for
+        # a task whose join keeps JSON text, ``Task.raw_json_inputs``)
+        self._decoders: dict[tuple[str, bool], Callable | None] = {}
         self._serdes = {n.params["topic"]: n.params for n in job.sources()}
         # global sources (a search's queries): every task reads every partition from the start
         self._globals = sorted(
@@ -407,13 +411,20 @@ class Runner:
         def emit_many(kind: str, topic: str, recs: list) -> None:
             params = self._serdes[topic] if kind == "repartition" else self._sinks[topic]
             kser, vser = params["key"].serialize, params["value"].serialize
+            # "sink-serialized": the values are JSON's bytes already (a join's pairs as text)
+            serialized = kind == "sink-serialized"
+            if serialized and params["value"] is not JSON:  # (cannot be: the task checks)
+                recs = [(r[0], JSON.deserialize(r[1]), *r[2:]) for r in recs]
+                serialized = False
+            elif serialized:
+                vser = BYTES.serialize
             dest = out.get((topic, None))
             if dest is None:
                 dest = out[(topic, None)] = []
             append = dest.append
             # the compiled loop (text or bytes keys, JSON values) writes what it takes; the
             # pure one below writes each record it stops at, or every record without it
-            fast = records_encoder(params["key"], params["value"])
+            fast = records_encoder(params["key"], params["value"], serialized)
             i, n = 0, len(recs)
             r = None
             try:
@@ -604,13 +615,15 @@ class Runner:
         ``_ahead_t``). None when the log or the topic's serialisers do not allow it, or the
         decoder defers on a batch: the topic is then read the usual way from here on (which
         answers as always, or raises the ``RecordError``)."""
-        decode = self._decoders.get(topic, False)
+        task = self.tasks.get(p)
+        raw = task is not None and topic in task.raw_json_inputs
+        decode = self._decoders.get((topic, raw), False)
         if decode is False:
             params = self._serdes[topic]
             decode = None
             if hasattr(self.joblog, "read_tuples"):
-                decode = batch_decoder(params["key"], params["value"], params["timestamp"])
-            self._decoders[topic] = decode
+                decode = batch_decoder(params["key"], params["value"], params["timestamp"], raw)
+            self._decoders[(topic, raw)] = decode
         if decode is None:
             return None
         key = (topic, p)
@@ -626,7 +639,7 @@ class Runner:
                 decode,
             )
             if more is None:
-                self._decoders[topic] = None
+                self._decoders[(topic, raw)] = None
                 return None
             got = got + more if got else more
         if len(got) > limit:
@@ -660,7 +673,9 @@ class Runner:
             return []
         params = self._serdes[topic]
         extract = params["timestamp"]
-        fast = decode_records(recs, params["key"], params["value"], extract)  # compiled
+        task = self.tasks.get(p) if ahead else None
+        raw = task is not None and topic in task.raw_json_inputs
+        fast = decode_records(recs, params["key"], params["value"], extract, raw)  # compiled
         if fast is not None:
             return fast
         kdes, vdes = params["key"].deserialize, params["value"].deserialize

@@ -231,6 +231,17 @@ class KeySerde:
         return data.decode()
 
 
+def json_text(obj: object) -> bytes:
+    """The JSON text ``JSON.serialize`` writes for `obj` inside a list (``None``: ``null``, not
+    a tombstone): a direct interval join keeps its values as such text (``_cjoin``), so that
+    its pairs are ``b"[" + left + b"," + right + b"]"``, the bytes ``JSON.serialize([l, r])``
+    writes. ``JSON.deserialize`` reads the value back."""
+    try:
+        return _encode(obj)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise SerdeError(f"cannot write as JSON: {exc}") from exc
+
+
 BYTES = BytesSerde()
 TEXT = TextSerde()
 JSON = JsonSerde()
@@ -244,7 +255,11 @@ _LAYOUTS: dict[type, tuple[int, int, int, int] | None] = {}
 
 
 def decode_records(
-    recs: list, key: Serde, value: Serde, extract: Callable[[object], int] | None
+    recs: list,
+    key: Serde,
+    value: Serde,
+    extract: Callable[[object], int] | None,
+    raw: bool = False,
 ) -> list | None:
     """A batch read from a log — records of one ``NamedTuple`` type with ``key``, ``value``,
     ``timestamp_ms`` and ``offset`` fields (``Record``, ``LogRecord``) — as the runner's
@@ -252,7 +267,7 @@ def decode_records(
     text or bytes keys and JSON values: the same tuples as deserialising each record (the
     timestamp ``extract(value)``, or the record's for a tombstone or without `extract`). None
     when it does not take the batch (other serialisers, not built, a record it defers on):
-    then decode it record by record."""
+    then decode it record by record. `raw`: as ``batch_decoder``'s."""
     if _crecords is None or not recs or value is not JSON or (key is not TEXT and key is not BYTES):
         return None
     rtype = type(recs[0])
@@ -265,13 +280,14 @@ def decode_records(
     if layout is None:
         return None
     out: list = []
-    if _crecords.decode(recs, rtype, *layout, key is TEXT, JSON.deserialize, extract, out):
+    raw = raw and extract is None
+    if _crecords.decode(recs, rtype, *layout, key is TEXT, JSON.deserialize, extract, out, raw):
         return out
     return None
 
 
 def batch_decoder(
-    key: Serde, value: Serde, extract: Callable[[object], int] | None
+    key: Serde, value: Serde, extract: Callable[[object], int] | None, raw: bool = False
 ) -> Callable[[object, object, int, int, list], int] | None:
     """The compiled reading of a log batch's records straight into the runner's ``(key,
     value, ts, offset)`` tuples (``_crecords.decode_body``) for text or bytes keys and JSON
@@ -279,11 +295,14 @@ def batch_decoder(
     out)`` appends the tuples of the records of the batch (`header`, a ``BatchHeader``; `body`,
     its uncompressed records section) with offsets in [`skip_below`, `end`) to `out` — the
     tuples ``decode_records`` makes of the records the log's decoder reads — and returns 0
-    (batch done), 1 (`end` reached) or -1 (it defers: read that batch the usual way)."""
+    (batch done), 1 (`end` reached) or -1 (it defers: read that batch the usual way).
+    `raw` (no `extract`): a value whose bytes are canonical JSON (``canonical_json``) stays
+    those bytes, unread (a direct interval join's input: ``task.Task.raw_json_inputs``)."""
     native = getattr(_crecords, "decode_body", None)  # (None: not built, or built before it)
     if native is None or value is not JSON or (key is not TEXT and key is not BYTES):
         return None
     text_keys, json_value = key is TEXT, JSON.deserialize
+    raw = raw and extract is None
 
     def decode(body, h, skip_below: int, end: int, out: list) -> int:
         return native(
@@ -299,6 +318,8 @@ def batch_decoder(
             json_value,
             extract,
             out,
+            True,
+            raw,
         )
 
     return decode
@@ -334,20 +355,25 @@ merge = getattr(_crecords, "merge2", merge_two)
 tag = getattr(_crecords, "tag", tag_rest)
 
 
-def records_encoder(key: Serde, value: Serde) -> Callable[[list, int, list], int] | None:
+def records_encoder(
+    key: Serde, value: Serde, serialized: bool = False
+) -> Callable[[list, int, list], int] | None:
     """The compiled writing of a job's outputs (``_crecords.encode``) for text or bytes keys
     and JSON values, else None (other serialisers, not built): ``encode(recs, start, out)``
     appends outputs ``(key, value, ts, ...)`` of `recs` from index `start` to `out` as the
     records a runner buffers, ``(value bytes, key bytes, (), ts)`` — the same records as
     ``(value.serialize(v), key.serialize(k), (), ts)`` for each — and returns the index of the
     first record it did not write (``len(recs)``: all of them). The caller writes that one the
-    pure way (which raises its error, if any) and calls again after it."""
+    pure way (which raises its error, if any) and calls again after it. `serialized`: the
+    values are JSON's bytes already (``emit_many``'s "sink-serialized"), written as they are."""
     if _crecords is None or value is not JSON or (key is not TEXT and key is not BYTES):
         return None
     native, text_keys, json_value = _crecords.encode, key is TEXT, JSON.serialize
 
     def encode(recs: list, start: int, out: list) -> int:
-        return native(recs, start, text_keys, json_value, _not_json, _ORJSON_STRICT, out)
+        return native(
+            recs, start, text_keys, json_value, _not_json, _ORJSON_STRICT, out, serialized
+        )
 
     return encode
 

@@ -35,8 +35,9 @@ from typing import Any
 
 from streams.jobs.cep import CepOperator
 from streams.jobs.job import Job, KeyState, Node
-from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin
+from streams.jobs.joins import AsOfJoin, IntervalJoin, TableJoin, pair
 from streams.jobs.search import QueryIndex
+from streams.jobs.serde import JSON, json_text
 from streams.jobs.state import Store
 from streams.jobs.views import VIEW_KINDS, view_store
 from streams.jobs.worker import gc_deferred
@@ -60,7 +61,8 @@ _emit_fixed_c = getattr(_cwindow_module, "emit_fixed", None)
 _view_rows_c = getattr(_cwindow_module, "view_rows", None)  # a windowed view tap's rows
 # emit(kind, topic, key, value, ts) with kind "sink" or "repartition"
 Emit = Callable[[str, str, object, object, int], None]
-# emit_many(kind, topic, records): the same for a list of (key, value, ts, offset) records
+# emit_many(kind, topic, records): the same for a list of (key, value, ts, offset) records;
+# kind "sink-serialized": a sink's records whose values are the sink's bytes already
 EmitMany = Callable[[str, str, list], None]
 Rec = tuple[object, object, int, int | None]  # (key, value, ts, input offset or None)
 _PROGRESS = ("__progress__",)
@@ -110,6 +112,8 @@ class Task:
         for tap in self._views.values():
             tap.restored()
         self._direct_join = self._find_direct_join()
+        # the input topics whose values may come as their JSON text (``raw_json_inputs``)
+        self.raw_json_inputs: frozenset[str] = self._json_text_join()
 
     def _find_direct_join(self) -> tuple[_IntervalJoin, dict[str, int]] | None:
         """The interval join this task's inputs go straight into (each input topic one source
@@ -126,6 +130,31 @@ class Task:
                 return None
             join, sides[topic] = child, side
         return None if join is None else (join, sides)
+
+    def _json_text_join(self) -> frozenset[str]:
+        """A direct inner interval join with the default joiner (``pair``) between JSON inputs
+        (no timestamp extractor) that writes straight to a JSON sink never needs its values
+        as objects: it keeps each as its JSON text and writes each pair as the text of
+        ``[left, right]`` (``IntervalJoin.use_json_text``), the bytes the sink would write.
+        Then the runner may hand it an input value unread, as its bytes, when they are
+        canonical JSON (``serde.canonical_json``: they are the text the sink would write of
+        the value); returns those input topics (none for any other graph, or when the
+        compiled join is not on)."""
+        if self._direct_join is None:
+            return frozenset()
+        join, sides = self._direct_join
+        if join.p["how"] != "inner" or join.p["joiner"] is not pair or len(join.children) != 1:
+            return frozenset()
+        sink, _ = join.children[0]
+        if not isinstance(sink, _Sink) or sink.p["value"] is not JSON:
+            return frozenset()
+        for steps in self._sources.values():
+            if steps[0].p["value"] is not JSON or steps[0].p["timestamp"] is not None:
+                return frozenset()
+        if join.op is None or not join.op.use_json_text(json_text, JSON.deserialize):
+            return frozenset()
+        join.text_sink = sink
+        return frozenset(sides)
 
     def feed(self, topic: str, key: object, value: object, ts: int) -> None:
         self.metrics["in"] += 1
@@ -184,6 +213,10 @@ class Task:
         emit = self.emit
         r = None
         try:
+            if kind == "sink-serialized":  # `emit` takes values: read the JSON text back
+                for r in recs:
+                    emit("sink", topic, r[0], JSON.deserialize(r[1]), r[2])
+                return
             for r in recs:
                 emit(kind, topic, r[0], r[1], r[2])
         except Exception:
@@ -369,6 +402,12 @@ class _Sink(_Step):
     def push_many(self, side, recs):
         self.task.metrics["out"] += len(recs)
         self.task.emit_many("sink", self.p["topic"], recs)
+
+    def push_serialized(self, recs):
+        """Records whose values are this sink's bytes already (a join's JSON text pairs)."""
+        if recs:
+            self.task.metrics["out"] += len(recs)
+            self.task.emit_many("sink-serialized", self.p["topic"], recs)
 
 
 class _Foreach(_Step):
@@ -665,6 +704,9 @@ class _IntervalJoin(_Step):
     def __init__(self, node, task):
         super().__init__(node, task)
         self.op: IntervalJoin | None = None
+        # the sink its pairs go to as JSON text while the op keeps its values so
+        # (``Task._json_text_join``)
+        self.text_sink: _Sink | None = None
 
     def restored(self) -> None:
         left, right, meta = (self.task.stores[s] for s in self.p["stores"])
@@ -679,6 +721,9 @@ class _IntervalJoin(_Step):
         )
 
     def push(self, side, key, value, ts):
+        if self.text_sink is not None:
+            self.push_sides([(side, (key, value, ts, None))])
+            return
         late = self.op.late_count
         for k, v, t in self.op.process(side, key, value, ts):
             self.forward(k, v, t)
@@ -707,7 +752,10 @@ class _IntervalJoin(_Step):
                 topic = next((t for t, s in (topics or {}).items() if s == side), None)
                 self.task.blame(r, topic)
                 raise
-            self.forward_many(out)
+            if self.text_sink is not None and self.op.json_text is not None:
+                self.text_sink.push_serialized(out)  # the pairs' JSON text
+            else:
+                self.forward_many(out)
 
     def flush(self) -> None:
         for k, v, t in self.op.flush():

@@ -395,7 +395,8 @@ def test_a_runner_reads_its_inputs_straight_from_the_log_batches(tmp_path):
         runner = Runner(job, store)
         assert runner.run_until_idle() == 20
         runner.close()
-        assert runner._decoders["in"] is not None and runner._decoders["raw"] is None
+        assert runner._decoders[("in", False)] is not None
+        assert runner._decoders[("raw", False)] is None
         assert [r.value for r in store.read("out", 0, 0, 100)] == [
             b'{"v":%d}' % i for i in range(10)
         ]
