@@ -41,7 +41,8 @@ venv: $(STAMP)
 native: $(NATIVE)
 
 # every module rebuilt when the shared inline readers change (a .pxd is compiled into each user)
-%.so: %.pyx streams/log/_cvarint.pxd streams/jobs/_cjsontext.pxd $(STAMP)
+%.so: %.pyx streams/log/_cvarint.pxd streams/jobs/_cjsontext.pxd streams/jobs/_cjsoncanon.pxd \
+		$(STAMP)
 	@$(PY) -m cython -3 -o $*.c $< && \
 	$${CC:-cc} -shared -fPIC -O2 -Wall \
 		-I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
