@@ -274,7 +274,7 @@ PLAIN = st.recursive(
 ).filter(lambda v: v is not None)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(VALUES)
 def test_a_serialised_value_said_canonical_is(value):
     data = JSON.serialize(value)
@@ -282,7 +282,7 @@ def test_a_serialised_value_said_canonical_is(value):
         answer(data)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(PLAIN)
 def test_a_plain_value_serialised_is_said_canonical(value):
     data = JSON.serialize(value)
@@ -314,7 +314,7 @@ def test_arbitrary_bytes(data):
     answer(data)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=16).map(b"".join))
 def test_strings_of_json_tokens(data):
     answer(data)
@@ -327,7 +327,7 @@ INSERTS = st.sampled_from(
 )
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     PLAIN,
     st.integers(0, 10**6),
