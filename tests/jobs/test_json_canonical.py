@@ -367,3 +367,14 @@ def test_a_repeated_key_is_not_canonical(pairs, take, at):
     data = b"{" + b",".join(items) + b"}"
     assert not answer(data)
     assert not answer(b"[" + data + b"]")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(PLAIN, VALUES.filter(lambda v: v is not None)), st.one_of(PLAIN, st.none()))
+def test_a_join_of_canonical_sides_is_written_by_concatenation(left, right):
+    """What the runner relies on: the default joiner's ``[left, right]`` written as the
+    serialised sides between ``[``, ``,`` and ``]`` (a missing side is ``null``)."""
+    sides = [JSON.serialize(left), b"null" if right is None else JSON.serialize(right)]
+    if all(s == b"null" or answer(s) for s in sides):
+        values = [JSON.deserialize(s) for s in sides]
+        assert JSON.serialize(values) == b"[" + sides[0] + b"," + sides[1] + b"]"
