@@ -469,3 +469,20 @@ def runs(list recs, Py_ssize_t limit):
         return [recs]
     out.append(recs[start:])
     return out
+
+
+# ------------------------------------------------------------------ canonical JSON
+
+from streams.jobs._cjsoncanon cimport json_canonical
+
+
+def json_canonical_bytes(bytes data not None):
+    """Whether `data` are canonical JSON, ``JSON.serialize(JSON.deserialize(data)) == data``
+    (conservative: False for some that are; ``streams/jobs/_cjsoncanon.pxd``, whose pure
+    reference is ``serde.json_canonical``)."""
+    cdef bint ok
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    with nogil:
+        ok = json_canonical(p, n)
+    return ok

@@ -161,6 +161,70 @@ def compact_json_bytes(*, exact: bool = True) -> Callable[[object], bytes]:
     return encode_exact if exact else encode_loadable
 
 
+# The grammar of json_canonical (and of its compiled twin, streams/jobs/_cjsoncanon.pxd)
+_CANON_DEPTH = 64  # containers open at once
+_CANON_KEYS = 32  # keys of one object
+_CANON_STRING = re.compile(rb'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\nrtbf])*"').match
+_CANON_INT = re.compile(rb"0|-?[1-9][0-9]{0,17}").match  # no -0; a digit after it: rejected
+
+
+def json_canonical(data: bytes) -> bool:
+    """Whether `data` are *canonical* JSON: the bytes Tidelog's JSON serialiser writes for the
+    value they decode to, ``JSON.serialize(JSON.deserialize(data)) == data`` — so a job may
+    pass them on undecoded (a join's ``[left, right]`` is then ``b"[" + L + b"," + R +
+    b"]"``). Conservative: False for some canonical bytes (the caller decodes and re-encodes,
+    only slower), never True for bytes that are not, or not JSON at all.
+
+    It accepts one value without any whitespace: an object (no key repeated: ``json.loads``
+    keeps the last value at the first key's place; at most 32 keys), an array, a string
+    (bytes 0x20..0x7e but ``"`` and ``\\``, and the escapes json.dumps writes: ``\\"``
+    ``\\\\`` ``\\n`` ``\\r`` ``\\t`` ``\\b`` ``\\f``; so each character has one spelling and
+    equal keys are equal bytes), an integer (``-?(0|[1-9][0-9]*)``, at most 18 digits: no
+    ``-0``, no fraction or exponent), ``true``, ``false``, ``null`` (but not as the whole
+    input: ``JSON.serialize(None)`` is None, a tombstone); at most 64 containers deep.
+    The pure reference of the compiled ``_crecords.json_canonical_bytes``
+    (``canonical_json`` is the one built, else this)."""
+    if data == b"null":
+        return False
+    return _canon_value(data, 0, 0) == len(data)
+
+
+def _canon_value(data: bytes, i: int, depth: int) -> int:
+    """The end of the canonical value at ``data[i]`` inside `depth` open containers, or -1."""
+    c = data[i : i + 1]
+    if c == b"[" or c == b"{":
+        if depth == _CANON_DEPTH:
+            return -1
+        close = b"]" if c == b"[" else b"}"
+        i += 1
+        if data[i : i + 1] == close:
+            return i + 1
+        keys: set[bytes] = set()
+        while True:
+            if c == b"{":  # a key, then ':'
+                m = _CANON_STRING(data, i)
+                if m is None or m.group() in keys or len(keys) == _CANON_KEYS:
+                    return -1
+                keys.add(m.group())
+                i = m.end()
+                if data[i : i + 1] != b":":
+                    return -1
+                i += 1
+            i = _canon_value(data, i, depth + 1)
+            if i < 0:
+                return -1
+            if data[i : i + 1] == close:
+                return i + 1
+            if data[i : i + 1] != b",":
+                return -1
+            i += 1
+    for word in (b"true", b"false", b"null"):
+        if data.startswith(word, i):
+            return i + len(word)
+    m = _CANON_STRING(data, i) or _CANON_INT(data, i)
+    return -1 if m is None else m.end()
+
+
 # One encoder and decoder for every record: ``json.dumps(obj, separators=...)`` would build a
 # new encoder per call, and ``json.loads(bytes)`` sniffs the encoding of each record first.
 _encode = compact_json_bytes()
@@ -251,6 +315,8 @@ try:  # the compiled reading of input records, built in place by `make native`
     from streams.jobs import _crecords
 except ImportError:  # not built: the runner's pure loop decodes every record
     _crecords = None
+# the compiled canonical-JSON test when built, else the pure one (tests/jobs/test_json_canonical.py)
+canonical_json = getattr(_crecords, "json_canonical_bytes", json_canonical)
 _LAYOUTS: dict[type, tuple[int, int, int, int] | None] = {}
 
 
