@@ -24,7 +24,7 @@ from operator import itemgetter
 
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem, PyDict_DelItem
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
-from cpython.list cimport PyList_Append, PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_Append, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XINCREF, Py_DECREF, Py_XDECREF
 from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
@@ -892,7 +892,9 @@ def inner_batch_sides(
     (``IntervalJoin.use_json_text``); a value that is not is made so by ``to_text(value)``,
     and each pair is emitted as its JSON text, ``b"[" + left + b"," + right + b"]"``."""
     cdef list out = []
-    cdef list mine_out
+    cdef Py_ssize_t first  # where this record's emissions start in `out`
+    cdef bint unsorted  # they are not in time order (a partner list out of order)
+    cdef long long c_last, c_emit
     cdef Py_ssize_t n = len(items), idx = 0, late = 0, i, end
     cdef int side
     cdef bint matched, small_o
@@ -943,9 +945,10 @@ def inner_batch_sides(
             others = <JoinSide>sides[1 - side]
             oe = others.get(key)
             matched = False
-            mine_out = None
+            first = PyList_GET_SIZE(out)
+            unsorted = False
+            c_last = c_min
             if oe.n:
-                mine_out = []
                 c_lo = c_ts - c_within
                 c_hi = c_ts + c_within
                 i = oe.start
@@ -974,8 +977,12 @@ def inner_batch_sides(
                             v = joiner(value, <object>oe.values[i])
                         else:
                             v = joiner(<object>oe.values[i], value)
+                        c_emit = c_ts if c_ts > c_o else c_o
+                        if c_emit < c_last:
+                            unsorted = True
+                        c_last = c_emit
                         PyList_Append(
-                            mine_out, (key, v, ts if c_ts > c_o else <object>oe.tsobj[i], origin)
+                            out, (key, v, ts if c_ts > c_o else <object>oe.tsobj[i], origin)
                         )
                     i += 1
             mine_side = <JoinSide>sides[side]
@@ -995,10 +1002,8 @@ def inner_batch_sides(
                 if c_cand > c_wm:
                     c_wm = c_cand
                     wm_obj = None
-                    if mine_out is not None and len(mine_out) > 1:
-                        mine_out.sort(key=_third)
-            if mine_out:
-                out.extend(mine_out)
+                    if unsorted:  # in time order, as the reference sorts them (stable)
+                        out[first:] = sorted(out[first:], key=_third)
             idx += 1
     finally:
         progress[0] = wm_obj if wm_obj is not None else PyLong_FromLongLong(c_wm)

@@ -66,7 +66,7 @@ def decode(list recs, type rtype, Py_ssize_t ki, Py_ssize_t vi, Py_ssize_t ti, P
             elif not PyBytes_CheckExact(k):
                 return False
             elif text_keys:
-                key = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), NULL)
+                key = _record_key(<const unsigned char*>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k))
             else:
                 key = k
             v = <object>PyTuple_GET_ITEM(rec, vi)
@@ -112,8 +112,53 @@ from libc.string cimport memcmp
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
     object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    void* PyUnicode_DATA(object)
+
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 cdef list _key_cache = []  # keys of small JSON objects seen so far (at most 16), shared
+
+
+# the str of each record key decoded lately, by a hash of its bytes (ASCII keys of at most
+# KEY_MAX bytes): a key that comes again is the same str, its hash computed once (a job's dict
+# lookups by key find it by identity) and no new str made
+DEF KEY_SLOTS = 4096  # a power of two
+DEF KEY_MAX = 64
+cdef PyObject* _record_keys[KEY_SLOTS]
+
+
+cdef object _record_key(const unsigned char* p, Py_ssize_t n):
+    """``p[:n].decode()`` (UTF-8; raises as it does), the same str as the last time these
+    bytes came if they are ASCII and short (``_record_keys``)."""
+    cdef Py_ssize_t i
+    cdef uint64_t h = 1469598103934665603ULL  # FNV-1a
+    cdef unsigned char c
+    cdef PyObject* slot
+    cdef object k
+    if n > KEY_MAX:
+        return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+    for i in range(n):
+        c = p[i]
+        if c >= 0x80:
+            return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+        h = (h ^ c) * 1099511628211ULL
+    i = <Py_ssize_t>(h & (KEY_SLOTS - 1))
+    slot = _record_keys[i]
+    if (slot != NULL and PyUnicode_GET_LENGTH(<object>slot) == n
+            and memcmp(PyUnicode_DATA(<object>slot), p, n) == 0):
+        return <object>slot
+    k = PyUnicode_DecodeASCII(<const char*>p, n, NULL)
+    Py_XDECREF(slot)
+    Py_INCREF(k)
+    _record_keys[i] = <PyObject*>k
+    return k
+
+
+def record_key(bytes data):
+    """``_record_key`` of `data` (for tests)."""
+    return _record_key(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
 
 
 cdef inline bint _plain(unsigned char c) noexcept nogil:
@@ -265,7 +310,7 @@ def decode_body(const unsigned char[::1] body, int64_t base, int64_t base_ts, bi
                 i = pos
                 pos += <Py_ssize_t>klen
                 if text_keys:
-                    key = PyUnicode_DecodeUTF8(<char*>(p + i), <Py_ssize_t>klen, NULL)
+                    key = _record_key(p + i, <Py_ssize_t>klen)
                 else:
                     key = PyBytes_FromStringAndSize(<char*>(p + i), <Py_ssize_t>klen)
             # value

@@ -495,3 +495,26 @@ def test_small_json_objects_read_as_json_reads_them(obj, separators, ascii_only,
     assert got == want and type(got) is dict
     assert list(got) == list(want)
     assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+
+
+# ------------------------------------------------------------------ record keys, decoded once
+
+
+@pytest.mark.skipif(serde._crecords is None, reason="_crecords is not built")
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.binary(max_size=70) | st.sampled_from([b"k1", b"k2", b"\xc3\xa9"]), max_size=30))
+def test_a_record_key_is_its_text_and_the_same_str_when_it_comes_again(keys):
+    """``_crecords.record_key`` (the keys ``decode``/``decode_body`` give a text-keyed input)
+    is ``bytes.decode()`` (the same error for bytes that are not UTF-8), and a short ASCII key
+    that came before is the same str object, unless another key took its slot since."""
+    for data in keys:
+        try:
+            want = data.decode()
+        except UnicodeDecodeError:
+            with pytest.raises(UnicodeDecodeError):
+                serde._crecords.record_key(data)
+            continue
+        got = serde._crecords.record_key(data)
+        assert got == want and type(got) is str
+        if data.isascii() and len(data) <= 64:
+            assert serde._crecords.record_key(data) is got
