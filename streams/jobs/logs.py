@@ -316,9 +316,8 @@ class EmbeddedLog:
             for dest, recs in cp.records.items():
                 batches.setdefault(dest, []).extend(recs)
             offsets.update((tp, off) for tp, off in cp.offsets.items() if self._done.get(tp) != off)
-        for (topic, partition), recs in batches.items():
-            for run in _runs(recs, APPEND_BYTES):
-                self.store.append_batch(topic, run, partition=partition)
+        for (topic, partition), recs in batches.items():  # one fdatasync per partition
+            self.store.append_runs(topic, partition, _runs(recs, APPEND_BYTES))
         if self.consumer is not None:
             if offsets:
                 try:

@@ -812,6 +812,45 @@ class LogStore:
             list(idxs) if idxs is not None else None, plog.partition, base, now, stamped
         )
 
+    def append_runs(self, topic: str, partition: int | None, runs: Iterable[list]) -> None:
+        """Append each run of records (as ``append_batch`` takes them) to one partition as a
+        batch of its own, in order (a batch over max.message.bytes split in halves, as
+        ``append_batch`` splits it), and wait for the disk once, after the last, as the flush
+        policy wants: under ``flush.messages=1`` one fdatasync for them all (a job's
+        checkpoint: its outputs, cut into runs), where a call of ``append_batch`` per run
+        waits for one each. Readers see the runs once they are on disk, as always.
+        `partition` None: the records' keys choose, as ``append_batch`` lets them (one
+        partition: that one; several: a call of ``append_batch`` per run)."""
+        t = self._topic(topic)
+        if partition is None and len(t.partitions) == 1:
+            partition = 0
+        if partition is None:
+            for run in runs:
+                self.append_batch(topic, run)
+            return
+        if not 0 <= partition < len(t.partitions):
+            raise UnknownPartition(topic, partition, len(t.partitions))
+        plog = t.partitions[partition]
+        sync_to = 0
+        for run in runs:
+            sync_to = max(sync_to, self._append_unsynced(plog, _as_records(run)))
+        if sync_to:
+            plog.sync_to(sync_to)
+
+    def _append_unsynced(self, plog: PartitionLog, recs: list) -> int:
+        """``_append_group`` without waiting for the disk: the offset to ``sync_to`` for
+        these records (0: none needed)."""
+        try:
+            appended = plog.append_unsynced(recs)
+        except RecordTooLarge:
+            if len(recs) <= 1:
+                raise
+            half = len(recs) // 2
+            return max(
+                self._append_unsynced(plog, recs[:half]), self._append_unsynced(plog, recs[half:])
+            )
+        return appended.sync_to or 0
+
     def append_raw(self, topic: str, partition: int, batch: bytes) -> tuple[int, int, int]:
         """Store a client's v2 record batch as received (see ``PartitionLog.append_raw``)."""
         return self.partition_log(topic, partition).append_raw(batch)

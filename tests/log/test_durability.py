@@ -236,3 +236,32 @@ def test_a_sealed_segment_is_on_disk_before_the_append_that_rolled_is_acknowledg
             store.append("t", b"b" * 700, partition=0)
         assert store.offsets("t", 0) == (0, 1)  # the unsynced record is not visible
         fail["on"] = False
+
+
+def test_append_runs_waits_for_the_disk_once_for_all_its_runs(tmp_path, monkeypatch):
+    """A job's checkpoint appends its outputs as runs (``LogStore.append_runs``): each run its
+    own batch, in order, and under ``flush.messages=1`` one fdatasync after the last (one per
+    run before), with every run on disk when it returns; a run over max.message.bytes is
+    split as ``append_batch`` splits it; readers see the runs once they are synced."""
+    store = LogStore.open(str(tmp_path), background=False)
+    store.create_topic("t", 1)  # default flush policy: flush.messages=1
+    store.create_topic("small", 1, {"max.message.bytes": "2000"})
+    runs = [[(b"v%d-%d" % (r, i), b"k%d" % i, (), 1000 + i) for i in range(50)] for r in range(6)]
+    syncs = SyncLog(monkeypatch)
+    store.append_runs("t", 0, runs)
+    assert len(syncs) == 1
+    log_file = Path(store.partition_log("t", 0).segments[-1].path)
+    assert syncs.syncs[0][1] == log_file.stat().st_size  # every run covered by that sync
+    assert sorted(batch_ends(log_file)) == [50 * r for r in range(6)]  # a batch per run
+    assert [r.value for r in store.read("t", 0, 0, max_records=1000)] == [
+        v for run in runs for v, _, _, _ in run
+    ]
+    store.append_runs("t", None, runs[:2])  # one partition: that one, still one sync
+    assert len(syncs) == 2 and store.offsets("t", 0) == (0, 400)
+    big = [[(b"x" * 300, b"k", (), 1) for _ in range(20)]]  # ~6 KB: split in halves to fit
+    store.append_runs("small", 0, big)
+    assert len(syncs) == 3
+    assert [r.value for r in store.read("small", 0, 0, max_records=100)] == [b"x" * 300] * 20
+    with pytest.raises(Exception, match="partition"):
+        store.append_runs("t", 3, runs[:1])
+    store.close()
