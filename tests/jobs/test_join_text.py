@@ -11,7 +11,6 @@ from typing import NamedTuple
 
 import pytest
 
-from streams.groups import GroupCoordinator
 from streams.jobs import BYTES, JSON, TEXT, Job, field
 from streams.jobs import serde as serde_module
 from streams.jobs.runner import Runner
@@ -37,21 +36,6 @@ VALUES = [
     b"NaN",
     b'{"k":[1,2, 3]}',
 ]
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = LogStore.open(tmp_path / "data", background=False)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def coordinator(store):
-    c = GroupCoordinator(store)
-    c.load()
-    yield c
-    c.close()
 
 
 def inputs(n: int, seed: int) -> dict[str, list[tuple[bytes, bytes, int]]]:

@@ -9,27 +9,11 @@ import random
 import pytest
 
 from streams.errors import InvalidConfig
-from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Count, Job, Sum, Tumbling, field
 from streams.jobs.runner import CoPartitioningError, RecordError, Runner
 from streams.log import LogStore
 
 SIZE = 1_000
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = LogStore.open(tmp_path / "data", background=False)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def coordinator(store):
-    c = GroupCoordinator(store)
-    c.load()
-    yield c
-    c.close()
 
 
 def write(store: LogStore, topic: str, records) -> None:

@@ -11,7 +11,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from streams.errors import InvalidConfig
-from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Job
 from streams.jobs.runner import Runner
 from streams.jobs.search import (
@@ -23,7 +22,6 @@ from streams.jobs.search import (
     parse,
 )
 from streams.jobs.testing import TestDriver
-from streams.log import LogStore
 
 EVENT = {
     "status": "ERROR",
@@ -387,13 +385,6 @@ def test_search_needs_a_queries_topic():
         Job("x").stream("logs").search(queries="")
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = LogStore.open(tmp_path / "data", background=False)
-    yield s
-    s.close()
-
-
 def _write(store, topic, records, partition=None):
     store.append_batch(
         topic,
@@ -419,14 +410,6 @@ def _read(store, topic):
             out.extend((json.loads(r.key), json.loads(r.value)) for r in recs)
             pos = recs[-1].offset + 1
     return out
-
-
-@pytest.fixture
-def coordinator(store):
-    c = GroupCoordinator(store)
-    c.load()
-    yield c
-    c.close()
 
 
 def test_every_task_reads_all_queries_and_a_restart_rebuilds_them(store, coordinator):

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.errors import InvalidConfig
-from streams.groups import GroupCoordinator
 from streams.jobs import JSON, Count, Job, Max, Session, Sum, Tumbling, field
 from streams.jobs.runner import Runner
 from streams.jobs.views import (
@@ -30,21 +29,6 @@ from streams.log import LogStore
 from streams.log import records as rb
 
 COUNTRIES = ["at", "be", "ch", "de", "es", "fi", "fr", "gr", "ie", "it", "nl", "pt", "se"]
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = LogStore.open(tmp_path / "data", background=False)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def coordinator(store):
-    c = GroupCoordinator(store)
-    c.load()
-    yield c
-    c.close()
 
 
 def produce(store: LogStore, topic: str, key: str, value) -> tuple[int, int]:
