@@ -11,7 +11,7 @@ import pytest
 from streams.errors import InvalidConfig, JobStateConflict, UnknownJob
 from streams.jobs import JSON, Count, Job, Tumbling, field
 from streams.jobs.embedded import EmbeddedJobs, JobSpec
-from tests.jobs.test_runner import coordinator, read_all, store, write  # noqa: F401
+from tests.jobs.test_runner import read_all, write
 
 
 def counting() -> Job:

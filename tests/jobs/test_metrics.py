@@ -10,7 +10,7 @@ import pytest
 from streams.jobs import JSON, Count, Job, Tumbling, field
 from streams.jobs.metrics import JobMetrics
 from streams.jobs.runner import RecordError, Runner
-from tests.jobs.test_runner import coordinator, read_all, store, write  # noqa: F401
+from tests.jobs.test_runner import read_all, write
 
 
 def late_job(side_output: bool) -> Job:
