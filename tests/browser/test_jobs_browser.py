@@ -22,7 +22,7 @@ def _shot(page, name: str) -> None:
 
 def _stat(page, name: str) -> int:
     text = page.locator(f'article[data-job="{JOB}"] [data-stat="{name}"]').inner_text()
-    return int(re.sub(r"[^0-9]", "", text.split("records")[0]) or 0)
+    return int(re.sub(r"[^0-9]", "", text.split("record")[0]) or 0)
 
 
 def _stop(page, base) -> None:
@@ -44,7 +44,9 @@ def test_jobs_page_start_watch_and_stop(operator_login, browser):
     for name in ("enrich-orders", "search-ctr", "revenue-by-country"):
         assert page.locator(f'article[data-job="{name}"]').get_attribute("data-state") == "running"
     card = page.locator(f'article[data-job="{JOB}"]')
-    assert "records" in card.locator('[data-stat="records_in"]').inner_text()
+    # a count with its unit ("1 record" just after start, "1,234 records" later)
+    records_in = card.locator('[data-stat="records_in"]').inner_text()
+    assert re.fullmatch(r"[0-9][0-9,]* records?", records_in.strip()), records_in
     assert "old)" in card.locator(".freshness").inner_text()  # freshness of the numbers
     _shot(page, "list")
 

@@ -57,8 +57,10 @@ def _dt(ms) -> datetime | None:
 
 def _ago(when: datetime, now: datetime) -> str:
     seconds = (now - when).total_seconds()
-    future = seconds < 0
-    seconds = abs(seconds)
+    # less than a second ahead reads "0 s ago": whole seconds are shown, and a time a moment
+    # ahead of this clock (a view's as-of tick, another host's clock) is not "in 0 s"
+    future = seconds <= -1
+    seconds = abs(seconds) if future else max(seconds, 0.0)
     for limit, div, unit in (
         (60, 1, "s"),
         (3600, 60, "min"),
