@@ -41,12 +41,15 @@ Systems:
 - **Quix Streams 3.28.1** (``tests/bench/quix_jobs.py`` in its own virtualenv ``.venv-quix``,
   because Quix pins confluent-kafka < 2.13 and Tidelog 2.16.1) against Tidelog's Kafka
   listener (``python -m streams.protocol``, a subprocess): its recommended defaults (RocksDB
-  state, changelog topics on, commit every 5 s), ``at-least-once`` and ``exactly-once``
+  state, changelog topics on, commit every 5 s; its consumer's ``fetch.queue.backoff.ms``, 100
+  by Quix's default, set to the Tidelog worker's 20: the same client settings on both sides),
+  ``at-least-once`` and ``exactly-once``
   (``processing_guarantee``: Kafka transactions). Timed: from its first processed record
   until ``Application.run`` returns after its final checkpoint (start-up, group join and
   topic creation are not timed, for either side).
 - **Bytewax 0.21.1** through its Kafka connector (``KafkaSource``/``KafkaSink``, same
-  listener, same topics): how its users run a job against Kafka, so it pays for the same
+  listener, same topics, its consumer with the Tidelog worker's ``fetch.queue.backoff.ms``):
+  how its users run a job against Kafka, so it pays for the same
   reading and writing as the others; its in-memory ``TestingSource`` would skip the broker,
   and bench_windows already measures Bytewax's window operator alone that way. Its state
   recovery (SQLite snapshots every epoch, ``RecoveryConfig``) is its counterpart of
@@ -397,6 +400,8 @@ def quix_available() -> str | None:
 def quix_run(
     workload: str, bootstrap: str, inputs: list[str], expect: int, guarantee: str, tmp: str
 ) -> tuple[float, float, list]:
+    from streams.jobs.kafka import FETCH_DEFAULTS
+
     out = f"quix-out-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, [out])
     group = f"quix-{workload}-{uuid.uuid4().hex[:8]}"
@@ -406,6 +411,8 @@ def quix_run(
         "--expect", str(expect), "--guarantee", guarantee,
         "--state-dir", os.path.join(tmp, group), "--size-ms", str(SIZE_MS),
         "--within-ms", str(WITHIN_MS),
+        # the same consumer settings as the Tidelog worker's (KafkaLog's defaults)
+        "--consumer-config", json.dumps(FETCH_DEFAULTS),
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
@@ -440,6 +447,8 @@ def bytewax_run(
     from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.testing import TestingSink, run_main
 
+    from streams.jobs.kafka import FETCH_DEFAULTS
+
     out = f"bytewax-out-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, [out])
     first: list[float] = []  # [wall, CPU] at the first record
@@ -451,7 +460,9 @@ def bytewax_run(
         return msg.key.decode(), (msg.topic, json.loads(msg.value), msg.timestamp[1])
 
     flow = Dataflow(f"bench_jobs_{workload}")
-    src = KafkaSource([bootstrap], inputs, tail=False, batch_size=1000)
+    # its consumer with the same librdkafka settings as the Tidelog worker's (KafkaLog's)
+    fetching = {k: str(v) for k, v in FETCH_DEFAULTS.items()}
+    src = KafkaSource([bootstrap], inputs, tail=False, batch_size=1000, add_config=fetching)
     stream = op.map("parse", op.input("in", flow, src), parse)
     if workload == "window":
         clock = win.EventClock(

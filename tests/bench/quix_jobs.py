@@ -6,10 +6,12 @@ this script imports nothing of Tidelog. ``bench_jobs`` starts it once per measur
 
     .venv-quix/bin/python tests/bench/quix_jobs.py window|join --bootstrap HOST:PORT \
         --group G --inputs T [T2] --output OUT --expect N --guarantee at-least-once \
-        --state-dir DIR [--size-ms 1000] [--within-ms 500]
+        --state-dir DIR [--size-ms 1000] [--within-ms 500] [--consumer-config JSON]
 
 The jobs, as Quix's documentation writes them (its defaults otherwise: RocksDB state with
-changelog topics, ``commit_interval`` 5 s, JSON values):
+changelog topics, ``commit_interval`` 5 s, JSON values), its consumer given the librdkafka
+settings the Tidelog worker's consumer has (``--consumer-config``: ``fetch.queue.backoff.ms``,
+``streams.jobs.kafka.FETCH_DEFAULTS``):
 
 - ``window``: ``tumbling_window(size).agg(count=Count(), sum=Sum("v")).final()`` to OUT;
 - ``join``: ``left.join_interval(right, backward_ms=W, forward_ms=W)`` (inner) to OUT, merged
@@ -38,6 +40,7 @@ def main() -> None:
     ap.add_argument("--inputs", nargs="+", required=True)
     ap.add_argument("--output", required=True)
     ap.add_argument("--expect", type=int, required=True)
+    ap.add_argument("--consumer-config", default="{}", help="librdkafka consumer settings, JSON")
     ap.add_argument("--guarantee", default="at-least-once")
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--size-ms", type=int, default=1000)
@@ -65,6 +68,8 @@ def main() -> None:
         state_dir=args.state_dir,
         on_message_processed=processed,
         loglevel=logging.WARNING,
+        # the consumer settings the Tidelog worker's consumer has (``--consumer-config``)
+        consumer_extra_config=json.loads(args.consumer_config),
     )
     out = app.topic(args.output, key_serializer="bytes", value_serializer="json")
     if args.job == "window":

@@ -32,3 +32,39 @@ def test_a_refused_record_aborts_the_at_least_once_checkpoint(bootstrap):
     finally:
         log.close()
         del log  # its clients go before the broker does (no reconnect noise)
+
+
+def test_every_consumer_fetches_again_soon_after_its_queue_was_full(bootstrap, monkeypatch):
+    """librdkafka waits ``fetch.queue.backoff.ms`` (1000 by default) before it fetches a
+    partition whose fetched queue was full (100,000 records): a worker that drains that in
+    a fraction of a second then idled for the rest of it. Every consumer a ``KafkaLog`` makes
+    (the group's, the restorer, the global reader) gets ``FETCH_DEFAULTS`` unless the client
+    config says otherwise."""
+    import streams.jobs.kafka as kafka
+
+    made: list[dict] = []
+    real = kafka.Consumer
+
+    def recording(config):
+        made.append(dict(config))
+        return real(config)
+
+    monkeypatch.setattr(kafka, "Consumer", recording)
+    assert kafka.FETCH_DEFAULTS == {"fetch.queue.backoff.ms": 20}
+    log = KafkaLog(bootstrap)
+    try:
+        log.join("g", ["small"], lambda tps: None, lambda tps: None, lambda tps: None)
+        list(log.restore("small", 0))  # the restorer (reads the empty partition)
+        log._global_reader()
+    finally:
+        log.close()
+    assert len(made) == 3
+    assert all(c["fetch.queue.backoff.ms"] == 20 for c in made), made
+    made.clear()
+    log = KafkaLog(bootstrap, client_config={"fetch.queue.backoff.ms": 250})
+    try:
+        log.join("g", ["small"], lambda tps: None, lambda tps: None, lambda tps: None)
+        list(log.restore("small", 0))
+    finally:
+        log.close()
+    assert [c["fetch.queue.backoff.ms"] for c in made] == [250, 250]
