@@ -320,6 +320,21 @@ def test_kafka_python_with_a_wrong_password(sasl_bootstrap, caplog):
     assert any("Invalid username or password" in m for m in failures), failures
 
 
+def test_a_failed_authentication_is_answered_and_not_half_closed(sasl_bootstrap, monkeypatch):
+    """After the failure response the connection stays open (Kafka's delayed close), not
+    half-closed at once: kafka-python 3.0 drops a response it reads together with the end of
+    the stream, and reported "socket disconnected" instead of the failure under load."""
+    monkeypatch.setattr(listener_server, "FAILED_AUTHENTICATION_DELAY_S", 5.0)
+    with WireClient(sasl_bootstrap) as c:
+        assert c.call(17, 1, mechanism="PLAIN").error_code == 0
+        resp = c.call(36, 2, auth_bytes=_plain_token("olivia", "wrong"))
+        assert resp.error_code == 58  # SASL_AUTHENTICATION_FAILED
+        time.sleep(0.3)  # what a loaded client takes to read on: the stream has not ended
+        c.sock.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing to read, and no end of stream (b"")
+            c.sock.recv(1)
+
+
 def _api_versions(c: WireClient):
     return c.call(18, 3, client_software_name="wire", client_software_version="1")
 
