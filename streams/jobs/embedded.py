@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from streams.errors import JobStateConflict, UnknownJob
@@ -177,13 +177,16 @@ class EmbeddedJobs:
             name=name,
             description=spec.description,
             state=state,
-            inputs=[n.params["topic"] for n in job.sources() if not n.params.get("internal")],
-            outputs=[n.params["topic"] for n in job.nodes if n.kind == "sink"],
-            late_outputs=[
+            # each topic once, in the graph's order (several sinks may write one topic)
+            inputs=_once(
+                n.params["topic"] for n in job.sources() if not n.params.get("internal")
+            ),
+            outputs=_once(n.params["topic"] for n in job.nodes if n.kind == "sink"),
+            late_outputs=_once(
                 n.params["topic"]
                 for n in job.nodes
                 if n.kind == "sink" and n.parents[0][0].kind == "late_events"
-            ],
+            ),
             worker=worker,
             failure=None if run is None else run.failure,
         )
@@ -198,3 +201,8 @@ class EmbeddedJobs:
                 self.stop(name)
             except JobStateConflict:
                 pass
+
+
+def _once(topics: Iterable[str]) -> list[str]:
+    """`topics` without repeats, each where it first came."""
+    return list(dict.fromkeys(topics))

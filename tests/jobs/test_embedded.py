@@ -110,3 +110,23 @@ def test_an_idle_job_runs_no_rounds_and_writes_nothing(jobs, store, coordinator)
     wait_for(lambda: jobs.status("counting").worker.as_of_ms > as_of)  # it looked again
     assert jobs.status("counting").worker.checkpoints == checkpoints
     assert ends() == before
+
+
+def test_a_topic_written_by_several_sinks_is_listed_once(store, coordinator):  # noqa: F811
+    def merged() -> Job:  # three streams into one topic, as the demo's session-activity
+        job = Job("merged")
+        for topic in ("a", "b", "c"):
+            job.stream(topic, value=JSON).to("all")
+        job.stream("a", value=JSON).filter(lambda v: False).to("none")
+        return job
+
+    for topic in ("a", "b", "c"):
+        store.create_topic(topic, 1)
+    jobs = EmbeddedJobs(store, coordinator, round_interval_s=0.01, metrics_every_ms=0)
+    try:
+        jobs.register(JobSpec("merged", merged, "three inputs, one output"))
+        status = jobs.status("merged")
+        assert status.inputs == ["a", "b", "c"]
+        assert status.outputs == ["all", "none"]
+    finally:
+        jobs.close()
