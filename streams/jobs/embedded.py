@@ -178,9 +178,7 @@ class EmbeddedJobs:
             description=spec.description,
             state=state,
             # each topic once, in the graph's order (several sinks may write one topic)
-            inputs=_once(
-                n.params["topic"] for n in job.sources() if not n.params.get("internal")
-            ),
+            inputs=_once(n.params["topic"] for n in job.sources() if not n.params.get("internal")),
             outputs=_once(n.params["topic"] for n in job.nodes if n.kind == "sink"),
             late_outputs=_once(
                 n.params["topic"]
