@@ -49,6 +49,7 @@ from typing import Any
 from streams.capture import envelope, pgoutput, snapshot
 from streams.capture.envelope import TableSchema
 from streams.capture.snapshot import ChunkWindow, SnapshotJob
+from streams.librdkafka import FETCH_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +312,7 @@ class KafkaSink:
 
         consumer = Consumer(
             {
+                **FETCH_DEFAULTS,  # it reads the whole topic
                 "bootstrap.servers": self.bootstrap,
                 "group.id": "tidelog-capture-snapshots",
                 "enable.auto.commit": False,

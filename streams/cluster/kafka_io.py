@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streams import errors as se
 from streams.groups.coordinator import GroupDescription, MemberDescription
+from streams.librdkafka import FETCH_DEFAULTS
 from streams.log import Record
 
 STATE_NAMES = {
@@ -195,6 +196,7 @@ class KafkaClients:
         if self._consumer is None:
             self._consumer = Consumer(
                 {
+                    **FETCH_DEFAULTS,  # a scan refetches soon after the queue was full
                     **self.base,
                     # required by the client, never used: the reader assigns, never subscribes
                     # or commits, so no group is ever joined or created

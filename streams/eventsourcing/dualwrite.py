@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from streams.errors import InvalidConfig
+from streams.librdkafka import FETCH_DEFAULTS
 from streams.log.store import LogStore
 
 WRITERS = ("A", "B")
@@ -434,7 +435,12 @@ class DualWriteRace:
         from confluent_kafka import Consumer, TopicPartition
 
         consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False}
+            {
+                **FETCH_DEFAULTS,
+                "bootstrap.servers": bootstrap,
+                "group.id": topic,
+                "enable.auto.commit": False,
+            }
         )
         try:
             consumer.assign([TopicPartition(topic, 0, 0)])

@@ -70,17 +70,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.errors import TidelogError
 from streams.jobs.logs import TP, KeyValue, LogRecord, TaskCheckpoint, TaskMigrated
+from streams.librdkafka import FETCH_DEFAULTS  # every consumer's (client_config overrides)
 
 log = logging.getLogger(__name__)
 
 FETCH_BATCH = 2000  # records taken from the consumer per poll
-# librdkafka's fetch settings of every consumer a job makes (a client_config key overrides):
-# once a partition's fetched queue holds `queued.min.messages` (100,000) records, librdkafka
-# waits `fetch.queue.backoff.ms` (default 1000) before it fetches that partition again — a
-# worker that drains its queue in a fraction of that then waits the rest of the second for
-# input (measured, one partition of 200,000 records: 170k records/s drained at 1000 ms,
-# 750k at 20 ms; tests/bench/bench_jobs.py gives Quix's consumer the same setting)
-FETCH_DEFAULTS = {"fetch.queue.backoff.ms": 20}
 UNAVAILABLE_S = 120.0
 STUCK_S = 30.0  # past a transactional call's own timeout: the worker exits (see _watchdog)
 STUCK_EXIT_STATUS = 3  # how long a restore or topic creation waits for an unreachable cluster

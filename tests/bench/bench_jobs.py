@@ -400,7 +400,7 @@ def quix_available() -> str | None:
 def quix_run(
     workload: str, bootstrap: str, inputs: list[str], expect: int, guarantee: str, tmp: str
 ) -> tuple[float, float, list]:
-    from streams.jobs.kafka import FETCH_DEFAULTS
+    from streams.librdkafka import FETCH_DEFAULTS
 
     out = f"quix-out-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, [out])
@@ -447,7 +447,7 @@ def bytewax_run(
     from bytewax.recovery import RecoveryConfig, init_db_dir
     from bytewax.testing import TestingSink, run_main
 
-    from streams.jobs.kafka import FETCH_DEFAULTS
+    from streams.librdkafka import FETCH_DEFAULTS
 
     out = f"bytewax-out-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, [out])

@@ -11,7 +11,7 @@ this script imports nothing of Tidelog. ``bench_jobs`` starts it once per measur
 The jobs, as Quix's documentation writes them (its defaults otherwise: RocksDB state with
 changelog topics, ``commit_interval`` 5 s, JSON values), its consumer given the librdkafka
 settings the Tidelog worker's consumer has (``--consumer-config``: ``fetch.queue.backoff.ms``,
-``streams.jobs.kafka.FETCH_DEFAULTS``):
+``streams.librdkafka.FETCH_DEFAULTS``):
 
 - ``window``: ``tumbling_window(size).agg(count=Count(), sum=Sum("v")).final()`` to OUT;
 - ``join``: ``left.join_interval(right, backward_ms=W, forward_ms=W)`` (inner) to OUT, merged

@@ -302,3 +302,32 @@ def test_reads_that_continue_keep_their_place_and_see_records_added_since(cluste
     again = cluster.read(topic=topic, partition=0, offset=3, max_records=2)
     assert [r.offset for r in again] == [3, 4]
     assert [r.value for r in again] == [r.value for r in first[3:5]]
+
+
+def test_the_reader_fetches_again_soon_after_its_queue_was_full(server, topic, monkeypatch):
+    """librdkafka waits ``fetch.queue.backoff.ms`` (1000 by default) before it fetches a
+    partition whose fetched queue was full: a scan of a large partition (a search, a
+    backfill) then idled for most of every second. The console's reader starts from
+    ``streams.librdkafka.FETCH_DEFAULTS``; a cluster's own client settings override it."""
+    import streams.cluster.kafka_io as kafka_io
+
+    made: list[dict] = []
+    real = kafka_io.Consumer
+
+    def recording(config):
+        made.append(dict(config))
+        return real(config)
+
+    monkeypatch.setattr(kafka_io, "Consumer", recording)
+    for extra, want in (({}, 20), ({"fetch.queue.backoff.ms": 250}, 250)):
+        cluster = KafkaCluster(server.bootstrap, timeout_s=15, client_config=extra)
+        try:
+            produce(cluster, topic, 4)
+            assert [r.value for r in cluster.read(topic=topic, partition=1, offset=0)][:2] == [
+                b"v1",
+                b"v3",
+            ]
+        finally:
+            cluster.close()
+        assert [c["fetch.queue.backoff.ms"] for c in made] == [want], made
+        made.clear()
