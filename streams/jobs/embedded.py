@@ -13,8 +13,11 @@ A job whose record fails
 (``RecordError``) stops with status ``failed``, its error kept in its metrics, its input
 offsets left before the failing record (nothing is lost; a restart reads it again).
 
-The runner is the job's only worker (every partition; offsets committed under the job's name,
-so the broker's metrics hub measures its records per second and lag like any group's).
+The runner is the job's only worker: the one member of the job's consumer group (named after
+the job), so it owns every partition, its offsets are committed under the job's name (the
+broker's metrics hub measures its records per second and lag like any group's), and an
+offset reset of that group is refused while the job runs, as Kafka refuses one while a
+group has members.
 
 Thread-safety: ``start``/``stop``/``jobs`` may be called from any thread (one lock guards the
 table; a job's runner is touched only by its own thread).
@@ -55,6 +58,15 @@ class JobStatus:
     late_outputs: list[str]  # the topics of its ``Stream.late()`` side outputs
     worker: WorkerMetrics | None  # the last run's worker (None: never started)
     failure: str | None = None  # why it failed (the record error, or the start error)
+
+
+# An embedded job is the one member of its consumer group (the group is named after the job),
+# as a Kafka Streams application's instances are members of theirs: the console shows the
+# group Stable with the job's member, and refuses an offset reset while the job runs (stop it,
+# reset, start it: a replay). Kafka's default session timeout (45 s) leaves room for a task's
+# state restore, which runs inside the rebalance; heartbeats are sent every round, or every
+# idle wait (``round_interval_s``) when there is nothing to read.
+GROUP_OPTIONS = {"session_timeout_ms": 45_000, "heartbeat_interval_ms": 3_000}
 
 
 class _Running:
@@ -107,10 +119,20 @@ class EmbeddedJobs:
                 raise JobStateConflict(name, "running", f"job {name!r} is running already")
             metrics = JobMetrics(name, every_ms=self._metrics_every)
             runner = Runner(
-                spec.build(), self._store, coordinator=self._coordinator, metrics=metrics
+                spec.build(),
+                self._store,
+                coordinator=self._coordinator,
+                metrics=metrics,
+                group=True,
+                consumer_options=GROUP_OPTIONS,
             )
             run = _Running(runner)
-            runner.start()  # raises on bad inputs: nothing is left running
+            try:
+                runner.start()  # raises on bad inputs: nothing is left running
+                runner.poll_group()  # joins: its tasks open, their state restored, now
+            except BaseException:
+                runner.abandon()
+                raise
             metrics.observe(runner, force=True)
             run.thread = threading.Thread(
                 target=self._loop, args=(run,), name=f"tidelog-job-{name}", daemon=True
@@ -144,17 +166,20 @@ class EmbeddedJobs:
                     if runner.poll_once() >= runner.max_records:
                         continue  # a backlog: catch up without pausing
                 else:
-                    metrics.observe(runner)  # no round, but the numbers stay fresh
+                    runner.poll_group()  # no round: heartbeats (and a rebalance, if any)
+                    metrics.observe(runner)  # the numbers stay fresh
                 run.stop.wait(max(0.0, self._round_interval - (time.monotonic() - began)))
         except RecordError as exc:
             run.failure = str(exc)
             metrics.set_status("failed")
             log.error("embedded job %s failed: %s", runner.job.name, exc)
+            self._leave(runner)
             return
         except Exception as exc:  # the store closing under it, a bug in a job's function
             run.failure = f"{type(exc).__name__}: {exc}"
             metrics.set_status("failed")
             log.exception("embedded job %s failed", runner.job.name)
+            self._leave(runner)
             return
         try:
             metrics.observe(runner, force=True)
@@ -162,6 +187,15 @@ class EmbeddedJobs:
         except Exception:
             log.exception("embedded job %s: closing failed", runner.job.name)
         metrics.set_status("stopped")
+
+    @staticmethod
+    def _leave(runner: Runner) -> None:
+        """A failed job leaves its group, with no checkpoint (its offsets stay before what
+        it had not committed); a restart then joins at once."""
+        try:
+            runner.abandon()
+        except Exception:
+            log.exception("embedded job %s: leaving its group failed", runner.job.name)
 
     def status(self, name: str) -> JobStatus:
         with self._lock:

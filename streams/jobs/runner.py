@@ -789,6 +789,14 @@ class Runner:
             for t in self._inputs[partition]
         }
 
+    def poll_group(self) -> None:
+        """Membership only, no round: in a group, heartbeats and any rebalance (tasks may be
+        assigned, their state restored, or revoked). What a caller that skips rounds while
+        its inputs are idle calls instead, within the session timeout."""
+        if not self._started:
+            self.start()
+        self.joblog.poll()
+
     def close(self) -> None:
         """Checkpoint, close the tasks and, in a group, leave it (the others rebalance at
         once). After a ``RecordError`` (``failed``) there is no checkpoint: what was done
@@ -798,6 +806,12 @@ class Runner:
                 self.commit()
             except TaskMigrated:
                 pass
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close the tasks and leave the group without a checkpoint (after a failure that
+        may have left a task's state half-updated): a restart need not wait for this
+        member's session to time out, and redoes what was done since the last checkpoint."""
         self._close_tasks()
         self.joblog.close()
         if self.views is not None:

@@ -71,6 +71,13 @@ def member_client_id(job: str, endpoint: str | None) -> str:
     return f"{base}@{endpoint}" if endpoint else base
 
 
+def is_job_member(group_id: str, client_id: str) -> bool:
+    """Whether a member of group `group_id` with `client_id` is a worker of the stream job of
+    that name (``member_client_id``'s form: the job's group is named after the job)."""
+    base = member_client_id(group_id, None)
+    return client_id == base or (client_id or "").startswith(base + "@")
+
+
 def endpoint_of(client_id: str) -> str | None:
     m = _ENDPOINT.search(client_id or "")
     return m.group(1) if m else None

@@ -594,6 +594,22 @@ def test_apply_is_disabled_and_refused_while_a_member_is_active(operator_client,
     assert not AuditEntry.objects.filter(action="group.reset").exists()
 
 
+def test_a_stream_jobs_group_says_to_stop_the_job_to_reset_it(operator_client, cluster):
+    """A group whose member is a worker of the stream job it is named after (client id
+    ``tidelog-job-<job>``, an embedded job's or a ``python -m streams.jobs run`` worker's):
+    the reason the reset waits says to stop the job, reset, and start it again (a replay).
+    Another group's member with such a client id is not taken for the job's."""
+    cluster.coordinator.commit_offsets("shop", {("orders", 0): 1})
+    active_member(cluster.coordinator, "shop", client_id="tidelog-job-shop@127.0.0.1:8123")
+    page = text(operator_client.get(reverse("console:group_reset", args=["shop"])))
+    reason = re.search(r'id="busy-reason">(.*?)</p>', page, re.S).group(1)
+    assert "stream job shop&#x27;s: stop the job" in reason and "replay" in reason
+    active_member(cluster.coordinator, "other", client_id="tidelog-job-shop")
+    page = text(operator_client.get(reverse("console:group_reset", args=["other"])))
+    reason = re.search(r'id="busy-reason">(.*?)</p>', page, re.S).group(1)
+    assert "not Empty" in reason and "stream job" not in reason
+
+
 def test_members_committing_after_the_preview_is_still_reported_as_not_empty(
     operator_client, cluster
 ):

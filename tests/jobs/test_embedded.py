@@ -130,3 +130,50 @@ def test_a_topic_written_by_several_sinks_is_listed_once(store, coordinator):  #
         assert status.outputs == ["all", "none"]
     finally:
         jobs.close()
+
+
+def test_a_running_job_is_its_groups_member_so_a_reset_waits_for_stop(jobs, store, coordinator):  # noqa: F811
+    """As a Kafka Streams application's instances are members of its group, a running
+    embedded job is the one member of the group named after it: the console shows it, and an
+    offset reset is refused while the job runs (Kafka's rule), instead of being accepted and
+    then overwritten by the job's next commit. Stop, reset, start: the job replays."""
+    from streams.errors import GroupNotEmpty
+    from streams.groups import ResetScope, ResetStrategy, execute_plan, plan_reset
+
+    store.create_topic("events", 1)
+    write(store, "events", [("a", {"ts": t}, t) for t in (1, 2, 15)])
+    jobs.start("counting")
+    group = coordinator.describe_group("counting")
+    assert group.state == "Stable"
+    assert [(m.client_id, m.assignment) for m in group.members] == [
+        ("tidelog-job-counting", {"events": [0]})
+    ]
+    wait_for(lambda: coordinator.committed("counting").get(("events", 0)) is not None)
+    wait_for(lambda: coordinator.committed("counting")[("events", 0)].offset == 3)
+    plan = plan_reset(
+        coordinator, store, "counting", ResetStrategy("to-earliest"), ResetScope(all_topics=True)
+    )
+    with pytest.raises(GroupNotEmpty):
+        execute_plan(coordinator, plan)
+    jobs.stop("counting")
+    assert coordinator.describe_group("counting").state == "Empty"  # it left: no session wait
+    plan = plan_reset(
+        coordinator, store, "counting", ResetStrategy("to-earliest"), ResetScope(all_topics=True)
+    )
+    execute_plan(coordinator, plan)
+    assert coordinator.committed("counting")[("events", 0)].offset == 0
+    jobs.start("counting")  # reads from the reset offsets again: its window of 1-2 again
+    wait_for(lambda: jobs.status("counting").worker.records_in == 3)
+    wait_for(lambda: coordinator.committed("counting")[("events", 0)].offset == 3)
+
+
+def test_a_failed_job_leaves_its_group_at_once(jobs, store, coordinator):  # noqa: F811
+    """A job stopped by a failing record leaves its group (no checkpoint): it can be reset
+    and started again at once, without waiting for its session to time out."""
+    store.create_topic("events", 1)
+    write(store, "events", [("a", {"ts": 1}, 1)])
+    store.append_batch("events", [(b"not json", b"a", (), 2)])
+    jobs.start("counting")
+    wait_for(lambda: jobs.status("counting").state == "failed")
+    wait_for(lambda: coordinator.describe_group("counting").state == "Empty")
+    assert coordinator.describe_group("counting").members == ()

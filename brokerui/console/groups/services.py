@@ -31,6 +31,7 @@ from streams.groups import ResetPlan, ResetScope, ResetStrategy
 from streams.groups.evaluator import Status
 from streams.groups.health import GroupHealth
 from streams.groups.reset import plan_across_scopes
+from streams.jobs.viewserver import is_job_member
 
 
 class StalePlan(GroupError):
@@ -63,18 +64,27 @@ def _member_label(m) -> str:
     return f"{who}{where} (member id {m.member_id})"
 
 
-def busy_reason(state: str, members=()) -> str | None:
+def busy_reason(state: str, members=(), group_id: str | None = None) -> str | None:
     """Why the group's offsets cannot be changed now (None while it is Empty): the one wording
-    of the console's reset and delete pages and the API's ``blocked_reason``."""
+    of the console's reset and delete pages and the API's ``blocked_reason``. Members that are
+    workers of the stream job the group is named after (`group_id`) are called so, and how
+    to stop them is said."""
     if state in ("Empty", "Dead"):
         return None
     n = len(members)
     who = "; ".join(_member_label(m) for m in members)
     listed = f", with {n} active member{'s' if n != 1 else ''}: {who}" if n else ""
-    return (
+    reason = (
         f"The group is {state}, not Empty{listed}. Offsets can only be changed while it is "
         "Empty: stop its consumers (or wait for their sessions to expire)."
     )
+    if group_id is not None and any(is_job_member(group_id, m.client_id) for m in members):
+        reason += (
+            f" They are the stream job {group_id}'s: stop the job (an embedded job on the Jobs "
+            "page; a worker of python -m streams.jobs run with SIGTERM), reset its offsets, "
+            "then start it again to replay."
+        )
+    return reason
 
 
 def not_empty_error(detail: GroupDetail | None) -> GroupNotEmpty | None:

@@ -62,7 +62,7 @@ def _now_ms() -> int:
 
 def _busy_reason(desc) -> str | None:
     """Why offsets cannot be changed now (None while the group is Empty)."""
-    return services.busy_reason(desc.state, desc.members)
+    return services.busy_reason(desc.state, desc.members, desc.group_id)
 
 
 class _Row:
