@@ -89,6 +89,8 @@ def test_page_shows_jobs_with_units_and_freshness(jobs, operator_client):
     assert 'data-chart="job_in"' in page and 'data-chart="job_out"' in page
     assert "/jobs/revenue-by-country/stop/" in page and "data-job-start" in page
     assert page.count("data-late-output") == 1  # revenue-late-orders, marked as such
+    # a window's store counts what it held at the last checkpoint: the page says so
+    assert "stores are counted as of the last checkpoint" in page
     partial = operator_client.get("/jobs/", HTTP_HX_REQUEST="true").content.decode()
     assert partial.startswith('\n<div id="jobs"') or '<div id="jobs"' in partial[:200]
     assert "<html" not in partial
