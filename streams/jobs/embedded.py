@@ -63,10 +63,12 @@ class JobStatus:
 # An embedded job is the one member of its consumer group (the group is named after the job),
 # as a Kafka Streams application's instances are members of theirs: the console shows the
 # group Stable with the job's member, and refuses an offset reset while the job runs (stop it,
-# reset, start it: a replay). Kafka's default session timeout (45 s) leaves room for a task's
-# state restore, which runs inside the rebalance; heartbeats are sent every round, or every
-# idle wait (``round_interval_s``) when there is nothing to read.
-GROUP_OPTIONS = {"session_timeout_ms": 45_000, "heartbeat_interval_ms": 3_000}
+# reset, start it: a replay). Its client heartbeats from a thread of its own, as Kafka's Java
+# client does; the job's thread polls once per round, or once per idle wait
+# (``round_interval_s``) when there is nothing to read, so that it takes part in a rebalance
+# (another worker of the job joining through the Kafka port) within the rebalance timeout.
+# The client's own timeouts (``streams.client.Consumer``: session 10 s, rebalance 30 s) hold.
+GROUP_OPTIONS: dict = {}
 
 
 class _Running:
@@ -85,10 +87,20 @@ def _has_input(runner: Runner) -> bool:
 
 class EmbeddedJobs:
     def __init__(
-        self, store, coordinator, *, round_interval_s: float = 1.0, metrics_every_ms: int = 1000
+        self,
+        store,
+        coordinator,
+        *,
+        round_interval_s: float = 1.0,
+        metrics_every_ms: int = 1000,
+        group_options: dict | None = None,
     ):
+        """`group_options`: the job's group client's (``streams.client.Consumer``) timeouts,
+        ``GROUP_OPTIONS`` by default; `round_interval_s` must stay well under its rebalance
+        timeout (an idle job polls once per interval)."""
         self._store, self._coordinator = store, coordinator
         self._round_interval = round_interval_s
+        self._group_options = GROUP_OPTIONS if group_options is None else group_options
         self._metrics_every = metrics_every_ms
         self._lock = threading.Lock()
         self._specs: dict[str, JobSpec] = {}
@@ -124,7 +136,7 @@ class EmbeddedJobs:
                 coordinator=self._coordinator,
                 metrics=metrics,
                 group=True,
-                consumer_options=GROUP_OPTIONS,
+                consumer_options=self._group_options,
             )
             run = _Running(runner)
             try:
@@ -166,7 +178,7 @@ class EmbeddedJobs:
                     if runner.poll_once() >= runner.max_records:
                         continue  # a backlog: catch up without pausing
                 else:
-                    runner.poll_group()  # no round: heartbeats (and a rebalance, if any)
+                    runner.poll_group()  # no round: a rebalance, if one is on
                     metrics.observe(runner)  # the numbers stay fresh
                 run.stop.wait(max(0.0, self._round_interval - (time.monotonic() - began)))
         except RecordError as exc:

@@ -790,9 +790,10 @@ class Runner:
         }
 
     def poll_group(self) -> None:
-        """Membership only, no round: in a group, heartbeats and any rebalance (tasks may be
+        """Membership only, no round: in a group, a rebalance that is on (tasks may be
         assigned, their state restored, or revoked). What a caller that skips rounds while
-        its inputs are idle calls instead, within the session timeout."""
+        its inputs are idle calls instead, well within the rebalance timeout (the clients
+        heartbeat on threads of their own)."""
         if not self._started:
             self.start()
         self.joblog.poll()

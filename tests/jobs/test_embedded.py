@@ -177,3 +177,61 @@ def test_a_failed_job_leaves_its_group_at_once(jobs, store, coordinator):  # noq
     wait_for(lambda: jobs.status("counting").state == "failed")
     wait_for(lambda: coordinator.describe_group("counting").state == "Empty")
     assert coordinator.describe_group("counting").members == ()
+
+
+def test_an_idle_job_takes_part_in_a_rebalance(store):  # noqa: F811
+    """With nothing to read a job runs no round, but its thread still polls once per idle
+    wait: when another member joins its group (another worker of the job, say), the job
+    rejoins within the rebalance timeout and the group ends Stable with both, not with the
+    job removed for missing the rebalance. (The coordinator's timers run here.)"""
+    from streams.client import Consumer
+    from streams.groups import GroupCoordinator
+
+    store.create_topic("events", 2)
+    coordinator = GroupCoordinator(store).start()
+    # heartbeats (which carry the news of a rebalance) every 100 ms; 3 s to rejoin
+    options = {
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 100,
+        "rebalance_timeout_ms": 3_000,
+    }
+    jobs = EmbeddedJobs(
+        store, coordinator, round_interval_s=0.05, metrics_every_ms=0, group_options=options
+    )
+    other = Consumer(store, coordinator, "counting", client_id="another-worker", **options)
+    stop = threading.Event()
+
+    def other_worker() -> None:  # polls as a worker does, till the test ends
+        while not stop.is_set():
+            other.poll(100)
+
+    polling = threading.Thread(target=other_worker)
+    try:
+        jobs.register(JobSpec("counting", counting, "counts events per 10 ms"))
+        jobs.start("counting")
+        before = coordinator.describe_group("counting")
+        assert before.state == "Stable" and len(before.members) == 1
+        other.subscribe(["events"])
+        polling.start()
+
+        def both_stable() -> bool:  # without the job's rejoin: Stable with another-worker only
+            g = coordinator.describe_group("counting")
+            return g.state == "Stable" and len(g.members) == 2
+
+        wait_for(both_stable)
+        after = coordinator.describe_group("counting")
+        assert after.generation > before.generation
+        assert sorted(m.client_id for m in after.members) == [
+            "another-worker",
+            "tidelog-job-counting",
+        ]
+        mine = next(m for m in after.members if m.client_id == "tidelog-job-counting")
+        (owned,) = mine.assignment["events"]  # range: one partition each
+        wait_for(lambda: jobs.status("counting").worker.partitions == [("events", owned)])
+    finally:
+        stop.set()
+        if polling.is_alive():
+            polling.join(10)
+        other.close(autocommit=False)
+        jobs.close()
+        coordinator.close()
