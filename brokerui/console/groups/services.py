@@ -74,17 +74,18 @@ def busy_reason(state: str, members=(), group_id: str | None = None) -> str | No
     n = len(members)
     who = "; ".join(_member_label(m) for m in members)
     listed = f", with {n} active member{'s' if n != 1 else ''}: {who}" if n else ""
-    reason = (
-        f"The group is {state}, not Empty{listed}. Offsets can only be changed while it is "
-        "Empty: stop its consumers (or wait for their sessions to expire)."
-    )
     if group_id is not None and any(is_job_member(group_id, m.client_id) for m in members):
-        reason += (
-            f" They are the stream job {group_id}'s: stop the job (an embedded job on the Jobs "
-            "page; a worker of python -m streams.jobs run with SIGTERM), reset its offsets, "
-            "then start it again to replay."
+        how = (
+            f"its members are workers of the stream job {group_id}: stop the job (an embedded "
+            "job on the Jobs page; a worker of python -m streams.jobs run with SIGTERM), reset "
+            "its offsets, then start it again to replay."
         )
-    return reason
+    else:
+        how = "stop its consumers (or wait for their sessions to expire)."
+    return (
+        f"The group is {state}, not Empty{listed}. Offsets can only be changed while it is "
+        f"Empty: {how}"
+    )
 
 
 def not_empty_error(detail: GroupDetail | None) -> GroupNotEmpty | None:
