@@ -186,3 +186,17 @@ def kafka_server(base_dir: str):
 
 # a group forms as soon as its first member joins: tests do not wait Kafka's 3 s default
 _LISTENER_ARGS = ("--initial-rebalance-delay-ms", "0")
+
+
+def record_consumer_configs(monkeypatch, module) -> list[dict]:
+    """Every config a librdkafka ``Consumer`` is made with in `module` (which imported the
+    class by name), appended to the list returned, in order; the consumers are real."""
+    made: list[dict] = []
+    real = module.Consumer
+
+    def recording(config):
+        made.append(dict(config))
+        return real(config)
+
+    monkeypatch.setattr(module, "Consumer", recording)
+    return made

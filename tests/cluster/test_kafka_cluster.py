@@ -13,7 +13,7 @@ from streams import errors as se
 from streams.cluster import BrowseRequest, Filter, ProduceRequest
 from streams.cluster.kafka import KafkaCluster, parse_cluster_url
 from streams.groups import ResetScope, ResetStrategy
-from tests.kafka_servers import kafka_server
+from tests.kafka_servers import kafka_server, record_consumer_configs
 
 
 @pytest.fixture(scope="module")
@@ -311,14 +311,7 @@ def test_the_reader_fetches_again_soon_after_its_queue_was_full(server, topic, m
     ``streams.librdkafka.FETCH_DEFAULTS``; a cluster's own client settings override it."""
     import streams.cluster.kafka_io as kafka_io
 
-    made: list[dict] = []
-    real = kafka_io.Consumer
-
-    def recording(config):
-        made.append(dict(config))
-        return real(config)
-
-    monkeypatch.setattr(kafka_io, "Consumer", recording)
+    made = record_consumer_configs(monkeypatch, kafka_io)
     for extra, want in (({}, 20), ({"fetch.queue.backoff.ms": 250}, 250)):
         cluster = KafkaCluster(server.bootstrap, timeout_s=15, client_config=extra)
         try:

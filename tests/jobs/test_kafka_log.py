@@ -9,6 +9,7 @@ import pytest
 from streams.jobs.kafka import KafkaLog
 from streams.jobs.logs import TaskCheckpoint
 from streams.log.records import ProducerRecord
+from tests.kafka_servers import record_consumer_configs
 from tests.protocol.conftest import open_broker
 
 
@@ -42,14 +43,7 @@ def test_every_consumer_fetches_again_soon_after_its_queue_was_full(bootstrap, m
     config says otherwise."""
     import streams.jobs.kafka as kafka
 
-    made: list[dict] = []
-    real = kafka.Consumer
-
-    def recording(config):
-        made.append(dict(config))
-        return real(config)
-
-    monkeypatch.setattr(kafka, "Consumer", recording)
+    made = record_consumer_configs(monkeypatch, kafka)
     assert kafka.FETCH_DEFAULTS == {"fetch.queue.backoff.ms": 20}
     log = KafkaLog(bootstrap)
     try:
