@@ -16,6 +16,7 @@ the bytes are written, so readers only ever see whole batches and never wait for
 
 from __future__ import annotations
 
+import bisect
 import errno
 import logging
 import os
@@ -150,6 +151,23 @@ class LogSegment:
         self.checksum = (self.size, self._file_checksum(None)[1])
         return rebuilt
 
+    def _indexed_past_end(self) -> tuple[int, int] | None:
+        """(offset, position) of the first .index entry at or past the end of the file, when
+        both indexes are in order and the .timeindex reaches the offset just before it (the two
+        are written together: a batch was there, and the file was cut short after); else None
+        (garbage appended to one index names nothing)."""
+        offsets, positions = self.index.rel_offsets, self.index.positions
+        if not positions or positions[-1] < self.size:
+            return None
+        if not (self.index.is_sane(1 << 63) and self.time_index.is_sane()):
+            return None
+        i = bisect.bisect_left(positions, self.size)
+        offset = self.base_offset + offsets[i]
+        last = self.time_index.last
+        if last is None or last[1] < offset - 1:
+            return None
+        return offset, positions[i]
+
     def _file_checksum(self, verified: tuple[int, int] | None) -> tuple[int, int]:
         """(how many leading bytes match the recorded checksum, CRC-32C of the whole file)."""
         position, expected = verified if verified is not None else (0, 0)
@@ -246,6 +264,9 @@ class LogSegment:
         kept and returned as gaps; a damaged tail (nothing valid after it) whose first offset
         is at or after `cut_tail_from` is cut (a torn write), else kept and returned too.
         `jumps`: offset jumps that are repaired ranges, not damage."""
+        # an active segment cut short at a batch boundary leaves nothing torn to find; its
+        # indexes, written before the cut, still name a batch past the end
+        named = self._indexed_past_end() if position == 0 and cut_tail_from is not None else None
         if position == 0:
             self.index.reset()
             self.time_index.reset()
@@ -294,6 +315,16 @@ class LogSegment:
             )
             os.ftruncate(self.fd, tail.start)
             self.size = tail.start
+        elif named is not None and self.next_offset <= named[0]:
+            log.warning(
+                "%s: cut short at byte %d (offsets from %d are gone): its index names a batch "
+                "at byte %d (offset %d), past the end of the file (a torn write)",
+                self.path,
+                self.size,
+                self.next_offset,
+                named[1],
+                named[0],
+            )
         if self.size and self.first_append_ms is None:
             self.first_append_ms = self._first_timestamp()
         return Rebuilt(cut, gaps)

@@ -634,6 +634,25 @@ def test_middle_segment_truncated_at_a_batch_boundary_reports_the_missing_offset
     check_recovered(data, template, caplog, Outcome(lost=lost), name)
 
 
+@pytest.mark.parametrize("where", ["batch-boundary", "empty-file"])
+def test_last_segment_truncated_at_a_batch_boundary_is_cut_with_a_warning(
+    template, tmp_path, caplog, where
+):
+    """The last segment cut short exactly at a batch boundary (past the recovery point: a torn
+    write) has nothing torn in it either; recovery cut it silently, and the random-damage test
+    failed when it drew such a truncation (seed 2519640183, case 24: the file emptied). Its
+    indexes, written before the cut, still name a batch past the end: the warning names the
+    file, where it was cut and the offsets gone."""
+    data = fresh_copy(template, tmp_path / "data")
+    name = template.segment_files[-1]
+    batches = batches_of(template.path / f"{TOPIC}-0" / name)
+    assert len(batches) >= 2  # the template's last segment has an .index entry to go by
+    batch = batches[0 if where == "empty-file" else 1]
+    Damage("truncate", name, batch.position).apply(data)
+    check_recovered(data, template, caplog, Outcome(cut_at=batch.base_offset), name)
+    assert f"offsets from {batch.base_offset} are gone" in caplog.text
+
+
 @pytest.mark.parametrize("segment", ["middle", "last"])
 def test_flipped_base_offset_is_a_corrupt_batch(template, tmp_path, caplog, segment):
     """baseOffset is outside the CRC. Recovery used to reject only a base offset *below* the
