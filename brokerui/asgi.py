@@ -17,15 +17,25 @@ application = build_application()
 from brokerui.broker import get_broker  # noqa: E402
 from brokerui.cluster import is_external  # noqa: E402
 from streams.errors import DataDirLocked  # noqa: E402
+from streams.schemas.server import RegistryPortUnavailable  # noqa: E402
 
 # On an external cluster (TIDELOG_CLUSTER) the console is only a client: no local broker.
 if not is_external():
     try:
-        from brokerui.broker import kafka_listener_summary
+        from brokerui.broker import kafka_listener_summary, registry_summary
 
         print(f"tidelog: {kafka_listener_summary(get_broker())}", flush=True)
+        print(f"tidelog: {registry_summary(get_broker())}", flush=True)
     except DataDirLocked as exc:  # a second server on the same data: say so, no traceback
         raise SystemExit(f"tidelog: {exc}") from None
+    except RegistryPortUnavailable as exc:  # a local schema registry on 8081, say
+        from django.conf import settings
+
+        raise SystemExit(
+            f"tidelog: cannot serve the schema registry on 127.0.0.1:"
+            f"{settings.TIDELOG_REGISTRY_PORT}: {exc.strerror or exc}. Choose another port "
+            "with TIDELOG_REGISTRY_PORT=… or run without it with TIDELOG_REGISTRY=0."
+        ) from None
     except OSError as exc:  # the Kafka listener's port is taken (a local Kafka, say)
         from django.conf import settings
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from streams.broker.runtime import Broker
 from streams.protocol import ListenerConfig
 from streams.protocol.security import MECHANISMS
+from streams.schemas import RegistryConfig
 
 _lock = threading.Lock()
 _broker: Broker | None = None
@@ -29,6 +30,9 @@ def get_broker() -> Broker:
             config = _listener_config(broker)
             if config is not None:
                 broker.start_kafka_listener(config)  # closes the broker if it cannot start
+            registry = _registry_config(broker)
+            if registry is not None:
+                broker.start_schema_registry(registry)  # closes the broker if it cannot start
             _broker = broker
             if not _atexit_registered:
                 atexit.register(close_broker)
@@ -56,6 +60,31 @@ def _listener_config(broker: Broker) -> ListenerConfig | None:
         tls_key_file=str(key) if key else None,
         authenticator=ConsoleAuthenticator() if sasl else None,
         audit=KafkaAuditSink(broker),
+    )
+
+
+def _registry_config(broker: Broker) -> RegistryConfig | None:
+    """The schema registry's REST API on TIDELOG_REGISTRY_PORT, unless TIDELOG_REGISTRY=0:
+    the console's users sign in (viewers read, operators write), changes are audited."""
+    if not getattr(settings, "TIDELOG_REGISTRY", True):
+        return None
+    from brokerui.kafkaport.adapters import RegistryAuditSink, RegistryConsoleAuthenticator
+
+    return RegistryConfig(
+        port=settings.TIDELOG_REGISTRY_PORT,
+        authenticator=RegistryConsoleAuthenticator(),
+        audit=RegistryAuditSink(broker),
+    )
+
+
+def registry_summary(broker: Broker) -> str:
+    """One line saying where the schema registry is (printed at start-up)."""
+    if broker.registry_address is None:
+        return "Schema registry: off (TIDELOG_REGISTRY=0)"
+    host, port = broker.registry_address
+    return (
+        f"Schema registry (Confluent's REST API) on http://{host}:{port}: the console's users "
+        "and roles, HTTP Basic or an API token"
     )
 
 

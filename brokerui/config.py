@@ -45,6 +45,8 @@ class Config:
     export_enabled: bool = True  # TIDELOG_EXPORT=0: the message pages offer no export
     # a PostgreSQL DSN (wal_level=logical, replication rights): the dual-write page's cdc mode
     dualwrite_postgres: str | None = None
+    registry: bool = True  # serve the schema registry's REST API (TIDELOG_REGISTRY)
+    registry_port: int = 8081  # Confluent's default (TIDELOG_REGISTRY_PORT; 0: a free port)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -77,6 +79,8 @@ class Config:
             kafka_sasl=_flag(env, "TIDELOG_KAFKA_SASL", default=False),
             export_enabled=_flag(env, "TIDELOG_EXPORT", default=True),
             dualwrite_postgres=env.get("TIDELOG_DUALWRITE_POSTGRES") or None,
+            registry=_flag(env, "TIDELOG_REGISTRY", default=True),
+            registry_port=_int(env, "TIDELOG_REGISTRY_PORT", default=8081, lo=0, hi=65535),
             **_tls_files(env),
         )
 

@@ -36,6 +36,10 @@ TIDELOG_CLUSTER = CONFIG.cluster_url
 TIDELOG_EXPORT_ENABLED = CONFIG.export_enabled
 # a PostgreSQL DSN: the dual-write page runs its writers through CDC from it (else the log)
 TIDELOG_DUALWRITE_POSTGRES = CONFIG.dualwrite_postgres
+# the schema registry's REST API (Confluent's) on 127.0.0.1:TIDELOG_REGISTRY_PORT, unless
+# TIDELOG_REGISTRY=0; the console's users and roles sign in to it
+TIDELOG_REGISTRY = CONFIG.registry
+TIDELOG_REGISTRY_PORT = CONFIG.registry_port
 
 SECRET_KEY = CONFIG.secret_key or load_or_create_secret_key(TIDELOG_DATA_DIR)
 DEBUG = CONFIG.debug

@@ -14,6 +14,8 @@ import pytest
 # browser tests' subprocesses, which inherit this) must not compete for that port. Tests of the
 # listener start their own on port 0 (tests/protocol).
 os.environ.setdefault("TIDELOG_KAFKA_LISTENER", "0")
+# ... nor for the schema registry's 8081: each server's registry takes a free port
+os.environ.setdefault("TIDELOG_REGISTRY_PORT", "0")
 
 
 def pytest_configure(config):
@@ -25,6 +27,8 @@ def pytest_configure(config):
 
     if settings.configured and os.environ["TIDELOG_KAFKA_LISTENER"] in ("0", "false", "no"):
         settings.TIDELOG_KAFKA_LISTENER = False
+    if settings.configured:
+        settings.TIDELOG_REGISTRY_PORT = int(os.environ["TIDELOG_REGISTRY_PORT"])
 
 
 # Benchmarks run on demand (`make bench`), never as part of the test suite.

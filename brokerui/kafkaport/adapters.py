@@ -153,3 +153,53 @@ class KafkaAuditSink:
             who=event.who,
             sink=self.sink,
         )
+
+
+class RegistryConsoleAuthenticator:
+    """The schema registry's seam (``streams.schemas.server.RegistryAuthenticator``) over the
+    console's users: HTTP Basic with the console password (through the same login throttle as
+    the Kafka port's PLAIN), or the user's API token (``Authorization: Bearer`` or ``Token``)."""
+
+    def __init__(self):
+        self._console = ConsoleAuthenticator()
+
+    def check_password(self, user: str, password: str, address: str) -> bool:
+        peer = Peer(address.rpartition(":")[0] or address, "schema registry")
+        try:
+            return self._console.check_plain(user, password, peer)
+        except AuthenticationFailed:
+            return False
+
+    def user_for_token(self, token: str) -> str | None:
+        from rest_framework.authtoken.models import Token
+
+        close_old_connections()
+        row = Token.objects.select_related("user").filter(key=token).first()
+        if row is None or not row.user.is_active:
+            return None
+        return row.user.get_username()
+
+    def role(self, user: str) -> Role:
+        return self._console.role(user)
+
+
+class RegistryAuditSink:
+    """Schema registry changes go to the console's audit log with source ``registry``."""
+
+    def __init__(self, broker):
+        self.sink = audit.AuditLog(broker.store)
+
+    def record(self, event) -> None:
+        close_old_connections()
+        user = _active_user(event.user) if event.user else None
+        who = f"{event.user or '(no user)'} ({event.user_agent or 'no user agent'}@{event.address})"
+        audit.record(
+            user,
+            event.action,
+            event.target,
+            before=event.before,
+            after=event.after,
+            source="registry",
+            who=who,
+            sink=self.sink,
+        )

@@ -22,6 +22,7 @@ from streams.broker.demo import DemoTraffic
 
 if TYPE_CHECKING:
     from streams.protocol import ListenerConfig
+    from streams.schemas import RegistryConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ class Broker:
         self._alerts = alerts
         self._jobs = jobs
         self._listener = None  # the Kafka listener, set by open()
+        self._schemas = None  # the SchemaRegistry, made on first use (``schemas``)
+        self._registry_server = None  # its REST API, once started
         self._capture = None  # CaptureSources, made on first use (``capture``)
         self._closed = False
         self._close_lock = threading.Lock()
@@ -133,6 +136,35 @@ class Broker:
             self.close()
             raise
         self._listener = listener
+
+    def start_schema_registry(self, config: RegistryConfig) -> None:
+        """Serve the schema registry's REST API (Confluent's) on ``config.port`` (once). A
+        server that cannot start closes the broker and raises, as the Kafka listener does."""
+        from streams.schemas import RegistryServer
+
+        if self._registry_server is not None:
+            raise RuntimeError("the schema registry is served already")
+        try:
+            self._registry_server = RegistryServer(self.schemas, config).start()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def schemas(self):
+        """The `SchemaRegistry` over this broker's ``_schemas`` topic (read at first use)."""
+        with self._close_lock:
+            if self._schemas is None:
+                from streams.schemas import SchemaRegistry, StoreSchemaLog
+
+                self._schemas = SchemaRegistry(StoreSchemaLog(self._store))
+            return self._schemas
+
+    @property
+    def registry_address(self) -> tuple[str, int] | None:
+        """(host, port) the schema registry's REST API is served on; None when it is not."""
+        server = self._registry_server
+        return server.address if server is not None else None
 
     @property
     def store(self):
@@ -224,6 +256,8 @@ class Broker:
             if self._closed:
                 return
             self._closed = True
+        if self._registry_server is not None:
+            self._registry_server.stop()
         if self._capture is not None:  # before the listener: a capture flushes through it
             self._capture.close()
         if self._listener is not None:  # then: no client request may reach a closing engine
