@@ -3,18 +3,18 @@
 The registry's state is a fold of the compacted topic ``_schemas`` (one partition), in
 Confluent Schema Registry's own layout, so that Confluent's registry or Karapace could read it:
 
-==============  ===============================================  ====================================
-key type        key (JSON)                                       value (JSON)
-==============  ===============================================  ====================================
-SCHEMA          {"keytype","subject","version","magic":1}        {"subject","version","id","schema",
-                                                                 "schemaType" (not for AVRO),
-                                                                 "references", "deleted"}; null:
-                                                                 the version is deleted for good
-CONFIG          {"keytype","subject" (null: global),"magic":0}   {"compatibilityLevel"}; null: unset
-MODE            {"keytype","subject" (null: global),"magic":0}   {"mode"}; null: unset
-DELETE_SUBJECT  {"keytype","subject","magic":0}                  {"subject","version"}: versions up
-                                                                 to it are soft-deleted
-==============  ===============================================  ====================================
+==============  =============================================  ==================================
+key type        key (JSON)                                     value (JSON)
+==============  =============================================  ==================================
+SCHEMA          {"keytype","subject","version","magic":1}      {"subject","version","id",
+                                                               "schema", "schemaType" (not for
+                                                               AVRO), "references", "deleted"};
+                                                               null: deleted for good
+CONFIG          {"keytype","subject" (null: global),"magic"}   {"compatibilityLevel"}; null: unset
+MODE            {"keytype","subject" (null: global),"magic"}   {"mode"}; null: unset
+DELETE_SUBJECT  {"keytype","subject","magic":0}                {"subject","version"}: versions up
+                                                               to it are soft-deleted
+==============  =============================================  ==================================
 
 One process writes (the broker's; `SchemaRegistry` holds a lock around each change and applies
 it to memory only once it is in the log), and every start rebuilds the state from the topic, so
@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from streams.schemas import errors as E
-from streams.schemas.formats import AVRO, FORMATS, SCHEMA_TYPES, ParsedSchema
 from streams.schemas.errors import SchemaParseError
+from streams.schemas.formats import AVRO, FORMATS, SCHEMA_TYPES, ParsedSchema
 
 SCHEMAS_TOPIC = "_schemas"
 SCHEMAS_TOPIC_CONFIG = {"cleanup.policy": "compact", "retention.ms": "-1"}
@@ -468,6 +468,12 @@ class SchemaRegistry:
                 ),
                 key=lambda v: (v.subject, v.version),
             )
+
+    def describe(self, schema_id: int) -> tuple[str, int] | None:
+        """The first live (subject, version) holding the id (else a deleted one), for
+        display; None for an unknown id."""
+        holders = self.holders(schema_id) or self.holders(schema_id, deleted=True)
+        return (holders[0].subject, holders[0].version) if holders else None
 
     def all_versions(self, *, deleted: bool = False, latest_only: bool = False, prefix: str = ""):
         """Every version of every subject (``GET /schemas``)."""

@@ -204,7 +204,7 @@ class RegistryServer:
             daemon=True,
         )
         self._thread.start()
-        log.info("schema registry on http://%s:%d", *self.address)
+        log.info("schema registry on %s", self.url)
         return self
 
     @property
@@ -215,7 +215,8 @@ class RegistryServer:
 
     @property
     def url(self) -> str:
-        return "http://%s:%d" % self.address
+        host, port = self.address
+        return f"http://{host}:{port}"
 
     def stop(self) -> None:
         if self._server is not None:
