@@ -29,6 +29,7 @@ from streams.protocol.audit import AuditEvent
 from streams.protocol.security import AuthenticationFailed, Peer, Role
 
 KAFKA_PATH = "/kafka/sasl"  # the throttle's "path" of a Kafka-port sign-in
+REGISTRY_CLIENT = "\x00schema-registry"  # a Peer's client id for a schema registry sign-in
 
 
 def _active_user(username: str):
@@ -46,7 +47,10 @@ def _throttle_request(peer: Peer) -> HttpRequest:
     request.method = "POST"
     request.path = request.path_info = KAFKA_PATH
     request.META["REMOTE_ADDR"] = peer.address
-    request.login_via = f"Kafka client {peer.client_id or '(no client id)'}"
+    if peer.client_id == REGISTRY_CLIENT:
+        request.login_via = "schema registry client"
+    else:
+        request.login_via = f"Kafka client {peer.client_id or '(no client id)'}"
     request.META["HTTP_USER_AGENT"] = request.login_via
     return request
 
@@ -164,7 +168,7 @@ class RegistryConsoleAuthenticator:
         self._console = ConsoleAuthenticator()
 
     def check_password(self, user: str, password: str, address: str) -> bool:
-        peer = Peer(address.rpartition(":")[0] or address, "schema registry")
+        peer = Peer(address.rpartition(":")[0] or address, REGISTRY_CLIENT)
         try:
             return self._console.check_plain(user, password, peer)
         except AuthenticationFailed:
