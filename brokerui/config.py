@@ -47,6 +47,9 @@ class Config:
     dualwrite_postgres: str | None = None
     registry: bool = True  # serve the schema registry's REST API (TIDELOG_REGISTRY)
     registry_port: int = 8081  # Confluent's default (TIDELOG_REGISTRY_PORT; 0: a free port)
+    # an external schema registry's URL (TIDELOG_SCHEMA_REGISTRY): values are read with it
+    schema_registry_url: str | None = None
+    schema_registry_auth: str | None = None  # user:password (TIDELOG_SCHEMA_REGISTRY_AUTH)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -81,8 +84,19 @@ class Config:
             dualwrite_postgres=env.get("TIDELOG_DUALWRITE_POSTGRES") or None,
             registry=_flag(env, "TIDELOG_REGISTRY", default=True),
             registry_port=_int(env, "TIDELOG_REGISTRY_PORT", default=8081, lo=0, hi=65535),
+            schema_registry_url=_registry_url(env.get("TIDELOG_SCHEMA_REGISTRY", "")),
+            schema_registry_auth=env.get("TIDELOG_SCHEMA_REGISTRY_AUTH") or None,
             **_tls_files(env),
         )
+
+
+def _registry_url(value: str) -> str | None:
+    value = value.strip()
+    if not value:
+        return None
+    if not value.startswith(("http://", "https://")):
+        raise ConfigError(f"TIDELOG_SCHEMA_REGISTRY={value!r}: expected an http:// or https:// URL")
+    return value.rstrip("/")
 
 
 def _path(value: str | None, *, default: Path) -> Path:

@@ -40,6 +40,10 @@ TIDELOG_DUALWRITE_POSTGRES = CONFIG.dualwrite_postgres
 # TIDELOG_REGISTRY=0; the console's users and roles sign in to it
 TIDELOG_REGISTRY = CONFIG.registry
 TIDELOG_REGISTRY_PORT = CONFIG.registry_port
+# an external schema registry (https://…, basic auth from TIDELOG_SCHEMA_REGISTRY_AUTH=user:pass):
+# the console reads registry-encoded values with it instead of the built-in one
+TIDELOG_SCHEMA_REGISTRY = CONFIG.schema_registry_url
+TIDELOG_SCHEMA_REGISTRY_AUTH = CONFIG.schema_registry_auth
 
 SECRET_KEY = CONFIG.secret_key or load_or_create_secret_key(TIDELOG_DATA_DIR)
 DEBUG = CONFIG.debug

@@ -42,7 +42,7 @@ import functools
 import json
 import re
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import cel
 from cel.stdlib import add_stdlib_to_context
@@ -130,6 +130,18 @@ class RecordPredicate(Protocol):
 
     def matches(self, record: FilterRecord, partition: int) -> bool: ...
 
+    def reading_with(self, decoder: ValueDecoder | None) -> RecordPredicate:
+        """The same predicate, reading values (and keys) in the schema registry's wire
+        format with `decoder` (None: as bytes)."""
+        ...
+
+
+class ValueDecoder(Protocol):
+    """Wire-format bytes to a value (``streams.schemas.wire.SchemaDecoder.value``); raises
+    ``ValueError`` (``Undecodable``) for bytes it cannot read."""
+
+    def value(self, data: bytes) -> Any: ...
+
 
 class ExpressionLanguage(Protocol):
     name: str
@@ -185,14 +197,28 @@ class CelPredicate:
     wanted: frozenset[str]
     errors: int = 0
     first_error: str | None = None
+    decoder: ValueDecoder | None = None
+
+    def reading_with(self, decoder: ValueDecoder | None) -> CelPredicate:
+        return dataclasses.replace(self, decoder=decoder, errors=0, first_error=None)
+
+    def _decoded(self, data: bytes | None, plain):
+        """A wire-format value read with the registry; other bytes (and undecodable ones,
+        which stay bytes) as `plain` reads them."""
+        if self.decoder is not None and data is not None and len(data) >= 5 and data[0] == 0:
+            try:
+                return self.decoder.value(data)
+            except ValueError:
+                return data
+        return plain(data)
 
     def matches(self, record: FilterRecord, partition: int) -> bool:
         wanted = self.wanted
         variables: dict = {}
         if "key" in wanted:
-            variables["key"] = _text_or_bytes(record.key)
+            variables["key"] = self._decoded(record.key, _text_or_bytes)
         if "value" in wanted:
-            variables["value"] = _json_or_text(record.value)
+            variables["value"] = self._decoded(record.value, _json_or_text)
         if "headers" in wanted:
             variables["headers"] = {k: _text_or_bytes(v) for k, v in record.headers}
         if "partition" in wanted:

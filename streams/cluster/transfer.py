@@ -16,7 +16,11 @@ JSON Lines (``.jsonl``), one JSON object per line, UTF-8:
               "headers": [{"name", "value"}, ...]}
              key, value and header values are text when their bytes are UTF-8, else they are
              written as "key_base64" / "value_base64" (standard base64, padded) instead; a
-             null key, value (tombstone) or header value is null
+             null key, value (tombstone) or header value is null. A key or value in the schema
+             registry's wire format is always written as base64 (its exact bytes), and, when
+             it could be read, also decoded: "value_decoded" (JSON) with "value_schema"
+             {"id", "type", "subject", "version"} (and "key_decoded", "key_schema"); an
+             import writes the exact bytes and ignores the decoded forms
     last     {"tidelog_export_end": {"records", "scanned", "complete", "error"?}}: a file
              without it was cut short
 
@@ -41,6 +45,7 @@ import io
 import json
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from streams.cluster.browse import BrowsedRecord, BrowseRequest, BrowseResult
 
@@ -62,6 +67,10 @@ _RECORD_FIELDS = {
     "value",
     "value_base64",
     "headers",
+    "key_decoded",
+    "key_schema",
+    "value_decoded",
+    "value_schema",
 }
 
 
@@ -74,14 +83,32 @@ def _field(name: str, data: bytes | None) -> dict:
         return {f"{name}_base64": base64.b64encode(data).decode("ascii")}
 
 
-def record_object(r: BrowsedRecord) -> dict:
+class RecordDecoder(Protocol):
+    """Reads wire-format bytes (``streams.schemas.wire.SchemaDecoder``); raises ValueError."""
+
+    def decode(self, data: bytes) -> Any: ...
+
+
+def _schema_field(name: str, data: bytes | None, decoder: RecordDecoder | None) -> dict:
+    if decoder is None or data is None or len(data) < 5 or data[0] != 0:
+        return _field(name, data)
+    exact = {f"{name}_base64": base64.b64encode(data).decode("ascii")}
+    try:
+        d = decoder.decode(data)
+    except ValueError:
+        return exact
+    schema = {"id": d.schema_id, "type": d.schema_type, "subject": d.subject, "version": d.version}
+    return exact | {f"{name}_decoded": d.value, f"{name}_schema": schema}
+
+
+def record_object(r: BrowsedRecord, decoder: RecordDecoder | None = None) -> dict:
     """One record as the JSON Lines export writes it."""
     return {
         "partition": r.partition,
         "offset": r.offset,
         "timestamp": r.timestamp_ms,
-        **_field("key", r.key),
-        **_field("value", r.value),
+        **_schema_field("key", r.key, decoder),
+        **_schema_field("value", r.value, decoder),
         "headers": [{"name": k, **_field("value", v)} for k, v in r.headers],
     }
 
@@ -109,8 +136,9 @@ class ExportRun:
         request: BrowseRequest,
         query: dict,
         now: datetime | None = None,
+        decoder: RecordDecoder | None = None,
     ):
-        self.browse, self.request = browse, request
+        self.browse, self.request, self.decoder = browse, request, decoder
         self.first = browse(request)
         ends = dict(request.until)
         self.range = [
@@ -149,7 +177,7 @@ class ExportRun:
         """The JSON Lines file in pieces of about CHUNK_BYTES."""
         buf = bytearray(_json_line({"tidelog_export": self.meta}))
         for r in self.records():
-            buf += _json_line(record_object(r))
+            buf += _json_line(record_object(r, self.decoder))
             if len(buf) >= CHUNK_BYTES:
                 yield bytes(buf)
                 buf.clear()

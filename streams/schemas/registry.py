@@ -217,8 +217,20 @@ class SchemaRegistry:
         self._lock = threading.RLock()
         self._state = _State()
         self._parsed: dict[int, ParsedSchema] = {}  # id -> parsed, filled on first use
+        self._decoder = None
         for key, value in log.records():
             self._state.apply(key, value)
+
+    @property
+    def decoder(self):
+        """The `streams.schemas.wire.SchemaDecoder` over this registry (one, so each id's
+        reader is built once; ids are never reused, so its cache never goes stale)."""
+        with self._lock:
+            if self._decoder is None:
+                from streams.schemas.wire import SchemaDecoder
+
+                self._decoder = SchemaDecoder(self)
+            return self._decoder
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Protocol
+
+from streams.schemas.wire import Decoded, Undecodable, is_wire_format
 
 MODES = ("auto", "text", "hex")
 TRUNCATE_CHARS = 2048  # rendered characters shown per value before "show all"
@@ -26,18 +29,52 @@ _CONTROL = {c for c in range(32) if c not in (9, 10, 13)} | {127}
 _PICTURES = {c: 0x2400 + c for c in _CONTROL if c < 32} | {127: 0x2421}
 
 
+_FORMAT_NAMES = {"AVRO": "Avro", "PROTOBUF": "Protobuf", "JSON": "JSON Schema"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaNote:
+    """Which registered schema a value was read with (the wire format's schema id)."""
+
+    schema_id: int
+    schema_type: str
+    subject: str | None
+    version: int | None
+    message: str | None = None  # Protobuf: the message type
+
+    @property
+    def text(self) -> str:
+        what = _FORMAT_NAMES.get(self.schema_type, self.schema_type)
+        if self.message:
+            what += f" {self.message}"
+        where = f"{self.subject} v{self.version}, " if self.subject else ""
+        return f"{what} ({where}schema id {self.schema_id})"
+
+
 @dataclasses.dataclass(frozen=True)
 class Shown:
-    """A value ready for a template: `kind` is json, text, hex or null; `text` may be cut."""
+    """A value ready for a template: `kind` is json, text, hex, schema (decoded with a
+    registered schema: `schema` says which) or null; `text` may be cut. `reason` says why
+    wire-format bytes are shown in hex (they could not be decoded)."""
 
     kind: str
     text: str
     size: int
     truncated: bool = False
+    schema: SchemaNote | None = None
+    reason: str | None = None
 
     @property
     def label(self) -> str:
+        if self.schema is not None:
+            return self.schema.text
         return {"json": "JSON", "text": "text", "hex": "binary (hex)", "null": "null"}[self.kind]
+
+
+class ValueDecoder(Protocol):
+    """What reads wire-format bytes with the registry (``streams.schemas.wire.SchemaDecoder``)."""
+
+    def decode(self, data: bytes) -> Decoded: ...
 
 
 def printable(text: str) -> str:
@@ -113,11 +150,20 @@ def _cut(text: str, limit: int | None) -> tuple[str, bool]:
     return text[: cut if cut > limit // 2 else limit], True
 
 
-def show_value(data: bytes | None, mode: str = "auto", limit: int | None = TRUNCATE_CHARS):
-    """Render a value (or a key) for display; `limit` None shows it all."""
+def show_value(
+    data: bytes | None,
+    mode: str = "auto",
+    limit: int | None = TRUNCATE_CHARS,
+    decoder: ValueDecoder | None = None,
+):
+    """Render a value (or a key) for display; `limit` None shows it all. With a `decoder`,
+    bytes in the schema registry's wire format are shown decoded (auto mode), or in hex with
+    the reason they could not be."""
     if data is None:
         return Shown("null", "null", 0)
     size = len(data)
+    if mode == "auto" and decoder is not None and is_wire_format(data):
+        return _show_decoded(data, decoder, limit)
     if mode == "hex" or (mode == "auto" and is_binary(data)):
         byte_limit = None if limit is None else max(16, limit // 80 * 16)
         text = hex_dump(data, byte_limit)
@@ -134,10 +180,34 @@ def show_value(data: bytes | None, mode: str = "auto", limit: int | None = TRUNC
     return Shown("text", text, size, truncated or len(raw) < size)
 
 
-def show_short(data: bytes | None, mode: str = "auto") -> Shown:
-    """A key or header value on one line: text when it is text, compact hex otherwise."""
+def _show_decoded(data: bytes, decoder: ValueDecoder, limit: int | None) -> Shown:
+    try:
+        decoded = decoder.decode(data)
+    except Undecodable as exc:
+        byte_limit = None if limit is None else max(16, limit // 80 * 16)
+        text = hex_dump(data, byte_limit)
+        truncated = byte_limit is not None and len(data) > byte_limit
+        return Shown("hex", text, len(data), truncated, reason=printable(str(exc)))
+    pretty = printable(json.dumps(decoded.value, indent=2, ensure_ascii=False, default=str))
+    text, truncated = _cut(pretty, limit)
+    note = SchemaNote(
+        decoded.schema_id, decoded.schema_type, decoded.subject, decoded.version, decoded.message
+    )
+    return Shown("schema", text, len(data), truncated, schema=note)
+
+
+def show_short(data: bytes | None, mode: str = "auto", decoder: ValueDecoder | None = None):
+    """A key or header value on one line: text when it is text, compact hex otherwise (a
+    wire-format key decoded, with a `decoder`)."""
     if data is None:
         return Shown("null", "null", 0)
+    if mode == "auto" and decoder is not None and is_wire_format(data):
+        shown = _show_decoded(data, decoder, None)
+        if shown.schema is not None:
+            one_line = json.dumps(json.loads(shown.text), ensure_ascii=False)
+            return dataclasses.replace(
+                shown, text=one_line[:SHORT_CHARS], truncated=len(one_line) > SHORT_CHARS
+            )
     if mode == "hex" or (mode == "auto" and is_binary(data)):
         text = data[: SHORT_CHARS // 2].hex(" ")
         return Shown("hex", text, len(data), len(data) > SHORT_CHARS // 2)

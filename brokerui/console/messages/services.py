@@ -122,9 +122,11 @@ def records_export(
     request: BrowseRequest,
     query: dict,
     fmt: str,
+    decoder=None,
 ) -> Export:
     """Stream what `request` selects (from its start to the end offsets now) as `fmt` (jsonl or
-    csv); `query` (the query as typed) is recorded in the file and in the audit log."""
+    csv); `query` (the query as typed) is recorded in the file and in the audit log. With a
+    `decoder`, JSON Lines also carry wire-format values decoded with the schema registry."""
     if not export_enabled():
         raise ExportDisabled()
     topic = request.topic
@@ -140,6 +142,7 @@ def records_export(
             until=tuple((p, end) for p, (_, end) in enumerate(ends)),
         ),
         query,
+        decoder=decoder,
     )
     actor.record(
         sink,

@@ -38,6 +38,7 @@ from brokerui.console.messages.forms import (
     resend_initial,
 )
 from brokerui.console.roles import operator_required
+from brokerui.schemas import console_decoder
 from streams.cluster import BrowseRequest, BrowseResult
 from streams.cluster.browse import decode_cursor, encode_cursor
 from streams.cluster.expressions import ExpressionError
@@ -113,13 +114,13 @@ class RecordRow:
     size: int
 
 
-def _row(r, mode: str) -> RecordRow:
+def _row(r, mode: str, decoder) -> RecordRow:
     return RecordRow(
         r.partition,
         r.offset,
         r.timestamp_ms,
-        display.show_short(r.key, mode),
-        display.show_value(r.value, mode),
+        display.show_short(r.key, mode, decoder),
+        display.show_value(r.value, mode, decoder=decoder),
         display.show_headers(r.headers, mode),
         r.size,
     )
@@ -225,13 +226,16 @@ def _range_problem(desc, form: BrowseForm) -> str | None:
 def _browse_request(topic: str, form: BrowseForm, scanned: int, **changes) -> BrowseRequest:
     """The engine's request for a valid browse form; `scanned`: partitions it reads."""
     q = form.cleaned_data
+    expression = form.expression
+    if expression is not None:  # values in the registry's wire format are filtered decoded
+        expression = expression.reading_with(console_decoder())
     return BrowseRequest(
         topic=topic,
         partition=q["partition"],
         seek=q["seek"],
         value=form.seek_value,
         filters=form.filters,
-        expression=form.expression,
+        expression=expression,
         max_scan_records=max(SCAN_RECORDS, MIN_SCAN_PER_PARTITION * scanned),
         max_scan_bytes=SCAN_BYTES,
         max_time_ms=max(SCAN_TIME_MS, MIN_TIME_PER_PARTITION_MS * scanned),
@@ -312,12 +316,13 @@ def _page_context(params, q, result: BrowseResult, more: bool) -> dict:
     if flipped:
         records.reverse()
     progress = Progress.of(params, result, more)
+    decoder = console_decoder()
     first_prev = (params.get("first_prev") or None) if more else result.prev_cursor
     # a forward scan continues to newer records and came from older ones; a backward one
     # the other way round
     older, newer = (first_prev, result.next_cursor) if forward else (result.next_cursor, first_prev)
     context = {
-        "rows": [_row(r, q["view"]) for r in records],
+        "rows": [_row(r, q["view"], decoder) for r in records],
         "progress": progress,
         "reason": progress.reason(result.direction),
         "order": order,
@@ -388,8 +393,9 @@ def record_detail(request: HttpRequest, topic: str, partition: int, offset: int)
         "record": rec,
     }
     if rec is not None:
-        context["value"] = display.show_value(rec.value, mode, limit=None)
-        context["key"] = display.show_value(rec.key, mode, limit=None)
+        decoder = console_decoder()
+        context["value"] = display.show_value(rec.value, mode, limit=None, decoder=decoder)
+        context["key"] = display.show_value(rec.key, mode, limit=None, decoder=decoder)
         context["headers"] = display.show_headers(rec.headers, mode, short=False)
         context["size"] = (
             len(rec.key or b"")
@@ -555,6 +561,7 @@ def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
             request=_browse_request(topic, form, scanned),
             query=_query_record(form),
             fmt=fmt,
+            decoder=console_decoder(),
         )
     except TidelogError as e:  # an unknown function in the expression, ...
         return HttpResponse(str(e), status=400, content_type="text/plain; charset=utf-8")
