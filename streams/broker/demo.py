@@ -1,8 +1,9 @@
 """Demo traffic: a background thread writing a small web shop's events, and two consumer groups.
 
 `orders` (3 partitions, keyed by customer id, so one customer's orders stay in order) carries an
-order's life: placed, then paid and shipped a little later. `page-views`, `searches` and `clicks`
-(keyed by session id) carry a shop's browsing: views, searches with a search id, and clicks on
+order's life: placed, then paid and shipped a little later; each payment also goes to
+`payments`, in Avro through the schema registry (subject ``payments-value``). `page-views`,
+`searches` and `clicks` (keyed by session id) carry a shop's browsing: views, searches with a search id, and clicks on
 search results that name that search id (the demo's stream jobs pair them). `customers`
 (compacted, 3 partitions keyed by customer id like `orders`, so the two are co-partitioned)
 holds every customer's row, written once when the topic is new and then now and then a
@@ -41,6 +42,34 @@ PAGE_VIEWS = DemoTopic("page-views", 6)
 SEARCHES = DemoTopic("searches", 3)
 CLICKS = DemoTopic("clicks", 3)
 CUSTOMERS = DemoTopic("customers", 3)
+# a payment for each paid order, in Avro through the schema registry (subject payments-value),
+# as most teams' Kafka data is: the console decodes it, the demo job payments-by-method reads it
+PAYMENTS = DemoTopic("payments", 3)
+PAYMENTS_SUBJECT = "payments-value"
+PAYMENT_SCHEMA = {
+    "type": "record",
+    "name": "Payment",
+    "namespace": "shop.payments",
+    "doc": "A payment taken for an order (written by the demo when an order is paid).",
+    "fields": [
+        {"name": "payment_id", "type": "string"},
+        {"name": "order_id", "type": "string"},
+        {"name": "customer_id", "type": "string"},
+        {"name": "amount", "type": "double", "doc": "in currency units"},
+        {"name": "currency", "type": "string", "default": "EUR"},
+        {
+            "name": "method",
+            "type": {
+                "type": "enum",
+                "name": "Method",
+                "symbols": ["CARD", "PAYPAL", "BANK_TRANSFER", "VOUCHER"],
+            },
+        },
+        {"name": "card_country", "type": ["null", "string"], "default": None},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+_METHODS = ["CARD", "CARD", "CARD", "PAYPAL", "BANK_TRANSFER", "VOUCHER"]
 CUSTOMERS_CONFIG = {"cleanup.policy": "compact"}  # a table: the newest row per customer
 N_CUSTOMERS = 200
 _TIERS = ["standard", "standard", "standard", "gold", "platinum"]
@@ -71,6 +100,7 @@ class DemoEvents:
         self._open_orders: deque[dict] = deque(maxlen=50)
         self._recent_searches: deque[dict] = deque(maxlen=30)
         self._recent_click_sessions: deque[str] = deque(maxlen=30)
+        self.payments: deque[dict] = deque(maxlen=50)  # PAYMENTS to write, as Avro records
 
     def customers(self, now_ms: int) -> list[tuple[str, bytes, bytes]]:
         """Every customer's first row, (topic, key, value) as `next` gives them."""
@@ -133,11 +163,25 @@ class DemoEvents:
             order = {**order, "status": status, "ts": _iso(now_ms)}
             if status == "paid":
                 self._open_orders.append(order)
+                self.payments.append(self._payment(order, now_ms))
         else:
             order = self._new_order(now_ms)
             self._open_orders.append(order)
         event = {"event": f"order_{order['status']}", **order}
         return ORDERS.name, order["customer_id"].encode(), _json(event)
+
+    def _payment(self, order: dict, now_ms: int) -> dict:
+        method = self._rng.choice(_METHODS)
+        return {
+            "payment_id": f"pay-{order['order_id']}",
+            "order_id": order["order_id"],
+            "customer_id": order["customer_id"],
+            "amount": float(order.get("total", 0.0)),
+            "currency": "EUR",
+            "method": method,
+            "card_country": self._rng.choice(_COUNTRIES) if method == "CARD" else None,
+            "ts": now_ms,
+        }
 
     def _new_order(self, now_ms: int) -> dict:
         self._order_seq += 1
@@ -199,9 +243,12 @@ class DemoTraffic:
         coordinator=None,
         records_per_second: float = 4.0,
         seed: int | None = None,
+        schemas=None,
     ):
         self._store = store
         self._coordinator = coordinator
+        self._schemas = schemas
+        self._payments = None  # the Avro serde payments are written with (with a registry)
         self._interval = 1.0 / records_per_second
         self._events = DemoEvents(random.Random(seed))
         self._stopping = threading.Event()
@@ -271,6 +318,18 @@ class DemoTraffic:
         now_ms = int(time.time() * 1000)
         topic, key, value = self._events.next(now_ms)
         self._store.append(topic, value, key=key, timestamp_ms=now_ms)
+        payments = self._events.payments
+        while payments:
+            payment = payments.popleft()
+            if self._schemas is None:
+                continue  # no registry to write Avro through
+            if self._payments is None:
+                from streams.schemas.serdes import Avro
+
+                self._payments = Avro(PAYMENTS_SUBJECT, PAYMENT_SCHEMA, registry=self._schemas)
+            value = self._payments.serialize(payment)
+            key = payment["customer_id"].encode()
+            self._store.append(PAYMENTS.name, value, key=key, timestamp_ms=payment["ts"])
 
 
 def ensure_demo_topics(store) -> None:
@@ -278,7 +337,7 @@ def ensure_demo_topics(store) -> None:
     from streams.errors import TopicAlreadyExists
 
     existing = set(store.list_topics())
-    for topic in (ORDERS, PAGE_VIEWS, SEARCHES, CLICKS, CUSTOMERS):
+    for topic in (ORDERS, PAGE_VIEWS, SEARCHES, CLICKS, CUSTOMERS, PAYMENTS):
         if topic.name in existing:
             continue
         config = CUSTOMERS_CONFIG if topic is CUSTOMERS else DEMO_TOPIC_CONFIG

@@ -30,7 +30,16 @@ from __future__ import annotations
 
 import logging
 
-from streams.broker.demo import CLICKS, CUSTOMERS, DEMO_TOPIC_CONFIG, ORDERS, SEARCHES
+from streams.broker.demo import (
+    CLICKS,
+    CUSTOMERS,
+    DEMO_TOPIC_CONFIG,
+    ORDERS,
+    PAYMENT_SCHEMA,
+    PAYMENTS,
+    PAYMENTS_SUBJECT,
+    SEARCHES,
+)
 from streams.errors import TopicAlreadyExists
 from streams.jobs import JSON, TEXT, Count, Job, Pattern, Sum, Tumbling, field
 from streams.jobs.embedded import EmbeddedJobs, JobSpec
@@ -43,6 +52,7 @@ REVENUE = "revenue-by-country"
 REVENUE_LATE = "revenue-late-orders"
 SESSION_ACTIVITY = "session-activity"
 ABANDONED = "abandoned-searches"
+PAYMENTS_BY_METHOD = "payments-by-method"
 COMPACT = {"cleanup.policy": "compact"}
 OUTPUT_TOPICS = {  # topic -> config; 3 partitions, as their inputs
     ENRICHED: DEMO_TOPIC_CONFIG,
@@ -51,6 +61,7 @@ OUTPUT_TOPICS = {  # topic -> config; 3 partitions, as their inputs
     REVENUE_LATE: DEMO_TOPIC_CONFIG,
     SESSION_ACTIVITY: DEMO_TOPIC_CONFIG,
     ABANDONED: DEMO_TOPIC_CONFIG,
+    PAYMENTS_BY_METHOD: COMPACT,
 }
 CLICK_WINDOW_MS = 10 * 60 * 1000
 GRACE_MS = 5_000  # records are stamped as written; repartitioning mixes them a little
@@ -115,6 +126,23 @@ def _rounded(total: dict) -> dict:
     return {**total, "revenue_eur": round(total["revenue_eur"], 2)}
 
 
+def payments_by_method() -> Job:
+    """Payments (Avro, read with the registry's schemas) per method per minute."""
+    from streams.jobs.serde import Avro
+
+    job = Job("payments-by-method")
+    payments = job.stream(PAYMENTS.name, key=TEXT, value=Avro(PAYMENTS_SUBJECT, PAYMENT_SCHEMA))
+    totals = (
+        payments.key_by("method")
+        .window(Tumbling(60_000), grace_ms=GRACE_MS)
+        .aggregate(name="methods", emit="updates", payments=Count(), amount_eur=Sum("amount"))
+    )
+    totals.map(lambda t: {**t, "amount_eur": round(t["amount_eur"], 2)}).to(
+        PAYMENTS_BY_METHOD, key=TEXT
+    )
+    return job
+
+
 def session_activity() -> Job:
     """Searches, clicks and placed orders as one stream of session events (keyed by session)."""
     job = Job("session-activity")
@@ -166,6 +194,12 @@ def _abandoned(match: dict) -> dict:
 
 
 DEMO_JOBS = [
+    JobSpec(
+        "payments-by-method",
+        payments_by_method,
+        "Avro through the schema registry: payments (subject payments-value) counted and "
+        f"summed per method per minute → {PAYMENTS_BY_METHOD} (compacted)",
+    ),
     JobSpec(
         "enrich-orders",
         enrich_orders,

@@ -87,12 +87,16 @@ class Broker:
         from streams.jobs.embedded import EmbeddedJobs
         from streams.log import LogStore
         from streams.processing.panels import PanelJobs
+        from streams.schemas import SchemaRegistry, StoreSchemaLog
+        from streams.schemas.serdes import use_registry
 
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         store = LogStore.open(data_dir, topic_defaults=topic_defaults)
         coordinator = hub = panels = monitor = alerts = jobs = None
         try:
+            schemas = SchemaRegistry(StoreSchemaLog(store))  # rebuilt from _schemas now
+            use_registry(schemas)  # the registry of the jobs run in this process
             coordinator = GroupCoordinator(store, **(coordinator_options or {})).start()
             if health:
                 monitor = GroupHealthMonitor(store, coordinator)
@@ -101,7 +105,7 @@ class Broker:
             if metrics:
                 hub = MetricsHub(store, coordinator).start()
                 panels = PanelJobs(store).start()
-            traffic = DemoTraffic(store, coordinator=coordinator) if demo else None
+            traffic = DemoTraffic(store, coordinator=coordinator, schemas=schemas) if demo else None
             if traffic is not None:
                 traffic.start()
             jobs = EmbeddedJobs(store, coordinator)
@@ -116,6 +120,7 @@ class Broker:
             store.close()
             raise
         broker = cls(data_dir, store, coordinator, traffic, hub, panels, monitor, alerts, jobs)
+        broker._schemas = schemas
         if kafka_listener is not None:
             broker.start_kafka_listener(kafka_listener)
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
@@ -271,6 +276,10 @@ class Broker:
                 part.close()
         self._coordinator.close()
         self._store.close()
+        if self._schemas is not None:
+            from streams.schemas.serdes import release_registry
+
+            release_registry(self._schemas)
         log.info("broker on %s closed", self.data_dir)
 
     def __enter__(self) -> Broker:

@@ -454,3 +454,13 @@ def serde_of(value: object) -> Serde:
     if not isinstance(value, Serde):
         raise SerdeError(f"{value!r} is not a serialiser (needs serialize and deserialize)")
     return value
+
+
+def __getattr__(name: str):
+    """``Avro``, ``Protobuf`` and ``JsonSchema`` (`streams.schemas.serdes`), imported when
+    first named: most jobs need neither fastavro nor protobuf."""
+    if name in ("Avro", "Protobuf", "JsonSchema"):
+        from streams.schemas import serdes
+
+        return getattr(serdes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -303,6 +303,15 @@ class SchemaRegistry:
         self._parsed[schema_id] = parsed
         return Registered(schema_id, version, True)
 
+    def register_schema(self, subject: str, schema: str, schema_type: str = AVRO) -> int:
+        """The id of `schema` under `subject`, registered if it is not there (a serde's
+        ``auto.register.schemas``)."""
+        return self.register(subject, schema, schema_type).id
+
+    def latest_id(self, subject: str) -> int:
+        """The schema id of the subject's latest version (a serde's ``use.latest.version``)."""
+        return self.version(subject, "latest").id
+
     def delete_version(self, subject: str, version: str | int, *, permanent: bool) -> int:
         """Soft-delete a version, or (`permanent`, once soft-deleted) remove it for good;
         refused (42206) while another schema references it."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from streams.schemas.formats import FORMATS, ParsedSchema
 from streams.schemas.errors import SchemaParseError
+from streams.schemas.formats import FORMATS, ParsedSchema
 
 
 class RemoteRegistry:
@@ -46,6 +46,14 @@ class RemoteRegistry:
         with self._lock:
             self._described[schema_id] = found
         return found
+
+    def register_schema(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        from confluent_kafka.schema_registry import Schema
+
+        return self.client.register_schema(subject, Schema(schema, schema_type))
+
+    def latest_id(self, subject: str) -> int:
+        return self.client.get_latest_version(subject).schema_id
 
     def _parse(self, schema) -> ParsedSchema:
         refs = {r.name: self._version(r.subject, r.version) for r in schema.references or ()}

@@ -186,7 +186,7 @@ def _avro_reader(parsed: ParsedSchema) -> Reader:
     from streams.schemas.formats import AvroFormat
 
     schema = AvroFormat.fastavro(parsed.obj, parsed.references)
-    convert = jsonable if _has_non_json_types(parsed) else _same
+    convert = jsonable if has_non_json_types(parsed) else _same
 
     def read(data: bytes, pos: int):
         buf = io.BytesIO(data)
@@ -213,7 +213,7 @@ def _same(value: Any) -> Any:
 _NON_JSON = ("bytes", "fixed", "logicalType")
 
 
-def _has_non_json_types(parsed: ParsedSchema) -> bool:
+def has_non_json_types(parsed: ParsedSchema) -> bool:
     """Whether an Avro schema (or one it references) may give values JSON has no type for:
     only then is each decoded value walked by `jsonable`."""
     import json
