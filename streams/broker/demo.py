@@ -5,10 +5,10 @@ order's life: placed, then paid and shipped a little later; each payment also go
 `payments`, in Avro through the schema registry (subject ``payments-value``). `page-views`,
 `searches` and `clicks` (keyed by session id) carry a shop's browsing: views, searches with a
 search id, and clicks on search results that name that search id (the demo's stream jobs pair
-them). `customers` (compacted, 3 partitions keyed by customer id like `orders`, so the two are co-partitioned)
-holds every customer's row, written once when the topic is new and then now and then a
-customer moving country or tier (an update of the table). A few records per second: enough to
-see offsets move and charts draw, little enough to leave a laptop idle.
+them). `customers` (compacted, 3 partitions keyed by customer id like `orders`, so the two are
+co-partitioned) holds every customer's row, written once when the topic is new and then now and
+then a customer moving country or tier (an update of the table). A few records per second:
+enough to see offsets move and charts draw, little enough to leave a laptop idle.
 
 Consumer groups: `order-fulfilment` reads orders slowly (so its lag shows) and
 `search-analytics` reads searches and clicks, both committing as they go.
