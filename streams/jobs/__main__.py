@@ -101,6 +101,11 @@ def parser() -> argparse.ArgumentParser:
         "here (streams.jobs.viewserver)",
     )
     run.add_argument("--query-host", default="127.0.0.1", help="the query endpoint's address")
+    run.add_argument(
+        "--schema-registry",
+        help="the schema registry's URL, for the job's Avro/Protobuf/JsonSchema serdes "
+        "(else TIDELOG_SCHEMA_REGISTRY; HTTP Basic from TIDELOG_SCHEMA_REGISTRY_AUTH=user:pass)",
+    )
     run.add_argument("--log-level", default="INFO")
     return p
 
@@ -112,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.schema_registry:  # before the job is built: its serdes find the registry here
+        os.environ["TIDELOG_SCHEMA_REGISTRY"] = args.schema_registry
     try:
         job = load_job(args.job)
         settings = _settings(args.settings)
