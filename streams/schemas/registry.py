@@ -312,6 +312,9 @@ class SchemaRegistry:
         """The schema id of the subject's latest version (a serde's ``use.latest.version``)."""
         return self.version(subject, "latest").id
 
+    def version_id(self, subject: str, version: str | int) -> int:
+        return self.version(subject, version).id
+
     def delete_version(self, subject: str, version: str | int, *, permanent: bool) -> int:
         """Soft-delete a version, or (`permanent`, once soft-deleted) remove it for good;
         refused (42206) while another schema references it."""

@@ -55,6 +55,14 @@ class RemoteRegistry:
     def latest_id(self, subject: str) -> int:
         return self.client.get_latest_version(subject).schema_id
 
+    def subjects(self) -> list[str]:
+        return sorted(self.client.get_subjects())
+
+    def version_id(self, subject: str, version: str | int) -> int:
+        if str(version) == "latest":
+            return self.latest_id(subject)
+        return self.client.get_version(subject, int(version)).schema_id
+
     def _parse(self, schema) -> ParsedSchema:
         refs = {r.name: self._version(r.subject, r.version) for r in schema.references or ()}
         try:

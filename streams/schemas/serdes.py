@@ -61,6 +61,12 @@ class SchemaClient(Protocol):
         """The schema id of the subject's latest version."""
         ...
 
+    def version_id(self, subject: str, version: str | int) -> int:
+        """The schema id of a version of the subject (a number or "latest")."""
+        ...
+
+    def subjects(self) -> list[str]: ...
+
 
 _default: SchemaClient | None = None
 _default_lock = threading.Lock()
@@ -303,3 +309,18 @@ class JsonSchema(_RegistrySerde):
             path = "/".join(str(p) for p in error.absolute_path) or "(root)"
             raise SchemaSerdeError(f"{self.subject}: invalid at {path}: {error.message}")
         return self._head + orjson.dumps(obj)
+
+
+def version_serde(registry: SchemaClient, subject: str, version: str | int = "latest"):
+    """A serde writing with one version of `subject` (an `Avro`, `Protobuf` or `JsonSchema`
+    by the version's type): what the console's produce form encodes a value with."""
+    try:
+        schema_id = registry.version_id(subject, version)
+        parsed = registry.parsed(schema_id)
+    except Exception as exc:  # unknown subject or version, registry unreachable...
+        reason = getattr(exc, "message", None) or str(exc)
+        raise SchemaSerdeError(f"{subject} version {version}: {reason}") from None
+    cls = {AVRO: Avro, PROTOBUF: Protobuf, JSON: JsonSchema}[parsed.schema_type]
+    serde = cls(subject, registry=registry)
+    serde._writer = (schema_id, parsed)
+    return serde

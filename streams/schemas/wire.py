@@ -137,6 +137,7 @@ class SchemaDecoder:
 
     def __init__(self, source: SchemaSource):
         self._source = source
+        self.source = source
         self._lock = threading.Lock()
         self._readers: dict[int, tuple[str, Reader]] = {}
 

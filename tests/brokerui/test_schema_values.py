@@ -115,3 +115,41 @@ def test_a_wire_format_key_is_decoded_on_one_line(broker):
     key = encode_header(schema_id) + b"\x06abc"
     shown = show_short(key, decoder=broker.schemas.decoder)
     assert (shown.kind, shown.text) == ("schema", '"abc"')
+
+
+def _produce(client, **fields):
+    form = {"topic": "orders", "encoding": "schema", "count": "1", **fields}
+    return client.post(reverse("console:produce", args=["orders"]), form)
+
+
+def test_produce_with_a_schema_checks_the_value_before_writing(operator_client, orders, broker):
+    end = broker.store.offsets("orders", 0)[1]
+    response = _produce(operator_client, key="o-9", value='{"id": "o-9", "amount": 2.5}')
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 400 and "does not fit the schema" in page and "customer" in page
+    assert broker.store.offsets("orders", 0)[1] == end  # nothing written
+    response = _produce(operator_client, key="o-9", value="{not json")
+    assert response.status_code == 400 and "is not JSON" in html.unescape(response.content.decode())
+    response = _produce(operator_client, value="{}", value_subject="nope-value")
+    assert response.status_code == 400 and "nope-value version latest" in html.unescape(
+        response.content.decode()
+    )
+    good = '{"id": "o-9", "amount": 2.5, "customer": "c9"}'
+    response = _produce(operator_client, key="o-9", value=good, value_version="1")
+    assert response.status_code == 200, response.content[:300]
+    written = broker.store.read("orders", 0, end, 1)[0]
+    assert written.key == b"o-9" and written.value[:5] == encode_header(orders)
+    assert broker.schemas.decoder.value(written.value) == json.loads(good)
+
+
+def test_produce_with_a_schema_one_record_per_line(operator_client, orders, broker):
+    end = broker.store.offsets("orders", 0)[1]
+    lines = "\n".join(
+        json.dumps({"id": f"n{i}", "amount": float(i), "customer": "c"}) for i in range(3)
+    )
+    response = _produce(operator_client, value=lines, per_line="on")
+    assert response.status_code == 200
+    got = [
+        broker.schemas.decoder.value(r.value)["id"] for r in broker.store.read("orders", 0, end, 10)
+    ]
+    assert got == ["n0", "n1", "n2"]

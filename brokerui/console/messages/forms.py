@@ -230,7 +230,13 @@ class BrowseForm(forms.Form):
 
 # ================================================================================ produce
 
-ENCODINGS = [("text", "UTF-8 text"), ("base64", "base64"), ("hex", "hex")]
+SCHEMA = "schema"  # the value is JSON, written with a registered schema in the wire format
+ENCODINGS = [
+    ("text", "UTF-8 text"),
+    ("base64", "base64"),
+    ("hex", "hex"),
+    (SCHEMA, "JSON, encoded with a registered schema (Avro, Protobuf, JSON Schema)"),
+]
 
 
 # Header lines: ``name: text`` (UTF-8, trimmed) or ``name:: base64`` (exactly these bytes, as
@@ -445,11 +451,33 @@ class ProduceForm(forms.Form):
         help_text="Each message is sent this many times.",
     )
 
-    def __init__(self, *args, topics: dict[str, int], **kwargs):
+    value_subject = forms.CharField(
+        label="Schema subject",
+        required=False,
+        max_length=255,
+        help_text="With “encoded with a registered schema”: the subject (default "
+        "<topic>-value) and its version; the value is checked against it before anything "
+        "is written.",
+        widget=forms.TextInput(
+            attrs={"class": "mono", "autocomplete": "off", "list": "schema-subjects"}
+        ),
+    )
+    value_version = forms.CharField(
+        label="Version",
+        required=False,
+        max_length=12,
+        widget=forms.TextInput(attrs={"class": "mono", "size": 6, "placeholder": "latest"}),
+    )
+
+    def __init__(self, *args, topics: dict[str, int], value_encoder=None, **kwargs):
+        """`value_encoder(subject, version)` gives the function a schema-encoded value is
+        written with (``brokerui.schemas.value_encoder``)."""
         super().__init__(*args, **kwargs)
         self.topics = topics
         self.fields["topic"].choices = [(t, t) for t in topics]
         self.records: list[ProduceRequest] = []
+        self.value_encoder = value_encoder
+        self.schema_note: str | None = None  # "payments-value version 2 (schema id 7)"
 
     def clean_headers(self):
         return parse_headers(self.cleaned_data["headers"])
@@ -504,8 +532,25 @@ class ProduceForm(forms.Form):
             self.add_error("partition", f"Topic “{data['topic']}” has {n} partition(s): 0–{n - 1}.")
         data["partition"] = p
 
+    def _schema_encoder(self, data):
+        """(the function encoding a value, the key's encoding) for `data`'s encoding."""
+        if data["encoding"] != SCHEMA:
+            return None, data["encoding"]
+        if self.value_encoder is None:
+            raise forms.ValidationError("Writing with a schema is not available here.")
+        subject = data.get("value_subject", "").strip() or f"{data['topic']}-value"
+        version = data.get("value_version", "").strip() or "latest"
+        from streams.schemas.serdes import SchemaSerdeError
+
+        try:
+            write = self.value_encoder(subject, version)
+        except SchemaSerdeError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        self.schema_note = f"{subject} version {version}"
+        return _checked(write), "text"  # the key: UTF-8 text
+
     def _key_values(self, data) -> list[tuple[bytes | None, bytes | None]]:
-        encoding = data["encoding"]
+        encoder, encoding = self._schema_encoder(data)
         key_text, value_text = data["key"], data["value"]
         key = decode_payload(key_text, encoding, "key") if key_text else None
         if data["tombstone"]:
@@ -517,6 +562,8 @@ class ProduceForm(forms.Form):
                 raise forms.ValidationError("A tombstone has no value: clear the value field.")
             return [(key, None)]
         if not data["per_line"]:
+            if encoder is not None:
+                return [(key, encoder(value_text, "the value"))]
             return [(key, decode_payload(value_text, encoding, "value"))]
         sep = data["key_separator"]
         lines = [line for line in value_text.splitlines() if line.strip()]
@@ -530,5 +577,27 @@ class ProduceForm(forms.Form):
                     raise forms.ValidationError(f"Line {number} has no key separator “{sep}”.")
                 k, _, line = line.partition(sep)
                 line_key = decode_payload(k, encoding, f"key on line {number}") if k else None
-            out.append((line_key, decode_payload(line, encoding, f"value on line {number}")))
+            if encoder is not None:
+                out.append((line_key, encoder(line, f"the value on line {number}")))
+            else:
+                out.append((line_key, decode_payload(line, encoding, f"value on line {number}")))
         return out
+
+
+def _checked(write):
+    """`write` (a serde's serialize) over JSON text, its errors as the form's."""
+    from streams.schemas.serdes import SchemaSerdeError
+
+    def encode(text: str, what: str) -> bytes:
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"{what.capitalize()} is not JSON: {exc}") from None
+        try:
+            return write(obj)
+        except SchemaSerdeError as exc:
+            raise forms.ValidationError(
+                f"{what.capitalize()} does not fit the schema: {exc}"
+            ) from None
+
+    return encode

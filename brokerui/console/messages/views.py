@@ -38,7 +38,7 @@ from brokerui.console.messages.forms import (
     resend_initial,
 )
 from brokerui.console.roles import operator_required
-from brokerui.schemas import console_decoder
+from brokerui.schemas import console_decoder, subject_names, value_encoder
 from streams.cluster import BrowseRequest, BrowseResult
 from streams.cluster.browse import decode_cursor, encode_cursor
 from streams.cluster.expressions import ExpressionError
@@ -453,6 +453,7 @@ def produce(request: HttpRequest, topic: str) -> HttpResponse:
         "topic": topic,
         "topic_url": _reverse_or_none("console:topic", topic),
         "browse_url": reverse("console:messages", args=[topic]),
+        "subjects": subject_names(),
     }
     if cluster.is_internal(topic):
         context["refused"] = (
@@ -471,7 +472,7 @@ def produce(request: HttpRequest, topic: str) -> HttpResponse:
         context.update(form=form, notes=notes, problem=problem)
         return render(request, "console/messages/produce.html", context, status=status)
 
-    form = ProduceForm(request.POST, topics=topics)
+    form = ProduceForm(request.POST, topics=topics, value_encoder=value_encoder)
     context["form"] = form
     if not form.is_valid():
         return render(request, "console/messages/produce.html", context, status=400)
