@@ -104,7 +104,7 @@ class Broker:
                 monitor.start()
             if metrics:
                 hub = MetricsHub(store, coordinator).start()
-                panels = PanelJobs(store).start()
+                panels = PanelJobs(store, decoder=schemas.decoder).start()
             traffic = DemoTraffic(store, coordinator=coordinator, schemas=schemas) if demo else None
             if traffic is not None:
                 traffic.start()

@@ -14,7 +14,9 @@ with a live feed of their matches (what the console's saved-search pages use).
   matches of one search back from the matches topic.
 
 Events of a searched topic that are not JSON stop its job with a ``RecordError`` (kept in
-``status()``, nothing is committed past it); the other topics' jobs go on.
+``status()``, nothing is committed past it); the other topics' jobs go on. A topic whose values
+have a subject in the schema registry (``<topic>-value``) is searched decoded (Avro, Protobuf,
+JSON Schema through the registry).
 
 Thread-safety: ``save``/``delete``/``list``/``get``/``recent_matches``/``subscribe`` may be
 called from any thread (the log store locks; the subscriber list is locked); the runners are
@@ -279,9 +281,9 @@ class SavedSearches:
 
     def _runner(self, topic: str) -> Runner:
         job = Job(f"saved-search-{topic}")
-        job.stream(topic, value="json").search(queries=self.queries_topic, for_topic=topic).to(
-            self.matches_topic
-        )
+        job.stream(topic, value=_value_serde(topic)).search(
+            queries=self.queries_topic, for_topic=topic
+        ).to(self.matches_topic)
         return Runner(job, self.store, coordinator=self.coordinator)
 
     def _announce(self) -> None:
@@ -305,6 +307,20 @@ class SavedSearches:
                 callback(batch)
             except Exception:
                 log.exception("saved searches: a subscriber failed")
+
+
+def _value_serde(topic: str):
+    """JSON, unless the registry has a subject for the topic's values (``<topic>-value``):
+    then values in its wire format are decoded too (the compiled JSON path is for JSON only)."""
+    from streams.schemas.serdes import RegistryOrJson, process_registry
+
+    registry = process_registry()
+    try:
+        if registry is not None and f"{topic}-value" in registry.subjects():
+            return RegistryOrJson(registry)
+    except Exception:  # noqa: BLE001 - an unreachable registry: JSON as before
+        log.warning("saved searches over %s: the schema registry cannot be asked", topic)
+    return "json"
 
 
 def _saved(qid: str, raw: bytes | None) -> SavedSearch | None:

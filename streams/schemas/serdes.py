@@ -324,3 +324,42 @@ def version_serde(registry: SchemaClient, subject: str, version: str | int = "la
     serde = cls(subject, registry=registry)
     serde._writer = (schema_id, parsed)
     return serde
+
+
+def process_registry() -> SchemaClient | None:
+    """The process default registry (`default_registry`), or None when there is none."""
+    try:
+        return default_registry()
+    except SchemaSerdeError:
+        return None
+
+
+class RegistryOrJson:
+    """Values that are JSON or in the registry's wire format (a topic holding either): the
+    latter decoded with the registry (the process default unless given), the rest as JSON.
+    Writes JSON."""
+
+    name = "json-or-registry"
+
+    def __init__(self, registry: SchemaClient | None = None):
+        from streams.jobs.serde import JSON
+
+        self._json = JSON
+        self._registry = registry
+        self._decoder: SchemaDecoder | None = None
+
+    def serialize(self, obj: object) -> bytes | None:
+        return self._json.serialize(obj)
+
+    def deserialize(self, data: bytes | None) -> object:
+        if data is None or len(data) < 5 or data[0] != 0:
+            return self._json.deserialize(data)
+        if self._decoder is None:
+            registry = self._registry or process_registry()
+            if registry is None:
+                raise SchemaSerdeError("a value in the schema registry's format, and no registry")
+            self._decoder = SchemaDecoder(registry)
+        try:
+            return self._decoder.value(bytes(data))
+        except Undecodable as exc:
+            raise SchemaSerdeError(str(exc)) from None

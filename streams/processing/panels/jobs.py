@@ -21,7 +21,7 @@ from typing import NamedTuple
 from streams.errors import ClusterUnavailable, OffsetOutOfRange, TidelogError, UnknownPanel
 from streams.processing.operator import LateEvent, WindowResult, wall_clock_ms
 from streams.processing.panels.source import RecordSource
-from streams.processing.panels.spec import PanelSpec, _Parser
+from streams.processing.panels.spec import PanelSpec, ValueDecoder, _Parser
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,13 @@ class _Job:
         spec: PanelSpec,
         clock: Callable[[], int],
         backfill_ms: int,
+        decoder: ValueDecoder | None = None,
     ):
         self.panel_id, self.spec, self.clock = panel_id, spec, clock
         self.source = source
         self.backfill_ms = backfill_ms
         self.operator = spec.operator(clock)
-        self.parse = _Parser(spec)
+        self.parse = _Parser(spec, decoder)
         self.positions: dict[int, int] = {}
         self.records_read = 0
         self.parse_errors = 0
@@ -254,8 +255,10 @@ class PanelJobs:
         clock: Callable[[], int] | None = None,
         poll_interval_ms: int = 200,
         backfill_ms: int = 15 * 60_000,
+        decoder: ValueDecoder | None = None,
     ):
         self.source = source
+        self.decoder = decoder  # values in the schema registry's wire format, decoded
         self.clock = clock or wall_clock_ms
         self.poll_interval_ms = poll_interval_ms
         self.backfill_ms = backfill_ms
@@ -297,7 +300,7 @@ class PanelJobs:
                 return
         # built outside the lock: it asks the source for offsets, which on a remote cluster
         # takes round trips that must not hold up the other panels' polls and snapshots
-        job = _Job(self.source, panel_id, spec, self.clock, self.backfill_ms)
+        job = _Job(self.source, panel_id, spec, self.clock, self.backfill_ms, self.decoder)
         with self._lock:
             self._jobs[panel_id] = job
         self._wake.set()

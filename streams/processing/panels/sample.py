@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from streams.processing.panels.source import RecordSource
-from streams.processing.panels.spec import _MISSING, PanelSpec, _number, extract, parse_time
+from streams.processing.panels.spec import (
+    _MISSING,
+    PanelSpec,
+    ValueDecoder,
+    _number,
+    extract,
+    parse_time,
+    read_document,
+)
 
 SAMPLE_SIZE = 20
 MAX_KEYS_SHOWN = 12
@@ -45,15 +53,15 @@ def sample_values(source: RecordSource, topic: str, size: int = SAMPLE_SIZE) -> 
     return [r.value for r in records[-size:]]
 
 
-def check_sample(spec: PanelSpec, values: Sequence[bytes | None]) -> list[FieldProblem]:
+def check_sample(
+    spec: PanelSpec, values: Sequence[bytes | None], decoder: ValueDecoder | None = None
+) -> list[FieldProblem]:
     """The problems of `spec`'s field paths with these record values (none: all fit, or there
-    was nothing to check)."""
+    was nothing to check); with a `decoder`, values in the schema registry's wire format are
+    read decoded."""
     docs, not_json = [], 0
     for raw in values:
-        try:
-            doc = json.loads(raw) if raw is not None else _MISSING
-        except ValueError:
-            doc = _MISSING
+        doc = read_document(raw, decoder)
         if doc is _MISSING:
             not_json += 1
         else:

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from streams.errors import InvalidConfig
 from streams.processing.aggregates import (
@@ -39,6 +40,32 @@ MAX_WINDOWS_PER_EVENT = 100  # hopping: size / step
 MAX_DELAY_MS = 3600_000  # lateness and out-of-orderness
 
 _MISSING = object()
+
+
+class ValueDecoder(Protocol):
+    """Reads a value in the schema registry's wire format (``streams.schemas.wire.
+    SchemaDecoder``); raises ``ValueError`` for bytes it cannot read."""
+
+    def value(self, data: bytes) -> object: ...
+
+
+def read_document(raw: bytes | None, decoder: ValueDecoder | None = None) -> object:
+    """A record value as a document: JSON, or (with a `decoder`) a value in the schema
+    registry's wire format decoded (Avro, Protobuf, JSON Schema); `_MISSING` when it is
+    neither."""
+    if raw is None:
+        return _MISSING
+    if decoder is not None and len(raw) >= 5 and raw[0] == 0:
+        try:
+            return decoder.value(raw)
+        except ValueError:
+            return _MISSING
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return _MISSING
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
@@ -231,16 +258,14 @@ def parse_time(value: object) -> int | None:
 class _Parser:
     """Turns one record into ``(key, value, event_time)`` or None (a parse error)."""
 
-    def __init__(self, spec: PanelSpec):
+    def __init__(self, spec: PanelSpec, decoder: ValueDecoder | None = None):
+        self.decoder = decoder
         self.value_field = spec.value_field if spec.aggregation != "count" else None
         self.group_by = spec.group_by
         self.time_field = spec.time_field
 
     def __call__(self, raw: bytes | None, log_ts: int) -> tuple[str, object, int] | None:
-        try:
-            doc = json.loads(raw) if raw is not None else _MISSING
-        except ValueError:
-            return None
+        doc = read_document(raw, self.decoder)
         if doc is _MISSING:
             return None
         value = None
