@@ -13,6 +13,7 @@ from brokerui.console.jobs import urls as job_urls
 from brokerui.console.jobviews import urls as jobview_urls
 from brokerui.console.live import urls as live_urls
 from brokerui.console.messages import urls as message_urls
+from brokerui.console.schemas import urls as schema_urls
 from brokerui.console.search import urls as search_urls
 from brokerui.console.topics import urls as topic_urls
 from brokerui.console.transactions import urls as transaction_urls
@@ -33,4 +34,5 @@ urlpatterns = [
     *dualwrite_urls.urlpatterns,
     *search_urls.urlpatterns,
     *capture_urls.urlpatterns,
+    *schema_urls.urlpatterns,
 ]

@@ -1,0 +1,44 @@
+"""The Schemas pages' forms: registering a version, a subject's level, a typed confirmation."""
+
+from __future__ import annotations
+
+from django import forms
+
+from streams.schemas.registry import LEVELS
+
+MAX_SCHEMA_CHARS = 1_000_000  # the REST API takes what fits a request; a page, a megabyte
+
+TYPE_CHOICES = [("AVRO", "Avro"), ("PROTOBUF", "Protobuf"), ("JSON", "JSON Schema")]
+
+
+def register_values(data) -> dict:
+    """What the register form sent, as the services take it (each field cut to its limit; an
+    unknown type is the check's to report)."""
+    return {
+        "subject": str(data.get("subject", ""))[:1000].strip(),
+        "schema": str(data.get("schema", ""))[:MAX_SCHEMA_CHARS],
+        "schema_type": str(data.get("schema_type") or "AVRO")[:20].upper(),
+        "references": str(data.get("references", ""))[:100_000],
+    }
+
+
+class LevelForm(forms.Form):
+    level = forms.ChoiceField(  # "": follow the global level
+        choices=[("", "global"), *((lv, lv) for lv in LEVELS)], required=False
+    )
+
+
+class ConfirmForm(forms.Form):
+    confirm = forms.CharField(max_length=3000, strip=True, required=True)
+
+    def __init__(self, *args, expected: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.expected = expected
+
+    def clean_confirm(self) -> str:
+        typed = self.cleaned_data["confirm"]
+        if typed != self.expected:
+            raise forms.ValidationError(
+                f"type {self.expected!r} exactly to confirm; you typed {typed!r}"
+            )
+        return typed
