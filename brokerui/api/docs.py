@@ -60,7 +60,7 @@ API_CODES = [
     ("permission_denied", 403, "refused"),
     ("operator_required", 403, "the action needs the operator role"),
     ("csrf_failed", 403, "a session request without its CSRF token"),
-    ("internal_topic", 403, "internal topics (`__*`) are managed by the broker"),
+    ("internal_topic", 403, "internal topics (`__*`, `_schemas`) are managed by the broker"),
     ("not_found", 404, "no such endpoint"),
     ("method_not_allowed", 405, "the endpoint does not take this method"),
     ("request_too_large", 413, "the request body is over the limit"),

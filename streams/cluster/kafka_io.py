@@ -37,6 +37,7 @@ from streams import errors as se
 from streams.groups.coordinator import GroupDescription, MemberDescription
 from streams.librdkafka import FETCH_DEFAULTS
 from streams.log import Record
+from streams.log.store import is_internal
 
 STATE_NAMES = {
     ConsumerGroupState.UNKNOWN: "Unknown",
@@ -314,7 +315,7 @@ class ClusterView:
 
     def list_topics(self, include_internal: bool = True) -> list[str]:
         names = sorted(self.topics())
-        return names if include_internal else [n for n in names if not n.startswith("__")]
+        return names if include_internal else [n for n in names if not is_internal(n)]
 
     def partition_count(self, topic: str) -> int:
         try:

@@ -241,8 +241,14 @@ class _Topic:
         }
 
 
+#: Topics kept by the broker itself beside the ``__`` ones: the schema registry's log
+#: (Confluent's name for it, so its layout can be read by another registry later).
+BROKER_TOPICS = frozenset({"_schemas"})
+
+
 def is_internal(topic: str) -> bool:
-    return topic.startswith("__")
+    """Whether ``topic`` is the broker's own: ``__*`` (Kafka's convention) or ``_schemas``."""
+    return topic.startswith("__") or topic in BROKER_TOPICS
 
 
 class LogStore:

@@ -37,7 +37,7 @@ def test_transactions_page_and_abort(server_process, operator_login, browser):
     base, user, password = operator_login
     bootstrap = f"127.0.0.1:{server_process.kafka_port}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic("payments", 2)]).values():
+    for f in admin.create_topics([NewTopic("settlements", 2)]).values():
         f.result(DEADLINE_S)
     producer = Producer(
         {
@@ -49,7 +49,7 @@ def test_transactions_page_and_abort(server_process, operator_login, browser):
     producer.init_transactions(DEADLINE_S)
     producer.begin_transaction()
     for i in range(5):
-        producer.produce("payments", b"pay-%d" % i, partition=i % 2)
+        producer.produce("settlements", b"settle-%d" % i, partition=i % 2)
     assert producer.flush(DEADLINE_S) == 0
 
     page = browser.new_page(viewport={"width": 1280, "height": 800})
@@ -66,14 +66,14 @@ def test_transactions_page_and_abort(server_process, operator_login, browser):
     page.wait_for_url(base + "/transactions/")
     row = page.locator('tr[data-txn="checkout-7"]')
     assert row.get_attribute("data-state") == "Ongoing"
-    assert "payments-0" in row.inner_text() and "payments-1" in row.inner_text()
+    assert "settlements-0" in row.inner_text() and "settlements-1" in row.inner_text()
     assert "15 min" in row.locator(".txn-timeout").inner_text()
     assert "as of" in page.locator(".freshness").inner_text()
     page.wait_for_timeout(5500)  # the htmx refresh swaps the table in place
     assert page.locator('tr[data-txn="checkout-7"]').count() == 1
     _shot(page, "list")
 
-    page.goto(base + "/topics/payments/")
+    page.goto(base + "/topics/settlements/")
     lso = page.locator("td.stable-offset")
     assert lso.nth(0).get_attribute("data-lso") == "0"  # held at the transaction's first offset
     assert "open txn" in lso.nth(0).inner_text()
@@ -90,9 +90,9 @@ def test_transactions_page_and_abort(server_process, operator_login, browser):
     assert page.locator("#txn-empty").count() == 1
     _shot(page, "aborted")
 
-    page.goto(base + "/topics/payments/")
+    page.goto(base + "/topics/settlements/")
     assert page.locator("td.stable-offset").nth(0).get_attribute("data-lso") == "4"  # 3 + marker
-    page.goto(base + "/topics/payments/messages/?partition=0&seek=oldest")
+    page.goto(base + "/topics/settlements/messages/?partition=0&seek=oldest")
     assert page.locator("tr.control-marker").count() == 0  # hidden by default
     page.check("input[name=markers]")
     page.click(".browse-form button[type=submit]")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from streams.broker.metrics import parse_series
+from streams.log.store import is_internal
 
 KINDS = ("overview", "topic", "group", "panel", "jobs")
 OVERVIEW_KINDS = frozenset({"records_in", "bytes_in"})
@@ -54,7 +55,7 @@ class Scope:
 
 
 def internal(topic: str) -> bool:
-    return topic.startswith("__")
+    return is_internal(topic)
 
 
 def route(

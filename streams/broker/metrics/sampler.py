@@ -5,7 +5,7 @@ of every partition and the committed offsets of every group, and returns the dif
 the previous call (rates), the current values (gauges), and the timestamps of the records that
 groups committed past since then (for event-time consume rates).
 
-Internal topics (``__*``) are not measured: they are the broker's own traffic.
+Internal topics (``__*``, ``_schemas``) are not measured: they are the broker's own traffic.
 
 Bytes read by a group are an estimate: records committed × the partition's average record size
 on disk (its bytes over its records), since a commit names offsets, not bytes.
@@ -29,6 +29,7 @@ from typing import NamedTuple
 from streams.broker.metrics.series import SECOND_MS, series
 from streams.errors import OffsetOutOfRange, UnknownTopic
 from streams.log import records as rb
+from streams.log.store import is_internal
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -75,7 +76,7 @@ class CounterSampler:
         rates[series("bytes_in")] += 0
         for log in self._store.all_partitions():
             topic, p = log.topic, log.partition
-            if topic.startswith("__"):
+            if is_internal(topic):
                 continue
             key = (topic, p)
             logs[key] = log
