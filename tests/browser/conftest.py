@@ -179,12 +179,23 @@ def operator_login(server):
     return server, "ops", OPERATOR_PASSWORD
 
 
+#: htmx logs an aborted request as an error: one superseded under ``hx-sync="this:replace"``
+#: (a check-as-you-type while one types on) or cut off by leaving the page. That is by design;
+#: failed, refused and timed-out requests log their own events (sendError, responseError,
+#: timeout), which still count.
+_ABORTED = ("htmx:sendAbort", "htmx:afterRequest")
+
+
+def _console_error(message) -> bool:
+    return message.type == "error" and not message.text.startswith(_ABORTED)
+
+
 def logged_in_page(browser, operator_login, width: int = 1280, height: int = 900):
     """(base url, a page logged in as the operator, the console errors it collects)."""
     base, user, password = operator_login
     page = browser.new_page(viewport={"width": width, "height": height})
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: problems.append(m.text) if _console_error(m) else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.goto(base + "/accounts/login/")
     page.fill("input[name=username]", user)
