@@ -230,7 +230,12 @@ class JsonSchemaFormat:
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         from streams.schemas.compat_jsonschema import jsonschema_incompatibilities
 
-        return jsonschema_incompatibilities(reader.obj, writer.obj)
+        return jsonschema_incompatibilities(
+            reader.obj,
+            writer.obj,
+            {name: ref.obj for name, ref in _all_files(reader.references).items()},
+            {name: ref.obj for name, ref in _all_files(writer.references).items()},
+        )
 
 
 FORMATS: dict[str, SchemaFormat] = {
