@@ -134,7 +134,10 @@ class Broker:
         if self._listener is not None:
             raise RuntimeError("the Kafka listener is running already")
 
-        listener = KafkaListener(self._store, self._coordinator, config)
+        from streams.schemas.validation import SchemaValidation
+
+        validation = SchemaValidation(self._store, self.schemas)  # confluent.*.schema.validation
+        listener = KafkaListener(self._store, self._coordinator, config, record_check=validation)
         try:
             listener.start()
         except BaseException:

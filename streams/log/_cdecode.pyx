@@ -196,6 +196,53 @@ def count_records(const unsigned char[::1] body):
     return count
 
 
+def envelopes(const unsigned char[::1] body, bint keys):
+    """The schema registry's wire-format envelope of each record's value (key when `keys`):
+    (index of the first record whose field is neither null nor 5+ bytes starting with the
+    magic byte 0, or -1; {schema id: index of the first record naming it}). None when the
+    records do not parse (the append refuses them then). Produce-path schema validation
+    (``streams.schemas.validation``) reads only this, without building records."""
+    cdef const unsigned char* p = &body[0] if body.shape[0] else NULL
+    cdef Py_ssize_t end = body.shape[0]
+    cdef Py_ssize_t pos = 0, rec_end, index = 0, first_bad = -1
+    cdef int64_t length, skip, n
+    cdef uint64_t schema_id, last_id = 0
+    cdef bint have_last = False
+    cdef dict ids = {}
+    while pos < end:
+        if not _varint(p, end, &pos, &length) or length < 6 or length > end - pos:
+            return None
+        rec_end = pos + <Py_ssize_t>length
+        pos += 1  # attributes
+        if not _varint(p, rec_end, &pos, &skip) or not _varint(p, rec_end, &pos, &skip):
+            return None  # the timestamp and offset deltas
+        if not _varint(p, rec_end, &pos, &n):
+            return None
+        if not keys:  # step over the key to the value
+            if n > 0:
+                if n > rec_end - pos:
+                    return None
+                pos += <Py_ssize_t>n
+            if not _varint(p, rec_end, &pos, &n):
+                return None
+        if n > rec_end - pos:
+            return None
+        if n >= 0:
+            if n < 5 or p[pos] != 0:
+                if first_bad < 0:
+                    first_bad = index
+            else:
+                schema_id = ((<uint64_t>p[pos + 1] << 24) | (<uint64_t>p[pos + 2] << 16)
+                             | (<uint64_t>p[pos + 3] << 8) | <uint64_t>p[pos + 4])
+                if not have_last or schema_id != last_id:
+                    if schema_id not in ids:
+                        ids[schema_id] = index
+                    last_id, have_last = schema_id, True
+        pos = rec_end
+        index += 1
+    return first_bad, ids
+
+
 # ------------------------------------------------------------------ encoding
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE

@@ -77,6 +77,13 @@ def _choice(*allowed: str) -> Callable[[str, Any], str]:
     return parse
 
 
+def _boolean(key: str, raw: Any) -> str:
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidConfig(key, raw, "must be true or false")
+    return value
+
+
 def _cleanup_policy(key: str, raw: Any) -> str:
     parts = {p.strip() for p in str(raw).split(",") if p.strip()}
     if not parts or not parts <= {"delete", "compact"}:
@@ -110,6 +117,18 @@ SCHEMA: dict[str, tuple[str, Callable[[str, Any], Any], str]] = {
     "flush.messages": ("1", _long(1), "fdatasync after this many records (1: every append)"),
     "flush.ms": (str(LONG_MAX), _long(0), "fdatasync at least this often"),
     "index.interval.bytes": ("4096", _long(0, 2**31 - 1), "bytes between sparse index entries"),
+    # Confluent Server's names: a produce whose values (keys) are not in the schema registry's
+    # wire format with an id of the topic's <topic>-value (-key) subject is refused
+    "confluent.value.schema.validation": (
+        "false",
+        _boolean,
+        "refuse values not written with a schema of <topic>-value",
+    ),
+    "confluent.key.schema.validation": (
+        "false",
+        _boolean,
+        "refuse keys not written with a schema of <topic>-key",
+    ),
 }
 
 
@@ -191,3 +210,11 @@ class TopicConfig:
     @property
     def log_append_time(self) -> bool:
         return self.get("message.timestamp.type") == "LogAppendTime"
+
+    @property
+    def schema_validation(self) -> tuple[bool, bool]:
+        """(keys, values): whether produced keys and values must name a registered schema."""
+        return (
+            self.get("confluent.key.schema.validation") == "true",
+            self.get("confluent.value.schema.validation") == "true",
+        )

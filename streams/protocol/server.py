@@ -54,7 +54,13 @@ from streams.errors import ProtocolError
 from streams.protocol import audit, authz, codec
 from streams.protocol.audit import AuditEvent, AuditSink
 from streams.protocol.handlers import APIS, SUPPORTED_VERSIONS
-from streams.protocol.handlers.common import BrokerContext, CloseConnection, Deferred, ErrorCode
+from streams.protocol.handlers.common import (
+    BrokerContext,
+    CloseConnection,
+    Deferred,
+    ErrorCode,
+    RecordCheck,
+)
 from streams.protocol.handlers.metadata import handle_api_versions
 from streams.protocol.notify import AppendNotifier
 from streams.protocol.security import (
@@ -116,10 +122,18 @@ class ListenerConfig:
 
 
 class KafkaListener:
-    def __init__(self, store, coordinator, config: ListenerConfig | None = None):
+    def __init__(
+        self,
+        store,
+        coordinator,
+        config: ListenerConfig | None = None,
+        *,
+        record_check: RecordCheck | None = None,
+    ):
         self.store = store
         self.coordinator = coordinator
         self.config = config or ListenerConfig()
+        self.record_check = record_check  # produced record sets checked before they are written
         self.transactions: TransactionCoordinator | None = None  # made by _open
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -204,6 +218,7 @@ class KafkaListener:
             executor=self._executor,
             cluster_id=_cluster_id(self.store.path),
             auth_executor=self._auth_executor,
+            record_check=self.record_check,
         )
         try:
             self._server = await asyncio.start_server(

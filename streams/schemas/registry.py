@@ -493,6 +493,12 @@ class SchemaRegistry:
                 key=lambda v: (v.subject, v.version),
             )
 
+    def subject_ids(self, subject: str) -> frozenset[int]:
+        """The schema ids of the subject's live versions (a produce's schema validation)."""
+        with self._lock:
+            vers = self._state.versions.get(subject, {}).values()
+            return frozenset(v.id for v in vers if not v.deleted)
+
     def describe(self, schema_id: int) -> tuple[str, int] | None:
         """The first live (subject, version) holding the id (else a deleted one), for
         display; None for an unknown id."""

@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from streams.errors import (
     CorruptRecord,
@@ -169,6 +169,13 @@ class CloseConnection(Exception):
     acks=0 produce, which has no response to carry the error)."""
 
 
+class RecordCheck(Protocol):
+    """A check of a produced record set before it is written: the reason it is refused
+    (answered as INVALID_RECORD with that message), or None to write it."""
+
+    def __call__(self, topic: str, partition: int, data: bytes) -> str | None: ...
+
+
 @dataclasses.dataclass
 class BrokerContext:
     store: LogStore
@@ -181,6 +188,7 @@ class BrokerContext:
     host: str = "127.0.0.1"
     port: int = 9092
     auth_executor: Executor | None = None  # SASL checks and role look-ups (see server)
+    record_check: RecordCheck | None = None  # e.g. schema validation (confluent.*.validation)
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking engine call (fsync, topic creation) on the listener's thread pool."""

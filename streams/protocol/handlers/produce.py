@@ -162,8 +162,12 @@ def _produce_partition(ctx, req, topic, partition, records, syncs, verify) -> Pa
         return PartitionResult(partition, ErrorCode.UNSUPPORTED_VERSION)
     if is_internal(topic):
         return PartitionResult(partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    data = bytes(records or b"")
+    if ctx.record_check is not None:
+        problem = ctx.record_check(topic, partition, data)
+        if problem is not None:
+            return PartitionResult(partition, ErrorCode.INVALID_RECORD, message=problem)
     try:
-        data = bytes(records or b"")
         done = ctx.store.produce(topic, partition, data, verify)
     except TidelogError as exc:
         return PartitionResult(partition, domain_error_code(exc), message=str(exc))
