@@ -81,6 +81,7 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
@@ -281,7 +282,16 @@ def tidelog_job(workload: str, inputs: list[str], output: str):
     from streams.jobs import JSON, TEXT, Count, Job, Sum, Tumbling
 
     job = Job(f"bench-{workload}-{uuid.uuid4().hex[:8]}")
-    if workload == "window":
+    if workload == "avro-window":  # Avro values read with their writer's schema (registry)
+        from streams.jobs.serde import Avro
+
+        (
+            job.stream(inputs[0], value=Avro(f"{inputs[0]}-value"))
+            .window(Tumbling(SIZE_MS))
+            .aggregate(count=Count(), sum=Sum("v"))
+            .to(output, key=TEXT)
+        )
+    elif workload == "window":
         (
             job.stream(inputs[0], value=JSON)
             .window(Tumbling(SIZE_MS))
@@ -358,7 +368,12 @@ def kafka_runner_available() -> str | None:
 
 
 def tidelog_kafka_run(
-    workload: str, bootstrap: str, inputs: list[str], expect: int, guarantee: str
+    workload: str,
+    bootstrap: str,
+    inputs: list[str],
+    expect: int,
+    guarantee: str,
+    extra: Sequence[str] = (),
 ) -> tuple[float, float, list]:
     """``tests/bench/tidelog_jobs.py``: a worker process like ``python -m streams.jobs run``
     (a ``Runner`` over ``KafkaLog``) against the listener, as Quix runs."""
@@ -369,6 +384,7 @@ def tidelog_kafka_run(
         "--bootstrap", bootstrap, "--inputs", *inputs, "--output", out,
         "--expect", str(expect), "--guarantee", guarantee,
         "--join-grace-ms", str(expect // 2 + 1000),  # the span of the join input's timestamps
+        *extra,
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=REPO_ROOT)
     if done.returncode != 0:
@@ -398,7 +414,13 @@ def quix_available() -> str | None:
 
 
 def quix_run(
-    workload: str, bootstrap: str, inputs: list[str], expect: int, guarantee: str, tmp: str
+    workload: str,
+    bootstrap: str,
+    inputs: list[str],
+    expect: int,
+    guarantee: str,
+    tmp: str,
+    extra: Sequence[str] = (),
 ) -> tuple[float, float, list]:
     from streams.librdkafka import FETCH_DEFAULTS
 
@@ -413,6 +435,7 @@ def quix_run(
         "--within-ms", str(WITHIN_MS),
         # the same consumer settings as the Tidelog worker's (KafkaLog's defaults)
         "--consumer-config", json.dumps(FETCH_DEFAULTS),
+        *extra,
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:

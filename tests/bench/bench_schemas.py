@@ -17,13 +17,13 @@ Rows:
 - the produce path's validation cost: 1 KB Avro records through the Kafka port
   (confluent-kafka's producer) to a topic with ``confluent.value.schema.validation=true``
   against the same to one without, target ≤ 15 % (the ratio ≥ 0.85);
-- an Avro job against Quix Streams, when its module is present (``schemas_jobs``).
+- a job reading Avro through the registry, Tidelog's worker against Quix Streams' with its
+  ``AvroDeserializer``, target ≥ 10× (``tests/bench/schemas_jobs.py``).
 """
 
 from __future__ import annotations
 
 import http.client
-import importlib
 import io
 import json
 import os
@@ -271,7 +271,7 @@ def validation_rows(total: int) -> list[Row]:
             assert 1000 <= len(values[0]) <= 1100
             broker.store.create_topic("checked", 1, {"confluent.value.schema.validation": "true"})
             broker.store.create_topic("plain", 1)
-            bootstrap = "%s:%d" % broker.kafka_address
+            bootstrap = "{}:{}".format(*broker.kafka_address)
             times: dict[str, list[float]] = {"checked": [], "plain": []}
             for _ in range(RUNS):
                 for topic in ("plain", "checked"):
@@ -288,20 +288,13 @@ def validation_rows(total: int) -> list[Row]:
     ]  # fmt: skip
 
 
-def _optional_rows(module: str, function: str, *args) -> list[Row]:
-    try:
-        mod = importlib.import_module(f"tests.bench.{module}")
-    except ImportError:
-        log(f"{NAME}: {module} not present: its rows are skipped")
-        return []
-    return getattr(mod, function)(*args)
-
-
 def main() -> list[Row]:
+    from tests.bench.schemas_jobs import avro_job_rows
+
     rows = scan_rows(scaled(1_000_000, 5_000))
     rows += lookup_rows(scaled(500, 50))
     rows += validation_rows(scaled(200_000, 5_000))
-    rows += _optional_rows("schemas_jobs", "avro_job_rows", scaled(200_000, 5_000))
+    rows += avro_job_rows(scaled(200_000, 5_000))
     print_table(rows)
     write_results(NAME, rows)
     return rows

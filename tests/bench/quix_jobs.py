@@ -14,6 +14,9 @@ settings the Tidelog worker's consumer has (``--consumer-config``: ``fetch.queue
 ``streams.librdkafka.FETCH_DEFAULTS``):
 
 - ``window``: ``tumbling_window(size).agg(count=Count(), sum=Sum("v")).final()`` to OUT;
+- ``avro-window``: the same over Avro values in Confluent's wire format, read with Quix's
+  ``AvroDeserializer`` given the registry (``--schema-registry URL``; Confluent's
+  deserializer underneath);
 - ``join``: ``left.join_interval(right, backward_ms=W, forward_ms=W)`` (inner) to OUT, merged
   as ``[left, right]``.
 
@@ -34,7 +37,7 @@ import time
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("job", choices=("window", "join"))
+    ap.add_argument("job", choices=("window", "join", "avro-window"))
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--group", required=True)
     ap.add_argument("--inputs", nargs="+", required=True)
@@ -45,6 +48,7 @@ def main() -> None:
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--size-ms", type=int, default=1000)
     ap.add_argument("--within-ms", type=int, default=500)
+    ap.add_argument("--schema-registry", help="the registry of avro-window's values")
     args = ap.parse_args()
 
     from quixstreams import Application
@@ -72,8 +76,16 @@ def main() -> None:
         consumer_extra_config=json.loads(args.consumer_config),
     )
     out = app.topic(args.output, key_serializer="bytes", value_serializer="json")
-    if args.job == "window":
-        src = app.topic(args.inputs[0], key_deserializer="bytes", value_deserializer="json")
+    if args.job in ("window", "avro-window"):
+        values = "json"
+        if args.job == "avro-window":  # Confluent's AvroDeserializer with the registry's schema
+            from quixstreams.models.serializers.avro import AvroDeserializer
+            from quixstreams.models.serializers.schema_registry import SchemaRegistryClientConfig
+
+            values = AvroDeserializer(
+                schema_registry_client_config=SchemaRegistryClientConfig(url=args.schema_registry)
+            )
+        src = app.topic(args.inputs[0], key_deserializer="bytes", value_deserializer=values)
         sdf = app.dataframe(src)
         sdf = sdf.tumbling_window(args.size_ms).agg(count=Count(), sum=Sum("v")).final()
         sdf.to_topic(out)

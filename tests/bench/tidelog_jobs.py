@@ -31,14 +31,19 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("job", choices=("window", "join"))
+    ap.add_argument("job", choices=("window", "join", "avro-window"))
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--inputs", nargs="+", required=True)
     ap.add_argument("--output", required=True)
     ap.add_argument("--expect", type=int, required=True)
     ap.add_argument("--guarantee", default="at-least-once")
     ap.add_argument("--join-grace-ms", type=int, default=0)
+    ap.add_argument("--schema-registry", help="the registry of avro-window's values")
     args = ap.parse_args()
+    if args.schema_registry:  # as python -m streams.jobs run --schema-registry does
+        import os
+
+        os.environ["TIDELOG_SCHEMA_REGISTRY"] = args.schema_registry
 
     from streams.jobs.kafka import KafkaLog
     from streams.jobs.runner import Runner
