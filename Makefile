@@ -29,9 +29,11 @@ SYSTEM_PACKAGES := chromium fonts-dejavu-core redis-server kcat nodejs npm postg
 #                              take_messages; test_ckafka.py)
 #   streams/jobs/_cstate       a memory-backed store's changelog records at a commit (else
 #                              state.py's _take_memory; test_cstate.py)
+#   streams/schemas/_cavro     Avro values in the wire format, by a compiled schema program
+#                              (else fastavro; test_cavro.py)
 NATIVE := streams/log/_cdecode.so streams/processing/_cwindow.so streams/jobs/_crecords.so \
 	streams/jobs/_cepchain.so streams/jobs/_cjoin.so streams/jobs/_ckafka.so \
-	streams/jobs/_cstate.so
+	streams/jobs/_cstate.so streams/schemas/_cavro.so
 
 .PHONY: run test soak bench lint venv system-deps node-deps native
 

@@ -161,6 +161,9 @@ class _RegistrySerde:
             return self._writer
 
 
+_SAME_SCHEMA = ()  # a record written with the serde's own schema: read as is
+
+
 class Avro(_RegistrySerde):
     """Avro under `subject` (see the module's docstring)."""
 
@@ -191,12 +194,17 @@ class Avro(_RegistrySerde):
             if pair is None:
                 writer = self.registry.parsed(schema_id)
                 reader = self.writer()[1]
-                convert = jsonable if has_non_json_types(reader) else None
-                pair = self._resolved[schema_id] = (
-                    AvroFormat.fastavro(writer.obj, writer.references),
-                    AvroFormat.fastavro(reader.obj, reader.references),
-                    convert,
-                )
+                if writer.canonical == reader.canonical:
+                    pair = self._resolved[schema_id] = _SAME_SCHEMA
+                else:
+                    convert = jsonable if has_non_json_types(reader) else None
+                    pair = self._resolved[schema_id] = (
+                        AvroFormat.fastavro(writer.obj, writer.references),
+                        AvroFormat.fastavro(reader.obj, reader.references),
+                        convert,
+                    )
+            if pair is _SAME_SCHEMA:  # nothing to resolve: the registry's (compiled) reader
+                return self._read(data)
             buf = io.BytesIO(data)
             buf.seek(5)
             value = schemaless_reader(buf, pair[0], pair[1])

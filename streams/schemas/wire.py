@@ -184,10 +184,28 @@ def build_reader(parsed: ParsedSchema) -> Reader:
 def _avro_reader(parsed: ParsedSchema) -> Reader:
     from fastavro import schemaless_reader
 
+    from streams.schemas import avro_program
     from streams.schemas.formats import AvroFormat
 
     schema = AvroFormat.fastavro(parsed.obj, parsed.references)
     convert = jsonable if has_non_json_types(parsed) else _same
+    compiled = avro_program.reader(parsed.obj, [d.obj for d in parsed.dependencies()])
+    if compiled is not None:  # streams/schemas/_cavro.pyx: fastavro's values, faster
+
+        def read_compiled(data: bytes, pos: int):
+            try:
+                value, end = compiled(data, pos)
+            except EOFError:
+                raise Undecodable("truncated: the Avro payload ends before its record") from None
+            except ValueError as exc:  # UnicodeDecodeError too
+                raise Undecodable(f"not Avro of this schema: {exc}") from None
+            if end != len(data):
+                raise Undecodable(
+                    f"not Avro of this schema: {len(data) - end} bytes are left after the record"
+                )
+            return convert(value), None
+
+        return read_compiled
 
     def read(data: bytes, pos: int):
         buf = io.BytesIO(data)
