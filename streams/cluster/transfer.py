@@ -28,7 +28,9 @@ CSV (``.csv``, RFC 4180, UTF-8): line 1 is ``# tidelog export: {the same JSON}``
 ``tail -n +2``, pandas ``skiprows=1``), then a header row, one row per record, and a last line
 ``# tidelog export end: {...}``. Columns: partition, offset, timestamp (ms), timestamp_utc (ISO
 8601), key, key_encoding, value, value_encoding (``utf-8``, ``base64`` or ``null``), headers
-(the JSON array of the JSON Lines form).
+(the JSON array of the JSON Lines form), then key_decoded, value_decoded and value_schema: the
+JSON of the JSON Lines form's fields for a key or value read through the schema registry,
+empty otherwise.
 
 `parse_jsonl` reads a JSON Lines export (or any file of such record lines; the first and last
 lines are optional) into `ProduceRequest`s, all or nothing: every bad line is reported with its
@@ -206,11 +208,14 @@ class ExportRun:
                 "value",
                 "value_encoding",
                 "headers",
+                "key_decoded",
+                "value_decoded",
+                "value_schema",
             ]
         )
         yield flush()
         for r in self.records():
-            obj = record_object(r)
+            obj = record_object(r, self.decoder)
             when = datetime.fromtimestamp(r.timestamp_ms / 1000, UTC)
             writer.writerow(
                 [
@@ -221,6 +226,9 @@ class ExportRun:
                     *_csv_field(obj, "key"),
                     *_csv_field(obj, "value"),
                     json.dumps(obj["headers"], ensure_ascii=False),
+                    _csv_json(obj.get("key_decoded"), "key_decoded" in obj),
+                    _csv_json(obj.get("value_decoded"), "value_decoded" in obj),
+                    _csv_json(obj.get("value_schema"), "value_schema" in obj),
                 ]
             )
             if buf.tell() >= CHUNK_BYTES:
@@ -228,6 +236,10 @@ class ExportRun:
         end = json.dumps(self.summary.as_dict())
         buf.write(f"# tidelog export end: {end}\r\n")
         yield flush()
+
+
+def _csv_json(value, present: bool) -> str:
+    return json.dumps(value, ensure_ascii=False) if present else ""
 
 
 def _csv_field(obj: dict, name: str) -> tuple[str, str]:

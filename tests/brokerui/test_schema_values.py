@@ -6,6 +6,7 @@ export carries the decoded value beside the exact bytes."""
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import io
 import json
@@ -102,6 +103,19 @@ def test_the_jsonl_export_has_the_decoded_value_and_the_exact_bytes(viewer_clien
     stored = broker.store.read("orders", 0, 0, 1)[0].value
     assert base64.b64decode(first["value_base64"]) == stored
     assert "value_decoded" not in records[6] and base64.b64decode(records[6]["value_base64"])
+
+
+def test_the_csv_export_has_decoded_columns(viewer_client, orders):
+    response = viewer_client.get(
+        reverse("console:messages_export", args=["orders"]), {"seek": "oldest", "format": "csv"}
+    )
+    text = b"".join(response.streaming_content).decode("utf-8")
+    body = text.split("\r\n", 1)[1].rsplit("# tidelog export end: ", 1)[0]
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert rows[0]["value_encoding"] == "base64"  # the exact bytes stay
+    assert json.loads(rows[0]["value_decoded"]) == {"id": "o-0", "amount": 0.0, "customer": "c0"}
+    assert json.loads(rows[0]["value_schema"])["subject"] == "orders-value"
+    assert rows[6]["value_decoded"] == "" and rows[0]["key_decoded"] == ""  # unknown id; raw key
 
 
 def test_display_without_a_registry_shows_bytes(orders):
