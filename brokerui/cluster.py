@@ -77,9 +77,9 @@ def external_panel_jobs():
             # clients of their own: a panel's backfill never queues the console's browsing
             # behind it on the shared reader, and the cluster sees who reads (client.id)
             cluster = KafkaCluster.from_url(url, client_config={"client.id": "tidelog-panels"})
-            from brokerui.schemas import console_decoder
+            from brokerui.schemas import console_reading
 
-            jobs = PanelJobs(ClusterSource(cluster), decoder=console_decoder())
+            jobs = PanelJobs(ClusterSource(cluster), reading=console_reading())
             running = _panels[url] = (jobs.start(), cluster)
         return running[0]
 

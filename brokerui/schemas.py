@@ -5,6 +5,11 @@ The built-in one (the broker's ``_schemas``) by default; an external registry wh
 HTTP Basic, Confluent's ``basic.auth.user.info``), which is how the console reads an external
 cluster's Avro and Protobuf; on an external cluster without one, values are shown as bytes.
 One decoder per process and registry, so schemas are fetched and parsed once per id.
+
+A topic's key or value may also be mapped to a schema without the wire format
+(``streams.schemas.mapping``): `console_reading` reads each topic with its mapping or the wire
+format; on the built-in broker the broker's own book (which its panels read too), on an
+external cluster a book in ``TIDELOG_DATA_DIR`` of the console's own.
 """
 
 from __future__ import annotations
@@ -13,10 +18,51 @@ import threading
 
 from django.conf import settings
 
+from streams.schemas.mapping import MappingBook, TopicReading
 from streams.schemas.wire import SchemaDecoder
 
 _lock = threading.Lock()
 _decoders: dict[object, SchemaDecoder] = {}
+_readings: dict[object, TopicReading] = {}
+
+
+def console_reading() -> TopicReading:
+    """How the console reads each topic's keys and values (its mapping, else the wire
+    format through the registry)."""
+    from brokerui.cluster import is_external
+
+    if not is_external() and not getattr(settings, "TIDELOG_SCHEMA_REGISTRY", None):
+        from brokerui.broker import get_broker
+
+        return get_broker().reading
+    decoder = console_decoder()
+    key = (
+        getattr(settings, "TIDELOG_SCHEMA_REGISTRY", None),
+        getattr(settings, "TIDELOG_CLUSTER", None),
+        str(settings.TIDELOG_DATA_DIR),
+    )
+    with _lock:
+        reading = _readings.get(key)
+        if reading is None:
+            reading = _readings[key] = TopicReading(decoder, _console_book())
+        return reading
+
+
+def _console_book() -> MappingBook:
+    from pathlib import Path
+
+    from streams.broker.runtime import MAPPINGS_FILE
+
+    if not getattr(settings, "TIDELOG_CLUSTER", None):  # the built-in broker's, shared
+        from brokerui.broker import get_broker
+
+        return get_broker().reading.book
+    return MappingBook(Path(settings.TIDELOG_DATA_DIR) / MAPPINGS_FILE)
+
+
+def mapping_book() -> MappingBook:
+    """Where the console's topic mappings are kept (see the module's docstring)."""
+    return console_reading().book  # type: ignore[return-value]
 
 
 def console_decoder() -> SchemaDecoder | None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from streams.schemas import RegistryConfig
 
 log = logging.getLogger(__name__)
+MAPPINGS_FILE = "schema-mappings.json"  # topics mapped to a schema without the wire format
 
 
 class Broker:
@@ -51,6 +52,7 @@ class Broker:
         self._jobs = jobs
         self._listener = None  # the Kafka listener, set by open()
         self._schemas = None  # the SchemaRegistry, made on first use (``schemas``)
+        self._reading = None  # its TopicReading with the topics' schema mappings (``reading``)
         self._registry_server = None  # its REST API, once started
         self._capture = None  # CaptureSources, made on first use (``capture``)
         self._closed = False
@@ -88,6 +90,7 @@ class Broker:
         from streams.log import LogStore
         from streams.processing.panels import PanelJobs
         from streams.schemas import SchemaRegistry, StoreSchemaLog
+        from streams.schemas.mapping import MappingBook, TopicReading, use_mappings
         from streams.schemas.serdes import use_registry
 
         data_dir = Path(data_dir)
@@ -97,6 +100,8 @@ class Broker:
         try:
             schemas = SchemaRegistry(StoreSchemaLog(store))  # rebuilt from _schemas now
             use_registry(schemas)  # the registry of the jobs run in this process
+            reading = TopicReading(schemas.decoder, MappingBook(data_dir / MAPPINGS_FILE))
+            use_mappings(reading.book)  # topics mapped to a schema without the wire format
             coordinator = GroupCoordinator(store, **(coordinator_options or {})).start()
             if health:
                 monitor = GroupHealthMonitor(store, coordinator)
@@ -104,7 +109,7 @@ class Broker:
                 monitor.start()
             if metrics:
                 hub = MetricsHub(store, coordinator).start()
-                panels = PanelJobs(store, decoder=schemas.decoder).start()
+                panels = PanelJobs(store, reading=reading).start()
             traffic = DemoTraffic(store, coordinator=coordinator, schemas=schemas) if demo else None
             if traffic is not None:
                 traffic.start()
@@ -121,6 +126,7 @@ class Broker:
             raise
         broker = cls(data_dir, store, coordinator, traffic, hub, panels, monitor, alerts, jobs)
         broker._schemas = schemas
+        broker._reading = reading
         if kafka_listener is not None:
             broker.start_kafka_listener(kafka_listener)
         log.info("broker started on %s (demo traffic %s)", data_dir, "on" if demo else "off")
@@ -157,6 +163,25 @@ class Broker:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def reading(self):
+        """How the console and panels read each topic's keys and values: the topic's schema
+        mapping (``streams.schemas.mapping``, kept in <data dir>/schema-mappings.json) or the
+        registry's wire format."""
+        with self._close_lock:
+            reading = self._reading
+        if reading is None:
+            from streams.schemas.mapping import MappingBook, TopicReading
+
+            reading = TopicReading(
+                self.schemas.decoder, MappingBook(Path(self.data_dir) / MAPPINGS_FILE)
+            )
+            with self._close_lock:
+                if self._reading is None:
+                    self._reading = reading
+                reading = self._reading
+        return reading
 
     @property
     def schemas(self):
@@ -283,6 +308,11 @@ class Broker:
             from streams.schemas.serdes import release_registry
 
             release_registry(self._schemas)
+        if self._reading is not None:
+            from streams.schemas.mapping import process_mappings, use_mappings
+
+            if process_mappings() is self._reading.book:
+                use_mappings(None)
         log.info("broker on %s closed", self.data_dir)
 
     def __enter__(self) -> Broker:

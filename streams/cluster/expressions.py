@@ -130,15 +130,19 @@ class RecordPredicate(Protocol):
 
     def matches(self, record: FilterRecord, partition: int) -> bool: ...
 
-    def reading_with(self, decoder: ValueDecoder | None) -> RecordPredicate:
-        """The same predicate, reading values (and keys) in the schema registry's wire
-        format with `decoder` (None: as bytes)."""
+    def reading_with(
+        self, value: ValueDecoder | None, key: ValueDecoder | None = None
+    ) -> RecordPredicate:
+        """The same predicate, reading values with `value` and keys with `key` (the topic's
+        ``streams.schemas.mapping.PartDecoder``s; None: as bytes)."""
         ...
 
 
 class ValueDecoder(Protocol):
-    """Wire-format bytes to a value (``streams.schemas.wire.SchemaDecoder.value``); raises
-    ``ValueError`` (``Undecodable``) for bytes it cannot read."""
+    """A topic's keys or values to a value (``streams.schemas.mapping.PartDecoder``);
+    `value` raises ``ValueError`` (``Undecodable``) for bytes it cannot read."""
+
+    def handles(self, data: bytes | None) -> bool: ...
 
     def value(self, data: bytes) -> Any: ...
 
@@ -197,17 +201,23 @@ class CelPredicate:
     wanted: frozenset[str]
     errors: int = 0
     first_error: str | None = None
-    decoder: ValueDecoder | None = None
+    value_decoder: ValueDecoder | None = None
+    key_decoder: ValueDecoder | None = None
 
-    def reading_with(self, decoder: ValueDecoder | None) -> CelPredicate:
-        return dataclasses.replace(self, decoder=decoder, errors=0, first_error=None)
+    def reading_with(
+        self, value: ValueDecoder | None, key: ValueDecoder | None = None
+    ) -> CelPredicate:
+        return dataclasses.replace(
+            self, value_decoder=value, key_decoder=key, errors=0, first_error=None
+        )
 
-    def _decoded(self, data: bytes | None, plain):
-        """A wire-format value read with the registry; other bytes (and undecodable ones,
-        which stay bytes) as `plain` reads them."""
-        if self.decoder is not None and data is not None and len(data) >= 5 and data[0] == 0:
+    @staticmethod
+    def _decoded(data: bytes | None, decoder: ValueDecoder | None, plain):
+        """Bytes the decoder reads (wire format, or a mapped topic's), decoded; others (and
+        undecodable ones, which stay bytes) as `plain` reads them."""
+        if decoder is not None and decoder.handles(data):
             try:
-                return self.decoder.value(data)
+                return decoder.value(data)  # type: ignore[arg-type]
             except ValueError:
                 return data
         return plain(data)
@@ -216,9 +226,9 @@ class CelPredicate:
         wanted = self.wanted
         variables: dict = {}
         if "key" in wanted:
-            variables["key"] = self._decoded(record.key, _text_or_bytes)
+            variables["key"] = self._decoded(record.key, self.key_decoder, _text_or_bytes)
         if "value" in wanted:
-            variables["value"] = self._decoded(record.value, _json_or_text)
+            variables["value"] = self._decoded(record.value, self.value_decoder, _json_or_text)
         if "headers" in wanted:
             variables["headers"] = {k: _text_or_bytes(v) for k, v in record.headers}
         if "partition" in wanted:

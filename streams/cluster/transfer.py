@@ -86,13 +86,16 @@ def _field(name: str, data: bytes | None) -> dict:
 
 
 class RecordDecoder(Protocol):
-    """Reads wire-format bytes (``streams.schemas.wire.SchemaDecoder``); raises ValueError."""
+    """Reads a topic's keys or values with a schema (``streams.schemas.mapping.PartDecoder``:
+    the wire format, or the topic's mapped schema); `decode` raises ValueError."""
+
+    def handles(self, data: bytes | None) -> bool: ...
 
     def decode(self, data: bytes) -> Any: ...
 
 
 def _schema_field(name: str, data: bytes | None, decoder: RecordDecoder | None) -> dict:
-    if decoder is None or data is None or len(data) < 5 or data[0] != 0:
+    if decoder is None or data is None or not decoder.handles(data):
         return _field(name, data)
     exact = {f"{name}_base64": base64.b64encode(data).decode("ascii")}
     try:
@@ -100,17 +103,23 @@ def _schema_field(name: str, data: bytes | None, decoder: RecordDecoder | None) 
     except ValueError:
         return exact
     schema = {"id": d.schema_id, "type": d.schema_type, "subject": d.subject, "version": d.version}
+    if d.mapping:
+        schema["mapping"] = d.mapping
     return exact | {f"{name}_decoded": d.value, f"{name}_schema": schema}
 
 
-def record_object(r: BrowsedRecord, decoder: RecordDecoder | None = None) -> dict:
+def record_object(
+    r: BrowsedRecord,
+    value_decoder: RecordDecoder | None = None,
+    key_decoder: RecordDecoder | None = None,
+) -> dict:
     """One record as the JSON Lines export writes it."""
     return {
         "partition": r.partition,
         "offset": r.offset,
         "timestamp": r.timestamp_ms,
-        **_schema_field("key", r.key, decoder),
-        **_schema_field("value", r.value, decoder),
+        **_schema_field("key", r.key, key_decoder),
+        **_schema_field("value", r.value, value_decoder),
         "headers": [{"name": k, **_field("value", v)} for k, v in r.headers],
     }
 
@@ -138,9 +147,11 @@ class ExportRun:
         request: BrowseRequest,
         query: dict,
         now: datetime | None = None,
-        decoder: RecordDecoder | None = None,
+        value_decoder: RecordDecoder | None = None,
+        key_decoder: RecordDecoder | None = None,
     ):
-        self.browse, self.request, self.decoder = browse, request, decoder
+        self.browse, self.request = browse, request
+        self.decoders = (value_decoder, key_decoder)
         self.first = browse(request)
         ends = dict(request.until)
         self.range = [
@@ -179,7 +190,7 @@ class ExportRun:
         """The JSON Lines file in pieces of about CHUNK_BYTES."""
         buf = bytearray(_json_line({"tidelog_export": self.meta}))
         for r in self.records():
-            buf += _json_line(record_object(r, self.decoder))
+            buf += _json_line(record_object(r, *self.decoders))
             if len(buf) >= CHUNK_BYTES:
                 yield bytes(buf)
                 buf.clear()
@@ -215,7 +226,7 @@ class ExportRun:
         )
         yield flush()
         for r in self.records():
-            obj = record_object(r, self.decoder)
+            obj = record_object(r, *self.decoders)
             when = datetime.fromtimestamp(r.timestamp_ms / 1000, UTC)
             writer.writerow(
                 [

@@ -310,11 +310,17 @@ class SavedSearches:
 
 
 def _value_serde(topic: str):
-    """JSON, unless the registry has a subject for the topic's values (``<topic>-value``):
-    then values in its wire format are decoded too (the compiled JSON path is for JSON only)."""
+    """The topic's mapped schema when its values are mapped to one (``streams.schemas.
+    mapping``); else JSON, unless the registry has a subject for the topic's values
+    (``<topic>-value``): then values in its wire format are decoded too (the compiled JSON
+    path is for JSON only)."""
+    from streams.schemas.mapping import MappedValues, process_mappings
     from streams.schemas.serdes import RegistryOrJson, process_registry
 
     registry = process_registry()
+    book = process_mappings()
+    if book is not None and book.get(topic, "value") is not None:
+        return MappedValues(book, topic, registry)
     try:
         if registry is not None and f"{topic}-value" in registry.subjects():
             return RegistryOrJson(registry)

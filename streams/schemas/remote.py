@@ -58,6 +58,9 @@ class RemoteRegistry:
     def subjects(self) -> list[str]:
         return sorted(self.client.get_subjects())
 
+    def versions(self, subject: str) -> list[int]:
+        return sorted(self.client.get_versions(subject))
+
     def version_id(self, subject: str, version: str | int) -> int:
         if str(version) == "latest":
             return self.latest_id(subject)

@@ -53,11 +53,12 @@ class SchemaSource(Protocol):
 @dataclasses.dataclass(frozen=True)
 class Decoded:
     value: Any  # plain JSON-able Python: dicts, lists, str, int, float, bool, None
-    schema_id: int
+    schema_id: int | None  # None: read with a mapped schema that is not a registered one
     schema_type: str
     subject: str | None = None
     version: int | None = None
     message: str | None = None  # Protobuf: the full name of the message type
+    mapping: str | None = None  # read without the wire format, with this mapped schema
 
 
 def is_wire_format(data: bytes | None) -> bool:
@@ -140,6 +141,10 @@ class SchemaDecoder:
         self.source = source
         self._lock = threading.Lock()
         self._readers: dict[int, tuple[str, Reader]] = {}
+
+    def handles(self, data: bytes | None) -> bool:
+        """Whether `data` is for this decoder: bytes in the wire format."""
+        return is_wire_format(data)
 
     def decode(self, data: bytes) -> Decoded:
         schema_id = header(data)
@@ -253,30 +258,56 @@ def _json_reader(data: bytes, pos: int):
 def protobuf_pool(parsed: ParsedSchema):
     """A descriptor pool holding the schema's file, its references and the well-known types it
     imports, and the file's descriptor in it."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf import descriptor_pool
 
-    pool = descriptor_pool.DescriptorPool()
-    added: set[str] = set()
     by_name = {d.obj.name: d.obj for d in parsed.dependencies()}
     names = {name: ref.obj for name, ref in _flat_refs(parsed).items()}
-
-    def add(file: descriptor_pb2.FileDescriptorProto, name: str) -> None:
-        if name in added:
-            return
-        for dep in file.dependency:
-            found = names.get(dep) or by_name.get(dep) or _well_known(dep)
-            if found is None:
-                raise Undecodable(f"the Protobuf schema imports {dep!r}, which is not known")
-            add(found, dep)
-        copy = descriptor_pb2.FileDescriptorProto()
-        copy.CopyFrom(file)
-        copy.name = name
-        pool.Add(copy)
-        added.add(name)
-
+    pool = descriptor_pool.DescriptorPool()
     root = parsed.obj.name or "schema.proto"
-    add(parsed.obj, root)
+    _add_file(pool, set(), parsed.obj, root, lambda dep: names.get(dep) or by_name.get(dep))
     return pool, pool.FindFileByName(root)
+
+
+def descriptor_set_pool(data: bytes):
+    """A descriptor pool of a serialized ``FileDescriptorSet`` (as ``protoc --include_imports
+    --descriptor_set_out`` writes it; well-known types it imports but leaves out are added),
+    and its files' descriptors; `Undecodable` when it is not one."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf.message import DecodeError
+
+    files = descriptor_pb2.FileDescriptorSet()
+    try:
+        files.ParseFromString(data)
+    except DecodeError as exc:
+        raise Undecodable(f"not a Protobuf FileDescriptorSet: {exc}") from None
+    if not files.file:
+        raise Undecodable("not a Protobuf FileDescriptorSet: it holds no files")
+    by_name = {f.name: f for f in files.file}
+    pool, added = descriptor_pool.DescriptorPool(), set()
+    for file in files.file:
+        try:
+            _add_file(pool, added, file, file.name, by_name.get)
+        except TypeError as exc:  # the pool refuses a file (a duplicate symbol...)
+            raise Undecodable(f"the descriptor set's {file.name!r}: {exc}") from None
+    return pool, [pool.FindFileByName(f.name) for f in files.file]
+
+
+def _add_file(pool, added: set[str], file, name: str, find) -> None:
+    """Add `file` to `pool` as `name`, after its imports (`find` gives an import's file)."""
+    from google.protobuf import descriptor_pb2
+
+    if name in added:
+        return
+    for dep in file.dependency:
+        found = find(dep) or _well_known(dep)
+        if found is None:
+            raise Undecodable(f"the Protobuf schema imports {dep!r}, which is not known")
+        _add_file(pool, added, found, dep, find)
+    copy = descriptor_pb2.FileDescriptorProto()
+    copy.CopyFrom(file)
+    copy.name = name
+    pool.Add(copy)
+    added.add(name)
 
 
 def _flat_refs(parsed: ParsedSchema) -> dict[str, ParsedSchema]:
@@ -322,26 +353,35 @@ def message_descriptor(file, indexes: tuple[int, ...]):
 
 
 def _protobuf_reader(parsed: ParsedSchema) -> Reader:
-    from google.protobuf import json_format, message_factory
-    from google.protobuf.message import DecodeError
-
     pool, file = protobuf_pool(parsed)
-    classes: dict[tuple[int, ...], Any] = {}
+    readers: dict[tuple[int, ...], Reader] = {}
 
     def read(data: bytes, pos: int):
         indexes, start = read_indexes(data, pos)
-        cls = classes.get(indexes)
-        if cls is None:
-            cls = classes[indexes] = message_factory.GetMessageClass(
-                message_descriptor(file, indexes)
-            )
+        reader = readers.get(indexes)
+        if reader is None:
+            reader = readers[indexes] = protobuf_message_reader(message_descriptor(file, indexes))
+        return reader(data, start)
+
+    return read
+
+
+def protobuf_message_reader(descriptor) -> Reader:
+    """A reader of one message type's bytes from a position, as JSON's values."""
+    from google.protobuf import json_format, message_factory
+    from google.protobuf.message import DecodeError
+
+    cls = message_factory.GetMessageClass(descriptor)
+    full_name = descriptor.full_name
+
+    def read(data: bytes, pos: int):
         message = cls()
         try:
-            message.ParseFromString(data[start:])
+            message.ParseFromString(data[pos:] if pos else data)
         except DecodeError as exc:
-            raise Undecodable(f"not Protobuf of {cls.DESCRIPTOR.full_name}: {exc}") from None
+            raise Undecodable(f"not Protobuf of {full_name}: {exc}") from None
         value = json_format.MessageToDict(message, preserving_proto_field_name=True)
-        return value, cls.DESCRIPTOR.full_name
+        return value, full_name
 
     return read
 

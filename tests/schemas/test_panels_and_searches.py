@@ -9,6 +9,7 @@ import json
 from streams.processing.panels import PanelJobs, PanelSpec
 from streams.processing.panels.sample import check_sample
 from streams.processing.testing import ManualClock
+from streams.schemas.mapping import TopicReading
 from streams.schemas.serdes import Avro
 from streams.schemas.wire import encode_header
 
@@ -32,7 +33,7 @@ def test_a_panel_sums_decoded_avro_fields(store, registry):
     assert without and "not JSON" in without[0].reason
 
     clock = ManualClock(T0 + 60_000)
-    jobs = PanelJobs(store, clock=clock, decoder=registry.decoder)
+    jobs = PanelJobs(store, clock=clock, reading=TopicReading(registry.decoder))
     jobs.ensure("p", spec)
     jobs.poll_once()
     snap = jobs.snapshot("p")

@@ -48,13 +48,13 @@ def panel_check_fields(*, spec, accept_partial: bool = False) -> int:
     cluster's public reads, so an external cluster too); returns how many were sampled (0: an
     empty topic, nothing to check). Raises FieldsDoNotFit when no sampled record fits a field,
     or some do not and `accept_partial` is false (UnknownTopic, ClusterUnavailable)."""
-    from brokerui.schemas import console_decoder
+    from brokerui.schemas import console_reading
     from streams.errors import FieldsDoNotFit
     from streams.processing.panels import ClusterSource
     from streams.processing.panels.sample import check_sample, sample_values
 
     values = sample_values(ClusterSource(get_cluster()), spec.topic)
-    problems = check_sample(spec, values, console_decoder())
+    problems = check_sample(spec, values, console_reading().value(spec.topic))
     if problems and not (accept_partial and not any(p.fatal for p in problems)):
         raise FieldsDoNotFit(problems)
     return len(values)

@@ -17,7 +17,7 @@ import dataclasses
 import json
 from typing import Protocol
 
-from streams.schemas.wire import Decoded, Undecodable, is_wire_format
+from streams.schemas.wire import Decoded, Undecodable
 
 MODES = ("auto", "text", "hex")
 TRUNCATE_CHARS = 2048  # rendered characters shown per value before "show all"
@@ -36,17 +36,20 @@ _FORMAT_NAMES = {"AVRO": "Avro", "PROTOBUF": "Protobuf", "JSON": "JSON Schema"}
 class SchemaNote:
     """Which registered schema a value was read with (the wire format's schema id)."""
 
-    schema_id: int
+    schema_id: int | None
     schema_type: str
     subject: str | None
     version: int | None
     message: str | None = None  # Protobuf: the message type
+    mapping: str | None = None  # read without the wire format, with the topic's mapped schema
 
     @property
     def text(self) -> str:
         what = _FORMAT_NAMES.get(self.schema_type, self.schema_type)
         if self.message:
             what += f" {self.message}"
+        if self.mapping:
+            return f"{what} (mapped, no wire format: {self.mapping})"
         where = f"{self.subject} v{self.version}, " if self.subject else ""
         return f"{what} ({where}schema id {self.schema_id})"
 
@@ -72,7 +75,12 @@ class Shown:
 
 
 class ValueDecoder(Protocol):
-    """What reads wire-format bytes with the registry (``streams.schemas.wire.SchemaDecoder``)."""
+    """What reads a topic's keys or values with a schema (``streams.schemas.mapping.
+    PartDecoder``: the topic's mapped schema, or the registry's wire format)."""
+
+    def handles(self, data: bytes | None) -> bool:
+        """Whether `data` is to be read by this decoder (else it is shown as bytes)."""
+        ...
 
     def decode(self, data: bytes) -> Decoded: ...
 
@@ -162,7 +170,7 @@ def show_value(
     if data is None:
         return Shown("null", "null", 0)
     size = len(data)
-    if mode == "auto" and decoder is not None and is_wire_format(data):
+    if mode == "auto" and decoder is not None and decoder.handles(data):
         return _show_decoded(data, decoder, limit)
     if mode == "hex" or (mode == "auto" and is_binary(data)):
         byte_limit = None if limit is None else max(16, limit // 80 * 16)
@@ -191,7 +199,12 @@ def _show_decoded(data: bytes, decoder: ValueDecoder, limit: int | None) -> Show
     pretty = printable(json.dumps(decoded.value, indent=2, ensure_ascii=False, default=str))
     text, truncated = _cut(pretty, limit)
     note = SchemaNote(
-        decoded.schema_id, decoded.schema_type, decoded.subject, decoded.version, decoded.message
+        decoded.schema_id,
+        decoded.schema_type,
+        decoded.subject,
+        decoded.version,
+        decoded.message,
+        decoded.mapping,
     )
     return Shown("schema", text, len(data), truncated, schema=note)
 
@@ -201,7 +214,7 @@ def show_short(data: bytes | None, mode: str = "auto", decoder: ValueDecoder | N
     wire-format key decoded, with a `decoder`)."""
     if data is None:
         return Shown("null", "null", 0)
-    if mode == "auto" and decoder is not None and is_wire_format(data):
+    if mode == "auto" and decoder is not None and decoder.handles(data):
         shown = _show_decoded(data, decoder, None)
         if shown.schema is not None:
             one_line = json.dumps(json.loads(shown.text), ensure_ascii=False)

@@ -26,6 +26,7 @@ from brokerui.audit.services import Actor, AuditSink
 from streams.cluster import BrowseRequest, Cluster, ProduceRequest
 from streams.cluster.transfer import PAGE, ExportRun, ImportedRecord, ParsedImport, parse_jsonl
 from streams.errors import TidelogError
+from streams.schemas.mapping import TopicDecoders
 
 BATCH_OVERHEAD = 61 + 21  # record batch v2 header + one record's framing, roughly
 
@@ -122,11 +123,12 @@ def records_export(
     request: BrowseRequest,
     query: dict,
     fmt: str,
-    decoder=None,
+    reading: TopicDecoders | None = None,
 ) -> Export:
     """Stream what `request` selects (from its start to the end offsets now) as `fmt` (jsonl or
     csv); `query` (the query as typed) is recorded in the file and in the audit log. With a
-    `decoder`, JSON Lines also carry wire-format values decoded with the schema registry."""
+    `reading` (``streams.schemas.mapping.TopicReading``), keys and values it reads (the
+    registry's wire format, a mapped topic's) are also written decoded."""
     if not export_enabled():
         raise ExportDisabled()
     topic = request.topic
@@ -142,7 +144,8 @@ def records_export(
             until=tuple((p, end) for p, (_, end) in enumerate(ends)),
         ),
         query,
-        decoder=decoder,
+        value_decoder=reading.value(topic) if reading is not None else None,
+        key_decoder=reading.key(topic) if reading is not None else None,
     )
     actor.record(
         sink,

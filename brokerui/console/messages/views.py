@@ -38,7 +38,7 @@ from brokerui.console.messages.forms import (
     resend_initial,
 )
 from brokerui.console.roles import operator_required
-from brokerui.schemas import console_decoder, subject_names, value_encoder
+from brokerui.schemas import console_reading, subject_names, value_encoder
 from streams.cluster import BrowseRequest, BrowseResult
 from streams.cluster.browse import decode_cursor, encode_cursor
 from streams.cluster.expressions import ExpressionError
@@ -114,13 +114,14 @@ class RecordRow:
     size: int
 
 
-def _row(r, mode: str, decoder) -> RecordRow:
+def _row(r, mode: str, decoders) -> RecordRow:
+    key_decoder, value_decoder = decoders
     return RecordRow(
         r.partition,
         r.offset,
         r.timestamp_ms,
-        display.show_short(r.key, mode, decoder),
-        display.show_value(r.value, mode, decoder=decoder),
+        display.show_short(r.key, mode, key_decoder),
+        display.show_value(r.value, mode, decoder=value_decoder),
         display.show_headers(r.headers, mode),
         r.size,
     )
@@ -227,8 +228,9 @@ def _browse_request(topic: str, form: BrowseForm, scanned: int, **changes) -> Br
     """The engine's request for a valid browse form; `scanned`: partitions it reads."""
     q = form.cleaned_data
     expression = form.expression
-    if expression is not None:  # values in the registry's wire format are filtered decoded
-        expression = expression.reading_with(console_decoder())
+    if expression is not None:  # keys and values read with a schema are filtered decoded
+        reading = console_reading()
+        expression = expression.reading_with(reading.value(topic), reading.key(topic))
     return BrowseRequest(
         topic=topic,
         partition=q["partition"],
@@ -295,7 +297,7 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     except TidelogError as e:  # a malformed cursor, a partition removed meanwhile, ...
         form.add_error(None, str(e))
         return render(request, "console/messages/browse.html", context, status=400)
-    context.update(_page_context(params, q, result, more))
+    context.update(_page_context(params, q, result, more, topic))
     if q["markers"]:
         context["rows"], context["markers_problem"] = services.rows_with_markers(
             cluster=cluster,
@@ -308,7 +310,7 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     return render(request, "console/messages/browse.html", context)
 
 
-def _page_context(params, q, result: BrowseResult, more: bool) -> dict:
+def _page_context(params, q, result: BrowseResult, more: bool, topic: str) -> dict:
     order = "desc" if q["seek"] == "newest" else "asc"
     forward = result.direction == "forward"
     records = list(result.records)
@@ -316,13 +318,14 @@ def _page_context(params, q, result: BrowseResult, more: bool) -> dict:
     if flipped:
         records.reverse()
     progress = Progress.of(params, result, more)
-    decoder = console_decoder()
+    reading = console_reading()
+    decoders = (reading.key(topic), reading.value(topic))
     first_prev = (params.get("first_prev") or None) if more else result.prev_cursor
     # a forward scan continues to newer records and came from older ones; a backward one
     # the other way round
     older, newer = (first_prev, result.next_cursor) if forward else (result.next_cursor, first_prev)
     context = {
-        "rows": [_row(r, q["view"], decoder) for r in records],
+        "rows": [_row(r, q["view"], decoders) for r in records],
         "progress": progress,
         "reason": progress.reason(result.direction),
         "order": order,
@@ -393,9 +396,11 @@ def record_detail(request: HttpRequest, topic: str, partition: int, offset: int)
         "record": rec,
     }
     if rec is not None:
-        decoder = console_decoder()
-        context["value"] = display.show_value(rec.value, mode, limit=None, decoder=decoder)
-        context["key"] = display.show_value(rec.key, mode, limit=None, decoder=decoder)
+        reading = console_reading()
+        context["value"] = display.show_value(
+            rec.value, mode, limit=None, decoder=reading.value(topic)
+        )
+        context["key"] = display.show_value(rec.key, mode, limit=None, decoder=reading.key(topic))
         context["headers"] = display.show_headers(rec.headers, mode, short=False)
         context["size"] = (
             len(rec.key or b"")
@@ -562,7 +567,7 @@ def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
             request=_browse_request(topic, form, scanned),
             query=_query_record(form),
             fmt=fmt,
-            decoder=console_decoder(),
+            reading=console_reading(),
         )
     except TidelogError as e:  # an unknown function in the expression, ...
         return HttpResponse(str(e), status=400, content_type="text/plain; charset=utf-8")

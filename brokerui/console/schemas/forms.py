@@ -42,3 +42,25 @@ class ConfirmForm(forms.Form):
                 f"type {self.expected!r} exactly to confirm; you typed {typed!r}"
             )
         return typed
+
+
+MAX_DESCRIPTOR_SET_BYTES = 4 * 1024 * 1024
+
+
+def mapping_request(data, files):
+    """The mapping form as ``brokerui.console.schemas.mappings.MappingRequest`` (each field cut
+    to its limit; an upload over its limit is refused by the service, by size)."""
+    from brokerui.console.schemas.mappings import MappingRequest
+
+    upload = files.get("descriptor_set")
+    raw = upload.read(MAX_DESCRIPTOR_SET_BYTES + 1) if upload is not None else None
+    return MappingRequest(
+        part=str(data.get("part", "value"))[:10],
+        source=str(data.get("source", "registry"))[:20],
+        subject=str(data.get("subject", ""))[:1000].strip(),
+        version=str(data.get("version", "latest"))[:20].strip() or "latest",
+        message=str(data.get("message", ""))[:1000].strip(),
+        schema=str(data.get("schema", ""))[:MAX_SCHEMA_CHARS],
+        descriptor_set=raw,
+        file_name=(upload.name if upload is not None else "")[:300],
+    )

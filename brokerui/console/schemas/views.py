@@ -9,9 +9,12 @@ with the registry's message and its status, never a 500; a viewer's POST is a 40
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -21,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from brokerui.audit.services import Actor, process_sink
 from brokerui.console.roles import operator_required
 from brokerui.console.schemas import forms as schema_forms
-from brokerui.console.schemas import services
+from brokerui.console.schemas import mappings, services
 from streams.schemas import errors as E
 
 NAV = "schemas"
@@ -250,4 +253,80 @@ def schema_delete(request, host, subject: str, version: int | None = None, perma
         "console/schemas/delete.html",
         {"nav": NAV, "plan": plan, "form": form},
         status=status,
+    )
+
+
+# ====================================================================== topic mappings
+
+
+def _mapping_context(request, topic: str, **extra) -> dict:
+    from brokerui.cluster import get_cluster
+    from brokerui.schemas import console_registry, mapping_book, subject_names
+    from streams.errors import UnknownTopic
+
+    try:
+        view = mappings.mappings_read(
+            cluster=get_cluster(), book=mapping_book(), topic=topic, registry=console_registry()
+        )
+    except UnknownTopic:
+        raise Http404(f"Topic “{topic}” does not exist.") from None
+    return {
+        "nav": "topics",
+        "view": view,
+        "subjects": subject_names(),
+        "values": {"part": "value", "source": "registry" if view.registry else "avro"},
+        **extra,
+    }
+
+
+@require_http_methods(["GET", "POST"])
+def topic_schema_mapping(request, name: str):
+    """A topic's key or value mapped to a schema without the wire format: the current
+    mappings, and (operators) the form to map one."""
+    from brokerui.console.roles import is_operator
+    from brokerui.schemas import console_registry, mapping_book
+    from streams.schemas.mapping import MappingError
+
+    if request.method == "GET":
+        return render(request, "console/schemas/mapping.html", _mapping_context(request, name))
+    if not is_operator(request.user):
+        raise PermissionDenied("This needs the operator role.")
+    wanted = schema_forms.mapping_request(request.POST, request.FILES)
+    try:
+        mapping = mappings.mapping_set(
+            book=mapping_book(),
+            registry=console_registry(),
+            sink=process_sink(),
+            actor=Actor(request.user),
+            topic=name,
+            request=wanted,
+        )
+    except MappingError as exc:
+        values = dataclasses.asdict(wanted) | {"descriptor_set": None}
+        context = _mapping_context(request, name, error=str(exc), values=values)
+        return render(request, "console/schemas/mapping.html", context, status=422)
+    messages.success(request, f"The {mapping.part}s of {name} are read with {mapping.label}.")
+    return redirect(reverse("console:topic_schema_mapping", args=[name]))
+
+
+@operator_required
+@require_http_methods(["GET", "POST"])
+def topic_schema_unmap(request, name: str, part: str):
+    """Unmapping a topic's key or value, behind a confirmation."""
+    from brokerui.schemas import mapping_book
+
+    book = mapping_book()
+    mapping = mappings.mapping_get(book=book, topic=name, part=part)
+    back = reverse("console:topic_schema_mapping", args=[name])
+    if mapping is None:
+        messages.info(request, f"The {part}s of {name} are not mapped to a schema.")
+        return redirect(back)
+    if request.method == "POST":
+        mappings.mapping_remove(
+            book=book, sink=process_sink(), actor=Actor(request.user), topic=name, part=part
+        )
+        messages.success(request, f"The {part}s of {name} are no longer read with a mapping.")
+        return redirect(back)
+    return render(
+        request, "console/schemas/unmap.html", {"nav": "topics", "mapping": mapping, "back": back}
     )

@@ -3,6 +3,7 @@ shadow it; everything about one topic lives under /topics/<name>/."""
 
 from django.urls import path
 
+from brokerui.console.schemas import views as schema_views
 from brokerui.console.topics import views
 
 urlpatterns = [
@@ -13,4 +14,14 @@ urlpatterns = [
     path("topics/<str:name>/partitions/", views.topic_partitions, name="topic_partitions"),
     path("topics/<str:name>/purge/", views.topic_purge, name="topic_purge"),
     path("topics/<str:name>/delete/", views.topic_delete, name="topic_delete"),
+    path(
+        "topics/<str:name>/schema-mapping/",
+        schema_views.topic_schema_mapping,
+        name="topic_schema_mapping",
+    ),
+    path(
+        "topics/<str:name>/schema-mapping/<str:part>/remove/",
+        schema_views.topic_schema_unmap,
+        name="topic_schema_unmap",
+    ),
 ]

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
 from brokerui.console.roles import operator_required
+from brokerui.console.schemas.mappings import mapped_parts
 from brokerui.console.topics import forms as topic_forms
 from brokerui.console.topics import services
 from brokerui.console.topics.stats import (
@@ -31,6 +32,7 @@ from brokerui.console.topics.stats import (
     topic_rate,
 )
 from brokerui.console.transactions.services import stable_offsets_read
+from brokerui.schemas import mapping_book
 from streams.errors import (
     InvalidConfig,
     InvalidPartitions,
@@ -158,6 +160,7 @@ def topic_detail(request, name):
         "compacted": "compact" in d.config.get("cleanup.policy", ""),
         "retention_ms": d.config.get("retention.ms"),
         "cleanup_policy": d.config.get("cleanup.policy"),
+        "mapped_parts": mapped_parts(book=mapping_book(), topic=name),
     }
     return render(request, "console/topics/detail.html", context)
 

@@ -21,7 +21,7 @@ from typing import NamedTuple
 from streams.errors import ClusterUnavailable, OffsetOutOfRange, TidelogError, UnknownPanel
 from streams.processing.operator import LateEvent, WindowResult, wall_clock_ms
 from streams.processing.panels.source import RecordSource
-from streams.processing.panels.spec import PanelSpec, ValueDecoder, _Parser
+from streams.processing.panels.spec import PanelSpec, TopicDecoders, ValueDecoder, _Parser
 
 log = logging.getLogger(__name__)
 
@@ -255,10 +255,10 @@ class PanelJobs:
         clock: Callable[[], int] | None = None,
         poll_interval_ms: int = 200,
         backfill_ms: int = 15 * 60_000,
-        decoder: ValueDecoder | None = None,
+        reading: TopicDecoders | None = None,
     ):
         self.source = source
-        self.decoder = decoder  # values in the schema registry's wire format, decoded
+        self.reading = reading  # how each topic's values are decoded (None: JSON only)
         self.clock = clock or wall_clock_ms
         self.poll_interval_ms = poll_interval_ms
         self.backfill_ms = backfill_ms
@@ -300,7 +300,8 @@ class PanelJobs:
                 return
         # built outside the lock: it asks the source for offsets, which on a remote cluster
         # takes round trips that must not hold up the other panels' polls and snapshots
-        job = _Job(self.source, panel_id, spec, self.clock, self.backfill_ms, self.decoder)
+        decoder = self.reading.value(spec.topic) if self.reading is not None else None
+        job = _Job(self.source, panel_id, spec, self.clock, self.backfill_ms, decoder)
         with self._lock:
             self._jobs[panel_id] = job
         self._wake.set()

@@ -43,19 +43,27 @@ _MISSING = object()
 
 
 class ValueDecoder(Protocol):
-    """Reads a value in the schema registry's wire format (``streams.schemas.wire.
-    SchemaDecoder``); raises ``ValueError`` for bytes it cannot read."""
+    """Reads a topic's values with a schema (``streams.schemas.mapping.PartDecoder``: the
+    registry's wire format, or the topic's mapped schema); raises ``ValueError`` for bytes it
+    cannot read."""
+
+    def handles(self, data: bytes | None) -> bool: ...
 
     def value(self, data: bytes) -> object: ...
 
 
+class TopicDecoders(Protocol):
+    """Each topic's value decoder (``streams.schemas.mapping.TopicReading``)."""
+
+    def value(self, topic: str) -> ValueDecoder | None: ...
+
+
 def read_document(raw: bytes | None, decoder: ValueDecoder | None = None) -> object:
-    """A record value as a document: JSON, or (with a `decoder`) a value in the schema
-    registry's wire format decoded (Avro, Protobuf, JSON Schema); `_MISSING` when it is
-    neither."""
+    """A record value as a document: JSON, or (with a `decoder`) a value it reads (the
+    registry's wire format, a mapped topic's schema) decoded; `_MISSING` when it is neither."""
     if raw is None:
         return _MISSING
-    if decoder is not None and len(raw) >= 5 and raw[0] == 0:
+    if decoder is not None and decoder.handles(raw):
         try:
             return decoder.value(raw)
         except ValueError:
