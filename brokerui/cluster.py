@@ -2,6 +2,11 @@
 (``LocalCluster``), or an external Kafka-protocol cluster (``KafkaCluster``) when
 ``TIDELOG_CLUSTER=kafka://host:port[,...]`` is set.
 
+Its client properties (SASL, TLS: ``TIDELOG_CLUSTER_CONFIG``, `streams.cluster.connection`)
+are read when the console first connects; a file that cannot be read, a secret it names that is
+not there or settings that cannot connect are `ClusterUnavailable` (a 503 page saying which
+line, never the secret) and are read again on the next request, once fixed.
+
 One ``KafkaCluster`` per process and URL, created on first use (its clients keep connections
 open) and closed at interpreter exit. On an external cluster the users' metric panels run in one
 process-wide ``PanelJobs`` reading it through a ``ClusterSource`` over a ``KafkaCluster`` of their
@@ -48,15 +53,35 @@ def cluster_context(request) -> dict:
     return {"external_cluster": is_external()}
 
 
+def client_properties() -> dict[str, str]:
+    """The external cluster's client properties (TIDELOG_CLUSTER_CONFIG), {} when not set.
+    Raises ClusterUnavailable with the reason when they cannot be used."""
+    path = getattr(settings, "TIDELOG_CLUSTER_CONFIG", None)
+    if not path:
+        return {}
+    from streams.cluster.connection import load_client_properties
+    from streams.errors import ClusterUnavailable, InvalidConfig
+
+    try:
+        return load_client_properties(path, what="TIDELOG_CLUSTER_CONFIG")
+    except InvalidConfig as exc:
+        raise ClusterUnavailable(f"the cluster's connection settings: {exc}") from None
+
+
+def _key(url: str) -> str:
+    return f"{url} {getattr(settings, 'TIDELOG_CLUSTER_CONFIG', None) or ''}"
+
+
 def external_cluster(url: str) -> KafkaCluster:
     from streams.cluster.kafka import KafkaCluster
 
     with _lock:
-        cluster = _external.get(url)
+        cluster = _external.get(_key(url))
         if cluster is None:
+            conf = client_properties()  # raises: nothing is cached, the next request retries
             if not _external and not _panels:
                 atexit.register(close_external_clusters)
-            cluster = _external[url] = KafkaCluster.from_url(url)
+            cluster = _external[_key(url)] = KafkaCluster.from_url(url, client_config=conf)
         return cluster
 
 
@@ -70,17 +95,20 @@ def external_panel_jobs():
     from streams.processing.panels import ClusterSource, PanelJobs
 
     with _lock:
-        running = _panels.get(url)
+        running = _panels.get(_key(url))
         if running is None:
+            conf = client_properties()
             if not _external and not _panels:
                 atexit.register(close_external_clusters)
             # clients of their own: a panel's backfill never queues the console's browsing
             # behind it on the shared reader, and the cluster sees who reads (client.id)
-            cluster = KafkaCluster.from_url(url, client_config={"client.id": "tidelog-panels"})
+            cluster = KafkaCluster.from_url(
+                url, client_config={**conf, "client.id": "tidelog-panels"}
+            )
             from brokerui.schemas import console_reading
 
             jobs = PanelJobs(ClusterSource(cluster), reading=console_reading())
-            running = _panels[url] = (jobs.start(), cluster)
+            running = _panels[_key(url)] = (jobs.start(), cluster)
         return running[0]
 
 

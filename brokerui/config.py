@@ -35,6 +35,8 @@ class Config:
     redis_url: str | None
     secret_key: str | None  # None: generated once and kept in <data_dir>/.secret_key
     cluster_url: str | None = None  # kafka://host:port[,...]: an external cluster, no local broker
+    # its client properties (librdkafka's names: SASL, TLS), TIDELOG_CLUSTER_CONFIG
+    cluster_config: Path | None = None
     kafka_listener: bool = True  # serve the Kafka protocol on kafka_port (TIDELOG_KAFKA_LISTENER)
     kafka_auto_create: bool = True  # Kafka's auto.create.topics.enable
     kafka_default_partitions: int = 1  # Kafka's num.partitions, for auto-created topics
@@ -67,6 +69,7 @@ class Config:
             redis_url=env.get("REDIS_URL") or None,
             secret_key=env.get("TIDELOG_SECRET_KEY") or None,
             cluster_url=_cluster_url(env.get("TIDELOG_CLUSTER", "")),
+            cluster_config=_cluster_config(env.get("TIDELOG_CLUSTER_CONFIG", "")),
             kafka_listener=_flag(env, "TIDELOG_KAFKA_LISTENER", default=True),
             kafka_auto_create=_flag(env, "TIDELOG_KAFKA_AUTO_CREATE", default=True),
             kafka_default_partitions=_int(
@@ -179,6 +182,23 @@ def _cluster_url(value: str) -> str | None:
             "(unset it to use the built-in broker)"
         )
     return value
+
+
+def _cluster_config(value: str) -> Path | None:
+    """The client properties file of the external cluster (``streams.cluster.connection``):
+    its existence is checked now, its contents (and the secrets it names) when the console
+    first connects, so that an error there is a page that says so, not a server that will
+    not start."""
+    value = value.strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ConfigError(
+            f"TIDELOG_CLUSTER_CONFIG={value!r}: no such file (client properties: "
+            "security.protocol=SASL_SSL, sasl.mechanism=..., one key=value per line)"
+        )
+    return path
 
 
 def _csv(value: str) -> tuple[str, ...]:

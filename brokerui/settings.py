@@ -32,6 +32,8 @@ TIDELOG_KAFKA_TLS_CERT = CONFIG.kafka_tls_cert
 TIDELOG_KAFKA_TLS_KEY = CONFIG.kafka_tls_key
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
+# its client properties file (SASL, TLS; librdkafka's names; secrets as ${env:..}/${file:..})
+TIDELOG_CLUSTER_CONFIG = CONFIG.cluster_config
 # TIDELOG_EXPORT=0 turns off exporting records from the message pages (compliance)
 TIDELOG_EXPORT_ENABLED = CONFIG.export_enabled
 # a PostgreSQL DSN: the dual-write page runs its writers through CDC from it (else the log)
@@ -79,6 +81,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "brokerui.request_limits.RequestSizeLimitMiddleware",  # 413 over DATA_UPLOAD_MAX_MEMORY_SIZE
     "brokerui.console.middleware.HtmxLoginRedirectMiddleware",
+    # a view whose external cluster does not answer: the 503 page with the reason
+    "brokerui.console.middleware.ClusterUnavailableMiddleware",
     # every page needs a login; the login view itself is exempt (Django 5.1+)
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -1,4 +1,5 @@
-"""The console's error pages (400, 403, 404, 500): the console's layout, the reason in words,
+"""The console's error pages (400, 403, 404, 500, and 503 when the external cluster does not
+answer or cannot be connected to: `cluster_unavailable`): the console's layout, the reason in words,
 and a way back. Under ``/api/`` they answer the API's JSON error shape instead of HTML.
 
 Django calls these (``handler400`` ... in brokerui/urls.py) for errors no view handled itself.
@@ -60,6 +61,13 @@ def page_not_found(request: HttpRequest, exception=None) -> HttpResponse:
 def server_error(request: HttpRequest) -> HttpResponse:
     reason = "Something went wrong on the server. The error is in the server's log."
     return _page(None, request, 500, "500.html", "internal_error", reason)
+
+
+def cluster_unavailable(request: HttpRequest, exception) -> HttpResponse:
+    """503: the external cluster (TIDELOG_CLUSTER) did not answer, refused the sign-in or the
+    TLS handshake, or its connection settings are wrong; the reason says which (secrets are
+    never in it: streams.cluster.connection.hide_secrets)."""
+    return _page(request, request, 503, "503.html", "cluster_unavailable", str(exception))
 
 
 def _page(context_request, request, status: int, template: str, code: str, reason: str):

@@ -34,6 +34,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--tables", required=True, help="comma-separated TABLE or SCHEMA.TABLE (default public)"
     )
     pg.add_argument("--bootstrap", required=True, help="a Kafka-protocol broker, HOST:PORT")
+    pg.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="the cluster's client properties (librdkafka's names: security.protocol, "
+        "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...; a value may be "
+        "${env:NAME} or ${file:/path}), for every client capture makes",
+    )
     pg.add_argument("--slot", default=DEFAULT_SLOT, help="logical replication slot name")
     pg.add_argument("--publication", default=DEFAULT_PUBLICATION, help="publication name")
     pg.add_argument(
@@ -61,6 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     tables = [t for t in (x.strip() for x in args.tables.split(",")) if t]
+    client_config = None
+    if args.command_config:
+        from streams.cluster.connection import load_client_properties
+        from streams.errors import InvalidConfig
+
+        try:
+            client_config = load_client_properties(args.command_config, what="--command-config")
+        except InvalidConfig as exc:
+            print(f"capture: {exc}", file=sys.stderr)
+            return 2
     capture = PostgresCapture(
         dsn=args.dsn,
         tables=tables,
@@ -71,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         snapshot_tables=tables if args.snapshot else (),
         chunk_rows=args.chunk_rows,
         producer_config={"compression.type": args.compression},
+        client_config=client_config,
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: capture.stop())

@@ -206,17 +206,26 @@ def parse_position(raw: bytes | None) -> tuple[int, int] | None:
 
 
 class KafkaSink:
-    """The topics and the idempotent producer (confluent-kafka) on a Kafka-protocol cluster."""
+    """The topics and the idempotent producer (confluent-kafka) on a Kafka-protocol cluster.
+    `client_config`: the cluster's connection settings (SASL, TLS: streams.cluster.connection),
+    for every client it makes; `extra_config`: more settings for the producer only."""
 
-    def __init__(self, bootstrap: str, extra_config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        extra_config: dict[str, Any] | None = None,
+        *,
+        client_config: dict[str, Any] | None = None,
+    ) -> None:
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.base = {**(client_config or {}), "bootstrap.servers": bootstrap}
+        self.admin = AdminClient(self.base)
         self.producer = Producer(
             {
-                "bootstrap.servers": bootstrap,
+                **self.base,
                 "enable.idempotence": True,
                 # a failure that could leave a gap in a partition's records is fatal, and
                 # records never time out (retried until the log takes them, as Kafka Connect's
@@ -271,7 +280,7 @@ class KafkaSink:
 
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.base,
                 "group.id": "tidelog-capture-position",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
@@ -313,7 +322,7 @@ class KafkaSink:
         consumer = Consumer(
             {
                 **FETCH_DEFAULTS,  # it reads the whole topic
-                "bootstrap.servers": self.bootstrap,
+                **self.base,
                 "group.id": "tidelog-capture-snapshots",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
@@ -387,6 +396,7 @@ class PostgresCapture:
         publication: str = DEFAULT_PUBLICATION,
         server: str = DEFAULT_SERVER,
         producer_config: dict[str, Any] | None = None,
+        client_config: dict[str, Any] | None = None,
         status_interval_s: float = 1.0,
         snapshot_tables: Sequence[str] = (),
         chunk_rows: int = snapshot.DEFAULT_CHUNK_ROWS,
@@ -398,6 +408,7 @@ class PostgresCapture:
         self.publication = publication
         self.server = server
         self.producer_config = producer_config
+        self.client_config = client_config  # the cluster's connection settings (SASL, TLS)
         self.status_interval_s = status_interval_s
         self.stats = CaptureStats()
         self._stop = threading.Event()
@@ -519,7 +530,9 @@ class PostgresCapture:
             raise
         self._tables = {t.oid: t for t in tables}
         sink = KafkaSink(
-            self.bootstrap, {"error_cb": self._producer_error, **(self.producer_config or {})}
+            self.bootstrap,
+            {"error_cb": self._producer_error, **(self.producer_config or {})},
+            client_config=self.client_config,
         )
         for table in tables:
             topic = self.topic_for(table)

@@ -54,6 +54,7 @@ _UNREACHABLE = {
     KafkaError._RESOLVE,
     KafkaError.REQUEST_TIMED_OUT,
 }
+_CONNECTION_PROBLEMS = {KafkaError._AUTHENTICATION, KafkaError._SSL}
 _UNSUPPORTED = {
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError._UNSUPPORTED_FEATURE,
@@ -125,15 +126,37 @@ class KafkaClients:
             # notices (e.g. "Purging 1 unserved events from background queue" at close) are not
             # for the console's log or a command's stderr
             "log_level": 4,
+            # sign-in and TLS failures reach only this callback: kept, to say why the
+            # cluster does not answer (`connection_problem`)
+            "error_cb": self._client_error,
             **(extra or {}),
         }
         self.base = base
+        self.connection_problem: str | None = None
         self.admin = AdminClient(base)
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._lock = threading.Lock()  # creating the producer, closing
         self._read_lock = threading.Lock()  # the reader's assign + consume sequence
         self._reading: tuple[str, int, int] | None = None  # where the assigned reader is now
+
+    def _client_error(self, err: KafkaError) -> None:
+        text = err.str()
+        if err.code() in _CONNECTION_PROBLEMS or (
+            err.code() == KafkaError._TRANSPORT and ("SSL" in text or "certificate" in text)
+        ):
+            from streams.cluster.connection import hide_secrets
+
+            self.connection_problem = hide_secrets(text, self.base)
+
+    def unavailable(self, exc: se.TidelogError) -> se.TidelogError:
+        """`exc`, with the last sign-in or TLS failure when the cluster did not answer."""
+        if not isinstance(exc, se.ClusterUnavailable):
+            return exc
+        self.admin.poll(0)  # librdkafka queues error callbacks until the handle is polled
+        if self.connection_problem:
+            return se.ClusterUnavailable(f"{exc} ({self.connection_problem})")
+        return exc
 
     def producer(self) -> Producer:
         with self._lock:
@@ -221,6 +244,10 @@ class KafkaClients:
         from kafka import KafkaAdminClient
         from kafka import TopicPartition as KTopicPartition
 
+        from streams.cluster.connection import hide_secrets_in_logs
+
+        # kafka-python logs its configuration, the password in it, when the client starts
+        hide_secrets_in_logs(self.base, "kafka.admin.client", "kafka.client", "kafka.conn")
         admin = KafkaAdminClient(
             **kafka_python_config(self.base), request_timeout_ms=int(self.timeout * 1000)
         )
@@ -259,7 +286,7 @@ _KAFKA_PYTHON_NAMES = {
     "ssl.key.password": "ssl_password",
 }
 # librdkafka's own behaviour, nothing to translate
-_LIBRDKAFKA_ONLY = {"log.connection.close", "log_level"}
+_LIBRDKAFKA_ONLY = {"log.connection.close", "log_level", "error_cb"}
 
 
 def kafka_python_config(conf: dict) -> dict:
@@ -270,12 +297,20 @@ def kafka_python_config(conf: dict) -> dict:
     for key, value in conf.items():
         if key in _LIBRDKAFKA_ONLY:
             continue
+        if key == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = str(value).lower() == "https"
+            continue
         name = _KAFKA_PYTHON_NAMES.get(key)
         if name is None:
             raise se.ClusterUnavailable(
                 f"the setting {key!r} has no equivalent for the OffsetDelete client"
             )
         out[name] = value.upper() if name in ("security_protocol", "sasl_mechanism") else value
+    if out.get("sasl_mechanism") == "OAUTHBEARER":
+        raise se.ClusterUnavailable(
+            "sasl.mechanism=OAUTHBEARER: the OffsetDelete client (kafka-python) needs a token "
+            "provider, which Tidelog does not configure yet; the other actions work"
+        )
     if (
         out.get("security_protocol", "").startswith("SASL_SSL")
         or out.get("security_protocol") == "SSL"
@@ -307,7 +342,8 @@ class ClusterView:
             try:
                 md = self.clients.admin.list_topics(timeout=self.timeout)
             except KafkaException as exc:
-                raise domain_error(exc) from None
+                raise self.clients.unavailable(domain_error(exc)) from None
+            self.clients.connection_problem = None  # it answered
             self._partitions = {
                 name: len(t.partitions) for name, t in md.topics.items() if t.error is None
             }

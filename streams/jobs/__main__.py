@@ -12,7 +12,9 @@ and any Kafka cluster.
   (see ``streams.jobs.runner`` for what each promises);
 - ``--checkpoint-interval-ms``: how often outputs, changelogs and offsets are committed
   (default 5000, as Quix);
-- ``-X key=value``: any librdkafka setting, for every client (security, timeouts ...);
+- ``--command-config FILE``: the cluster's client properties (SASL, TLS; librdkafka's names,
+  secrets as ``${env:NAME}``/``${file:/path}``: ``streams.cluster.connection``);
+- ``-X key=value``: any librdkafka setting, for every client (over the file's; timeouts ...);
 - ``--query-port P``: serve the job's views (interactive queries) on P and advertise it in the
   group member's client id, so queries of this worker's partitions are routed here
   (``streams.jobs.viewserver``).
@@ -74,6 +76,16 @@ def _settings(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _command_config(path: str) -> dict[str, str]:
+    from streams.cluster.connection import load_client_properties
+    from streams.errors import InvalidConfig
+
+    try:
+        return load_client_properties(path, what="--command-config")
+    except InvalidConfig as exc:
+        raise ValueError(str(exc)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m streams.jobs", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -91,8 +103,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--max-records", type=int, default=1000, help="per partition per round")
     run.add_argument(
         "-X", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-        help="a librdkafka setting for every client (repeatable)",
+        help="a librdkafka setting for every client (repeatable; over --command-config's)",
     )  # fmt: skip
+    run.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="the cluster's client properties (librdkafka's names: security.protocol, "
+        "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ...; a value may be "
+        "${env:NAME} or ${file:/path}), for every client the worker makes",
+    )
     run.add_argument(
         "--query-port",
         type=int,
@@ -122,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = load_job(args.job)
         settings = _settings(args.settings)
+        if args.command_config:
+            settings = {**_command_config(args.command_config), **settings}
         if args.checkpoint_interval_ms < 0:
             raise ValueError("--checkpoint-interval-ms must be >= 0")
         crash = os.environ.get("TIDELOG_JOBS_CRASH_IN_CHECKPOINT")

@@ -54,8 +54,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the listener's event loop: uvloop (the default; asyncio's if uvloop is not "
         "installed) or asyncio's own",
     )
+    p.add_argument(
+        "--sasl-users",
+        metavar="FILE",
+        help="require SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) of the users in FILE, one "
+        "user:password[:operator|viewer] per line (streams.protocol.users_file)",
+    )
+    p.add_argument("--tls-cert", metavar="PEM", help="speak TLS with this certificate (chain)")
+    p.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     p.add_argument("--log-level", default="INFO")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error("--tls-cert and --tls-key go together")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,8 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    authenticator = None
+    if args.sasl_users:
+        from streams.errors import InvalidConfig
+        from streams.protocol.users_file import FileUsers
+
+        try:
+            authenticator = FileUsers(args.sasl_users)
+        except InvalidConfig as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     config = ListenerConfig(
         host=args.host,
+        authenticator=authenticator,
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
         port=args.port,
         auto_create_topics=not args.no_auto_create,
         default_partitions=args.default_partitions,

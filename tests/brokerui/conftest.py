@@ -42,5 +42,7 @@ def external(settings, server, monkeypatch):
     # patched on the class: modules holding their own reference to get_broker() are covered
     monkeypatch.setattr(broker.Broker, "open", no_local_broker)
     settings.TIDELOG_CLUSTER = server.url
+    # a secured server (tests/secured_cluster.py) names its client properties
+    settings.TIDELOG_CLUSTER_CONFIG = getattr(server, "client_properties", None)
     yield cluster.get_cluster()
     cluster.close_external_clusters()

@@ -273,7 +273,7 @@ def test_a_sasl_listener_through_command_config(tmp_path, settings, db):
         broker.close()
     with pytest.raises(CommandError, match="only be used with --bootstrap-server"):
         call_command("consumer_groups", "--command-config", "x", "--list")
-    with pytest.raises(CommandError, match="line 1: expected key=value"):
+    with pytest.raises(CommandError, match="--command-config, line 1.*expected key=value"):
         (tmp_path / "bad.properties").write_text("security.protocol\n")
         call_command("consumer_groups", "--bootstrap-server", "127.0.0.1:9", "--command-config",
                      str(tmp_path / "bad.properties"), "--list")  # fmt: skip

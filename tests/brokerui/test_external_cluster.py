@@ -1,7 +1,9 @@
 """The console on an external Kafka-protocol cluster (TIDELOG_CLUSTER=kafka://...): Tidelog's
 listener runs in another process, the console reaches it through KafkaCluster only and never
 opens a local broker. Topic list/create/detail, produce and browse, group list/detail with lag,
-reset preview and apply once the members left."""
+reset preview and apply once the members left. Each test runs twice: on a plaintext listener,
+and on one that requires SASL/SCRAM-SHA-512 over TLS (tests/secured_cluster.py), reached through
+a client properties file (TIDELOG_CLUSTER_CONFIG)."""
 
 from __future__ import annotations
 
@@ -16,13 +18,20 @@ from django.urls import reverse
 from brokerui.audit.models import AuditEntry
 from streams.cluster import ProduceRequest
 from streams.groups import ResetScope, ResetStrategy
+from tests.secured_cluster import plain_or_secured
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
+@pytest.fixture(scope="module", params=["plaintext", "sasl_ssl"])
+def server(request, tmp_path_factory):
+    """Tidelog's Kafka listener in a process of its own: plaintext, or SASL_SSL."""
+    yield from plain_or_secured(request.param, tmp_path_factory)
+
+
 @pytest.fixture
 def name(request) -> str:
-    return f"ui-{request.node.name[5:40].replace('_', '-')}-{time.time_ns() % 10**9}"
+    return f"ui-{request.node.originalname[5:40].replace('_', '-')}-{time.time_ns() % 10**9}"
 
 
 def page(response) -> str:
@@ -149,6 +158,7 @@ def test_groups_lag_and_reset_after_members_left(operator_client, external, serv
 
 def _member(server, group: str, topic: str, n: int) -> Consumer:
     consumer = Consumer({
+        **getattr(server, "client_config", {}),
         "bootstrap.servers": server.bootstrap, "group.id": group,
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
         "session.timeout.ms": 6000, "max.poll.interval.ms": 6000,

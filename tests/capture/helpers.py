@@ -28,11 +28,19 @@ class Record:
     position: str | None
 
 
-def read_topic(bootstrap: str, topic: str, *, envelopes: bool = True) -> list[Record]:
+def read_topic(
+    bootstrap: str, topic: str, *, envelopes: bool = True, config: dict | None = None
+) -> list[Record]:
     """Every record of partition 0 of `topic`, from offset 0 to its end (`envelopes`: values
-    are change events, `value` their payload; else `value` is the whole JSON document)."""
+    are change events, `value` their payload; else `value` is the whole JSON document);
+    `config`: more client settings (a secured cluster's)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "capture-test", "enable.auto.commit": False}
+        {
+            **(config or {}),
+            "bootstrap.servers": bootstrap,
+            "group.id": "capture-test",
+            "enable.auto.commit": False,
+        }
     )
     try:
         try:

@@ -49,3 +49,17 @@ def test_bad_settings_are_refused():
 
 def test_a_job_or_a_function_returning_one():
     assert isinstance(load_job("tests.jobs.workload:windowed"), Job)
+
+
+def test_a_command_config_that_cannot_connect_is_refused(tmp_path):
+    missing = run(
+        "tests.jobs.workload:windowed", "--bootstrap", "127.0.0.1:1",
+        "--command-config", str(tmp_path / "nope.properties"),
+    )  # fmt: skip
+    assert missing.returncode == 2 and "No such file" in missing.stderr
+    half = tmp_path / "half.properties"
+    half.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n")
+    done = run("tests.jobs.workload:windowed", "--bootstrap", "127.0.0.1:1",
+               "--command-config", str(half))  # fmt: skip
+    assert done.returncode == 2
+    assert "SCRAM-SHA-256 needs a user and a password" in done.stderr

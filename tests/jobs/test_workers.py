@@ -42,7 +42,14 @@ class Worker:
     """One ``python -m streams.jobs run`` process; its log is in `log_path`."""
 
     def __init__(
-        self, spec: str, bootstrap: str, log_dir: Path, guarantee: str, name: str, env=None
+        self,
+        spec: str,
+        bootstrap: str,
+        log_dir: Path,
+        guarantee: str,
+        name: str,
+        env=None,
+        extra_args=(),
     ):
         self.log_path = log_dir / f"worker-{name}.log"
         self.spec, self.guarantee = spec, guarantee
@@ -50,7 +57,7 @@ class Worker:
         args = [
             sys.executable, "-m", "streams.jobs", "run", spec, "--bootstrap", bootstrap,
             "--processing-guarantee", guarantee, "--checkpoint-interval-ms", "100",
-            *GROUP_SETTINGS,
+            *GROUP_SETTINGS, *extra_args,
         ]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -76,7 +83,9 @@ class Worker:
 
 
 class Cluster:
-    """A broker (Tidelog's listener unless `server` is given), the workers, and a producer."""
+    """A broker (Tidelog's listener unless `server` is given), the workers, and a producer.
+    A secured `server` (tests/secured_cluster.py) gives its clients' settings and the workers
+    its client properties file (--command-config)."""
 
     def __init__(self, tmp_path: Path, server=None):
         self.tmp = tmp_path
@@ -84,7 +93,13 @@ class Cluster:
         self.listener.start()
         self.port = self.listener.port
         self.workers: list[Worker] = []
-        self.producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        self.conf = {
+            **getattr(self.listener, "client_config", {}),
+            "bootstrap.servers": self.bootstrap,
+        }
+        properties = getattr(self.listener, "client_properties", None)
+        self.worker_args = ("--command-config", str(properties)) if properties else ()
+        self.producer = Producer({**self.conf, "linger.ms": 5})
 
     @property
     def bootstrap(self) -> str:
@@ -99,7 +114,7 @@ class Cluster:
         self.listener.start()
 
     def create(self, topics: dict[str, int]) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.conf)
         futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
         for f in futures.values():
             f.result(30)
@@ -112,13 +127,13 @@ class Cluster:
 
     def worker(self, spec: str, guarantee: str = "exactly-once", env=None) -> Worker:
         name = str(len(self.workers))
-        worker = Worker(spec, self.bootstrap, self.tmp, guarantee, name, env)
+        worker = Worker(spec, self.bootstrap, self.tmp, guarantee, name, env, self.worker_args)
         self.workers.append(worker)
         return worker
 
     def committed(self, group: str, topics: dict[str, int]) -> int:
         """How many input records the group has committed past (summed offsets)."""
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+        c = Consumer({**self.conf, "group.id": group})
         try:  # nothing committed yet: offset -1001
             tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
             return sum(max(tp.offset, 0) for tp in c.committed(tps, timeout=30))
@@ -146,7 +161,7 @@ class Cluster:
         """Every committed record of `topic`, read_committed, up to each partition's end."""
         c = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.conf,
                 "group.id": "checker",
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,
@@ -327,6 +342,27 @@ def test_a_worker_killed_inside_a_checkpoint(cluster, which):
         check_windows(cluster.read_committed(out, 3), [r[1:] for r in records])
     else:
         check_pairs(cluster.read_committed(out, 3), records)
+
+
+def test_workers_on_a_secured_cluster(tmp_path):
+    """Through SASL/SCRAM-SHA-512 over TLS (--command-config, the password from the
+    environment), a worker SIGKILLed mid-job: the exactly-once windows of the oracle."""
+    from tests.secured_cluster import SecuredListener
+
+    cluster = Cluster(tmp_path, SecuredListener(tmp_path / "secured"))
+    try:
+        records = as_orders(w.orders(RECORDS // 2, 3))
+        run_with_kills(
+            cluster, "tests.jobs.workload:windowed", "wk-windowed", WINDOWED_INPUT, records,
+            lambda: kill_worker(cluster),
+        )  # fmt: skip
+        check_windows(cluster.read_committed("wk-totals", 3), [r[1:] for r in records])
+        logs = "".join(wk.log_path.read_text() for wk in cluster.workers)
+        from tests.secured_cluster import PASSWORD
+
+        assert PASSWORD not in logs
+    finally:
+        cluster.close()
 
 
 def test_the_same_worker_runs_on_another_kafka_implementation(tmp_path):

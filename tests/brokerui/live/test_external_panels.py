@@ -1,7 +1,8 @@
 """Metric panels on an external cluster (TIDELOG_CLUSTER=kafka://...): Tidelog's listener runs in
 another process, the console creates a panel over one of its topics, the panel's job reads the
 cluster through KafkaCluster, and the panel socket sends its snapshot and updates; no local
-broker is opened. The broker's own live charts stay unavailable there."""
+broker is opened. The broker's own live charts stay unavailable there. On a plaintext listener
+and on one requiring SASL/SCRAM over TLS (the panels' own clients take the same settings)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ from django.urls import reverse
 
 from brokerui.console.live.models import MetricPanel
 from streams.cluster import ProduceRequest
+from tests.secured_cluster import plain_or_secured
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(scope="module", params=["plaintext", "sasl_ssl"])
+def server(request, tmp_path_factory):
+    yield from plain_or_secured(request.param, tmp_path_factory)
 
 
 def produce(cluster, topic: str, *totals: float, partition: int = 0) -> None:

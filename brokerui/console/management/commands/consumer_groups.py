@@ -38,6 +38,7 @@ from brokerui.audit.services import Actor, AuditLog, AuditSink
 from brokerui.console import cli_format as fmt
 from brokerui.console.groups import services
 from streams.cluster import Cluster, LocalCluster
+from streams.cluster.connection import load_client_properties
 from streams.errors import (
     DataDirLocked,
     InvalidConfig,
@@ -98,28 +99,6 @@ def open_engine(data_dir) -> Iterator[tuple[LogStore, GroupCoordinator]]:
         store.close()
 
 
-def read_command_config(path: str) -> dict[str, str]:
-    """Client properties from `path` (Kafka's ``--command-config``): ``key=value`` (or
-    ``key: value``) lines, ``#`` and ``!`` comments. The keys are librdkafka's (confluent-kafka),
-    e.g. ``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
-    ``ssl.ca.location``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as exc:
-        raise CommandError(f"--command-config {path}: {exc.strerror}") from None
-    config = {}
-    for n, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=") if "=" in line else line.partition(":")
-        if not sep or not key.strip():
-            raise CommandError(f"--command-config {path}, line {n}: expected key=value")
-        config[key.strip()] = value.strip()
-    return config
-
-
 @contextlib.contextmanager
 def open_cluster(
     bootstrap: str | None, data_dir, client_config: dict[str, str] | None = None
@@ -174,7 +153,8 @@ class Command(BaseCommand):
             "--command-config",
             metavar="FILE",
             help="With --bootstrap-server: client properties (key=value lines, librdkafka's "
-            "names), e.g. security.protocol, sasl.mechanism, sasl.username, sasl.password.",
+            "names), e.g. security.protocol, sasl.mechanism, sasl.username, sasl.password, "
+            "ssl.ca.location; a value may be ${env:NAME} or ${file:/path}.",
         )
         action = parser.add_mutually_exclusive_group(required=True)
         action.add_argument("--list", action="store_true", help="List all consumer groups.")
@@ -257,7 +237,11 @@ class Command(BaseCommand):
             bootstrap, config_file = options["bootstrap_server"], options["command_config"]
             if config_file and not bootstrap:
                 raise CommandError("--command-config can only be used with --bootstrap-server")
-            client_config = read_command_config(config_file) if config_file else None
+            client_config = (
+                load_client_properties(config_file, what="--command-config")
+                if config_file
+                else None
+            )
             source = open_cluster(bootstrap, settings.TIDELOG_DATA_DIR, client_config)
             with source as (cluster, sink):
                 getattr(self, f"_{action}")(cluster, sink, options)
