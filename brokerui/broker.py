@@ -60,6 +60,7 @@ def _listener_config(broker: Broker) -> ListenerConfig | None:
         tls_key_file=str(key) if key else None,
         authenticator=ConsoleAuthenticator() if sasl else None,
         audit=KafkaAuditSink(broker),
+        super_users=frozenset(getattr(settings, "TIDELOG_KAFKA_SUPER_USERS", ())),
     )
 
 

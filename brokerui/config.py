@@ -44,6 +44,8 @@ class Config:
     kafka_sasl: bool = False  # require SASL (PLAIN, SCRAM-SHA-256/512) with the console's users
     kafka_tls_cert: Path | None = None  # PEM certificate: the Kafka listener speaks TLS
     kafka_tls_key: Path | None = None  # its private key (PEM)
+    # Kafka's super.users: allowed everything on the Kafka port whatever the ACLs say
+    kafka_super_users: tuple[str, ...] = ()
     export_enabled: bool = True  # TIDELOG_EXPORT=0: the message pages offer no export
     # a PostgreSQL DSN (wal_level=logical, replication rights): the dual-write page's cdc mode
     dualwrite_postgres: str | None = None
@@ -83,6 +85,7 @@ class Config:
                 hi=2**31 - 1,
             ),
             kafka_sasl=_flag(env, "TIDELOG_KAFKA_SASL", default=False),
+            kafka_super_users=_super_users(env.get("TIDELOG_KAFKA_SUPER_USERS", "")),
             export_enabled=_flag(env, "TIDELOG_EXPORT", default=True),
             dualwrite_postgres=env.get("TIDELOG_DUALWRITE_POSTGRES") or None,
             registry=_flag(env, "TIDELOG_REGISTRY", default=True),
@@ -199,6 +202,17 @@ def _cluster_config(value: str) -> Path | None:
             "security.protocol=SASL_SSL, sasl.mechanism=..., one key=value per line)"
         )
     return path
+
+
+def _super_users(value: str) -> tuple[str, ...]:
+    """Kafka's super.users: ``User:NAME`` principals, semicolon-separated."""
+    users = tuple(u.strip() for u in value.split(";") if u.strip())
+    for user in users:
+        if not user.startswith("User:") or user == "User:":
+            raise ConfigError(
+                f"TIDELOG_KAFKA_SUPER_USERS: {user!r} is not User:NAME (e.g. User:admin;User:ops)"
+            )
+    return users
 
 
 def _csv(value: str) -> tuple[str, ...]:

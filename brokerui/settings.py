@@ -30,6 +30,8 @@ TIDELOG_KAFKA_MAX_REQUEST_BYTES = CONFIG.kafka_max_request_bytes
 TIDELOG_KAFKA_SASL = CONFIG.kafka_sasl
 TIDELOG_KAFKA_TLS_CERT = CONFIG.kafka_tls_cert
 TIDELOG_KAFKA_TLS_KEY = CONFIG.kafka_tls_key
+# Kafka's super.users ("User:admin;User:ops"): past every ACL on the Kafka port
+TIDELOG_KAFKA_SUPER_USERS = CONFIG.kafka_super_users
 # kafka://host:port[,...]: the console works on that cluster; no local broker is opened
 TIDELOG_CLUSTER = CONFIG.cluster_url
 # its client properties file (SASL, TLS; librdkafka's names; secrets as ${env:..}/${file:..})

@@ -11,6 +11,7 @@ else from ``streams.log``.
 
 from streams.log.config import KAFKA_FLUSH_DEFAULTS, TopicConfig, validate_topic_name
 from streams.log.config import SCHEMA as TOPIC_CONFIG_SCHEMA
+from streams.log.keyed import KeyedLog, StoreKeyedLog
 from streams.log.produce import Appended
 from streams.log.producer_state import ProducerDescription
 from streams.log.records import ProducerRecord, Record
@@ -31,11 +32,13 @@ __all__ = [
     "AppendResult",
     "Appended",
     "FetchedData",
+    "KeyedLog",
     "LogStore",
     "PartitionDescription",
     "ProducerDescription",
     "ProducerRecord",
     "Record",
+    "StoreKeyedLog",
     "TopicConfig",
     "TopicDescription",
     "is_internal",

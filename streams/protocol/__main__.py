@@ -62,10 +62,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--tls-cert", metavar="PEM", help="speak TLS with this certificate (chain)")
     p.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    p.add_argument(
+        "--super-users",
+        default="",
+        metavar="PRINCIPALS",
+        help="Kafka's super.users: principals allowed everything whatever the ACLs say, "
+        "semicolon-separated (User:admin;User:ops); with --sasl-users",
+    )
     p.add_argument("--log-level", default="INFO")
     args = p.parse_args(argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         p.error("--tls-cert and --tls-key go together")
+    args.super_users = frozenset(u.strip() for u in args.super_users.split(";") if u.strip())
+    if args.super_users and not args.sasl_users:
+        p.error("--super-users needs --sasl-users (ACLs apply to SASL principals)")
+    for user in args.super_users:
+        if not user.startswith("User:") or user == "User:":
+            p.error(f"--super-users: {user!r} is not User:NAME")
     return args
 
 
@@ -89,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         authenticator=authenticator,
         tls_cert_file=args.tls_cert,
         tls_key_file=args.tls_key,
+        super_users=args.super_users,
         port=args.port,
         auto_create_topics=not args.no_auto_create,
         default_partitions=args.default_partitions,

@@ -26,6 +26,10 @@ OffsetCommit outside a    group.reset             offsets / strategy, offsets
 group generation (admin
 clients, generation -1)
 OffsetDelete              group.offsets.delete    topic, offsets / topic, offsets None
+CreateAcls                acl.create              - / the binding (one record per ACL created)
+DeleteAcls                acl.delete              the binding / - (one per ACL deleted)
+(a request an ACL         acl.denied              - / operation, api (once per connection and
+refuses)                                          resource; recorded by the server)
 ========================  ======================  =================================================
 
 ``validate_only`` requests change nothing and are not recorded; an OffsetCommit that changes no
@@ -49,6 +53,7 @@ from streams.protocol.handlers.offsets import MIN_COMMIT_TOPIC_ID_VERSION
 OFFSET_COMMIT, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 8, 19, 20, 21
 ALTER_CONFIGS, CREATE_PARTITIONS, DELETE_GROUPS = 33, 37, 42
 INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 44, 47
+CREATE_ACLS, DELETE_ACLS = 30, 31
 TOPIC_RESOURCE = 2
 NON_EMPTY_GROUP = 68
 RESET_STRATEGY = "offsets committed by a Kafka client outside a group generation"
@@ -362,6 +367,43 @@ def _offsets_deleted(ctx, req: Request, response, state) -> list[Change]:
     return out
 
 
+# ---------------------------------------------------------------------- ACLs
+
+
+def _acls_created(ctx, req: Request, response, state) -> list[Change]:
+    from streams.acl.model import AclBinding, Operation, PatternType, Permission, ResourceType
+
+    out = []
+    for c, result in zip(req.body.creations, response.results, strict=True):
+        if result.error_code:
+            continue
+        pattern = c.resource_pattern_type if req.api_version >= 1 else PatternType.LITERAL
+        b = AclBinding(
+            ResourceType(c.resource_type), c.resource_name, PatternType(pattern), c.principal,
+            c.host, Operation(c.operation), Permission(c.permission_type),
+        )  # fmt: skip
+        out.append(("acl.create", _acl_target(b.resource_type, b.name), None, b.to_json()))
+    return out
+
+
+def _acls_deleted(ctx, req: Request, response, state) -> list[Change]:
+    from streams.acl.model import AclBinding, Operation, PatternType, Permission, ResourceType
+
+    out = []
+    for result in response.filter_results:
+        for m in result.matching_acls:
+            b = AclBinding(
+                ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type),
+                m.principal, m.host, Operation(m.operation), Permission(m.permission_type),
+            )  # fmt: skip
+            out.append(("acl.delete", _acl_target(b.resource_type, b.name), b.to_json(), None))
+    return out
+
+
+def _acl_target(resource_type, name: str) -> str:
+    return f"acl {resource_type.name.lower().replace('_', ' ')} {name}"
+
+
 AUDITED: dict[int, _Audited] = {
     OFFSET_COMMIT: _Audited(_commit_before, _committed),
     CREATE_TOPICS: _Audited(_nothing, _created),
@@ -372,4 +414,6 @@ AUDITED: dict[int, _Audited] = {
     CREATE_PARTITIONS: _Audited(_partition_counts, _partitioned),
     DELETE_GROUPS: _Audited(_group_offsets, _groups_deleted),
     OFFSET_DELETE: _Audited(_offsets_of_topics, _offsets_deleted),
+    CREATE_ACLS: _Audited(_nothing, _acls_created),
+    DELETE_ACLS: _Audited(_nothing, _acls_deleted),
 }

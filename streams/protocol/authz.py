@@ -15,17 +15,31 @@ idempotent producer, broker configs); a Metadata request lists no topics (named 
 TOPIC_AUTHORIZATION_FAILED) and ListGroups lists no groups. An acks=0 Produce has no response
 to carry the error: its connection is closed, as Kafka does. Roles apply to whole requests
 (they are not per topic), so nothing reaches a handler half-allowed.
+
+On a listener with SASL, Kafka's ACLs (``streams.acl``, kept in ``__acls``) refine the roles per
+resource. Each request names resources with the operation Kafka's authorizer checks for it
+(`resources`: Produce WRITE on each topic, Fetch READ, OffsetCommit READ on the group and the
+topics, CreateTopics CREATE, InitProducerId WRITE on the transactional id or IDEMPOTENT_WRITE on
+the cluster, CreateAcls ALTER on the cluster, ...). For each, in Kafka's order: a super user
+(``ListenerConfig.super_users``) is allowed; a matching DENY refuses, whatever the role; a
+matching ALLOW allows, whatever the role; with no binding for it the role decides. A request
+passes when every resource it names is allowed, and is refused whole otherwise (Kafka answers
+such a request partly; here, too, nothing reaches a handler half-allowed). A Metadata request
+for all topics and ListGroups list only what the principal may DESCRIBE (`visible`).
+Refusals by an ACL are logged and audited (``acl.denied``).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from streams.acl.model import CLUSTER_NAME, Operation, ResourceType
+from streams.errors import UnknownTopicId
 from streams.protocol import codec
 from streams.protocol.codec import Request
-from streams.protocol.handlers.common import NODE_ID, CloseConnection, ErrorCode
+from streams.protocol.handlers.common import NODE_ID, CloseConnection, ErrorCode, topic_for_id
 from streams.protocol.security import Principal, Role
 
 TOPIC = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -35,9 +49,10 @@ BROKER_RESOURCE = 4
 TRANSACTION_KEY_TYPE = 1
 
 # API key -> the role it needs; OffsetCommit depends on the request (see `required_role`)
-OPERATOR_APIS = {0, 19, 20, 21, 22, 24, 25, 26, 28, 33, 37, 42, 44, 47}
+OPERATOR_APIS = {0, 19, 20, 21, 22, 24, 25, 26, 28, 30, 31, 33, 37, 42, 44, 47}
 ANYONE_APIS = {17, 18, 36}  # SaslHandshake, ApiVersions, SaslAuthenticate
 OFFSET_COMMIT = 8
+LISTINGS = {3, 16}  # Metadata and ListGroups: their answers are filtered (`filter_listing`)
 
 
 def required_role(req: Request) -> Role:
@@ -52,11 +67,177 @@ def required_role(req: Request) -> Role:
     return Role.VIEWER
 
 
-def denial(ctx, req: Request, principal: Principal) -> Callable[[], Any] | None:
-    """None when `principal` may make `req`; otherwise a function returning Kafka's refusal
-    (a response body, or raising CloseConnection)."""
-    if principal.role >= required_role(req):
+Resource = tuple[ResourceType, str, Operation]
+T, G, C, X = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
+)
+R, W, D = Operation.READ, Operation.WRITE, Operation.DESCRIBE
+CONFIG_TYPES = {2: T, 4: C}  # DescribeConfigs' resource types: topic, broker
+
+
+class Refusal(NamedTuple):
+    answer: Callable[[], Any]  # Kafka's refusal: a response body, or raises CloseConnection
+    reason: str  # for the log: "role viewer, needs operator" or "ACL: WRITE on TOPIC orders"
+    denied: Resource | None  # the resource an ACL denied (None: the role did not suffice)
+
+
+def _name(ctx, name: str | None, topic_id) -> str:
+    if name:
+        return name
+    try:
+        return topic_for_id(ctx, topic_id)
+    except UnknownTopicId:
+        return ""  # the handler answers UNKNOWN_TOPIC_ID
+
+
+def resources(ctx, req: Request) -> list[Resource]:
+    """What `req` acts on, with the operation Kafka authorises for each."""
+    b, k, v = req.body, req.api_key, req.api_version
+    if k == 0:
+        out = [(T, _name(ctx, t.name, t.topic_id), W) for t in b.topic_data]
+        return out + ([(X, b.transactional_id, W)] if b.transactional_id else [])
+    if k == 1:
+        return [(T, _name(ctx, t.topic, getattr(t, "topic_id", None)), R) for t in b.topics]
+    if k in (2, 23):
+        return [(T, getattr(t, "name", None) or t.topic, D) for t in b.topics]
+    if k == 3:  # all topics (None, or [] in v0) are filtered afterwards (`visible`)
+        named = b.topics is not None and not (v == 0 and not b.topics)
+        return [(T, _name(ctx, t.name, getattr(t, "topic_id", None)), D)
+                for t in (b.topics if named else ())]  # fmt: skip
+    if k == 8:
+        topics = [(T, _name(ctx, t.name, getattr(t, "topic_id", None)), R) for t in b.topics]
+        return [(G, b.group_id, R), *topics]
+    if k == 9:
+        if v < 8:
+            return [(G, b.group_id, D)] + [(T, t.name, D) for t in (b.topics or ())]
+        out = []
+        for g in b.groups:
+            out.append((G, g.group_id, D))
+            out += [(T, _name(ctx, getattr(t, "name", None), getattr(t, "topic_id", None)), D)
+                    for t in (g.topics or ())]  # fmt: skip
+        return out
+    if k == 10:
+        kind = X if (v >= 1 and b.key_type == 1) else G
+        keys = b.coordinator_keys if v >= 4 else [b.key]
+        return [(kind, key, D) for key in keys]
+    if k in (11, 12, 13, 14):
+        return [(G, b.group_id, R)]
+    if k == 15:
+        return [(G, g, D) for g in b.groups]
+    if k == 19:
+        return [(T, t.name, Operation.CREATE) for t in b.topics]
+    if k == 20:
+        if v >= 6:
+            return [(T, _name(ctx, t.name, t.topic_id), Operation.DELETE) for t in b.topics]
+        return [(T, name, Operation.DELETE) for name in b.topic_names]
+    if k == 21:
+        return [(T, t.name, Operation.DELETE) for t in b.topics]
+    if k == 22:
+        if b.transactional_id:
+            return [(X, b.transactional_id, W)]
+        return [(C, CLUSTER_NAME, Operation.IDEMPOTENT_WRITE)]
+    if k == 24:
+        topics = [(T, t.name, W) for t in b.v3_and_below_topics]
+        return [(X, b.v3_and_below_transactional_id, W), *topics]
+    if k == 25:
+        return [(X, b.transactional_id, W), (G, b.group_id, R)]
+    if k == 26:
+        return [(X, b.transactional_id, W)]
+    if k == 28:
+        topics = [(T, t.name, R) for t in b.topics]
+        return [(X, b.transactional_id, W), (G, b.group_id, R), *topics]
+    if k in (32, 33, 44):
+        op = Operation.DESCRIBE_CONFIGS if k == 32 else Operation.ALTER_CONFIGS
+        return [
+            (CONFIG_TYPES[r.resource_type], r.resource_name if r.resource_type == 2 else
+             CLUSTER_NAME, op)
+            for r in b.resources
+            if r.resource_type in CONFIG_TYPES
+        ]  # fmt: skip
+    if k == 37:
+        return [(T, t.name, Operation.ALTER) for t in b.topics]
+    if k == 42:
+        return [(G, g, Operation.DELETE) for g in b.groups_names]
+    if k == 47:
+        return [(G, b.group_id, Operation.DELETE)] + [(T, t.name, R) for t in b.topics]
+    if k in (29, 60, 61, 65, 66):  # DescribeAcls, DescribeCluster, the transactions' views
+        return [(C, CLUSTER_NAME, D)]
+    if k in (30, 31):  # CreateAcls, DeleteAcls
+        return [(C, CLUSTER_NAME, Operation.ALTER)]
+    return []
+
+
+def kafka_principal(principal: Principal) -> str:
+    return f"User:{principal.user}"
+
+
+def refusal(ctx, req: Request, principal: Principal) -> Refusal | None:
+    """None when `principal` may make `req`; otherwise Kafka's refusal and why."""
+    by_role = principal.role >= required_role(req)
+    acls = ctx.acls
+    who = kafka_principal(principal)
+    if acls is not None and principal.user is not None and not acls.empty_for(who):
+        if who in acls.super_users:
+            return None
+        named = resources(ctx, req)
+        for rtype, name, op in named:
+            decided = acls.decide(who, req.client_host, op, rtype, name)
+            if decided is False:
+                why = f"an ACL denies {op.name} on {rtype.name} {name}"
+                return Refusal(_answer(ctx, req), why, (rtype, name, op))
+            if decided is None and not by_role:
+                why = (
+                    f"no ACL allows {op.name} on {rtype.name} {name}, nor does the role "
+                    f"{principal.role.name.lower()}"
+                )
+                return Refusal(_answer(ctx, req), why, None)
+        if named:  # each allowed, by an ACL or by the role
+            return None
+    if by_role:
         return None
+    needs = required_role(req).name.lower()
+    return Refusal(_answer(ctx, req), f"role {principal.role.name.lower()}, needs {needs}", None)
+
+
+def visible(
+    ctx, principal: Principal, host: str, rtype: ResourceType, names: list[str]
+) -> list[str]:
+    """Of `names`, those `principal` may DESCRIBE (what a Metadata request for all topics and
+    ListGroups list): by the ACLs, else by the role."""
+    acls, who = ctx.acls, kafka_principal(principal)
+    if acls is None or principal.user is None or acls.empty_for(who):
+        return names
+    by_role = principal.role >= Role.VIEWER
+    out = []
+    for name in names:
+        decided = acls.decide(who, host, D, rtype, name)
+        if decided or (decided is None and by_role):
+            out.append(name)
+    return out
+
+
+def filter_listing(ctx, req: Request, principal: Principal, body: Any) -> Any:
+    """A Metadata (all topics) or ListGroups response without what the principal may not
+    DESCRIBE."""
+    if req.api_key == 3 and not resources(ctx, req):
+        keep = set(visible(ctx, principal, req.client_host, T, [t.name for t in body.topics]))
+        body.topics = [t for t in body.topics if t.name in keep]
+    elif req.api_key == 16:
+        keep = set(visible(ctx, principal, req.client_host, G, [g.group_id for g in body.groups]))
+        body.groups = [g for g in body.groups if g.group_id in keep]
+    return body
+
+
+def denial(ctx, req: Request, principal: Principal) -> Callable[[], Any] | None:
+    """`refusal`'s answer alone (None when allowed)."""
+    refused = refusal(ctx, req, principal)
+    return None if refused is None else refused.answer
+
+
+def _answer(ctx, req: Request) -> Callable[[], Any]:
     build = _DENIALS.get(req.api_key)
     if build is None:  # an API without a per-resource answer: every error code set
         return lambda: codec.error_response_body(req.api_key, req.api_version, CLUSTER)
@@ -385,6 +566,27 @@ def _offset_delete(ctx, req: Request):
     return codec.make_response(req, error_code=GROUP, throttle_time_ms=0, topics=[])
 
 
+def _describe_acls(ctx, req: Request):
+    return codec.make_response(
+        req, throttle_time_ms=0, error_code=CLUSTER, error_message="not authorized", resources=[]
+    )
+
+
+def _create_acls(ctx, req: Request):
+    cls = codec.response_class(req.api_key).AclCreationResult
+    results = [cls(error_code=CLUSTER, error_message="not authorized") for _ in req.body.creations]
+    return codec.make_response(req, throttle_time_ms=0, results=results)
+
+
+def _delete_acls(ctx, req: Request):
+    cls = codec.response_class(req.api_key).DeleteAclsFilterResult
+    results = [
+        cls(error_code=CLUSTER, error_message="not authorized", matching_acls=[])
+        for _ in req.body.filters
+    ]
+    return codec.make_response(req, throttle_time_ms=0, filter_results=results)
+
+
 _DENIALS: dict[int, Callable[[Any, Request], Any]] = {
     0: _produce,
     1: _fetch,
@@ -408,6 +610,9 @@ _DENIALS: dict[int, Callable[[Any, Request], Any]] = {
     25: _transactional,
     26: _transactional,
     28: _transactional,  # TxnOffsetCommit
+    29: _describe_acls,
+    30: _create_acls,
+    31: _delete_acls,
     32: _describe_configs,
     33: _alter_configs,
     37: _create_partitions,

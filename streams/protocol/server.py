@@ -41,6 +41,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import ssl
@@ -101,6 +102,8 @@ class ListenerConfig:
     tls_key_file: str | None = None  # the certificate's private key (PEM)
     authenticator: Authenticator | None = None  # set: SASL is required (see the docstring)
     audit: AuditSink | None = None  # set: admin changes over this port are recorded there
+    # Kafka's super.users ("User:admin"): allowed everything, whatever the ACLs say
+    super_users: frozenset[str] = frozenset()
     event_loop: str = "uvloop"  # `start()`'s: "uvloop" (if installed, not with TLS) or "asyncio"
 
     @property
@@ -219,6 +222,7 @@ class KafkaListener:
             cluster_id=_cluster_id(self.store.path),
             auth_executor=self._auth_executor,
             record_check=self.record_check,
+            acls=self._acls(),
         )
         try:
             self._server = await asyncio.start_server(
@@ -235,6 +239,15 @@ class KafkaListener:
         self._ctx.host = cfg.advertised_host or host
         self._ctx.port = port
         log.info("Kafka listener on %s:%d (%s)", host, port, cfg.security_protocol)
+
+    def _acls(self):
+        """The ACLs (``__acls``) when the listener has principals to apply them to (SASL)."""
+        if self.config.authenticator is None:
+            return None
+        from streams.acl import ACLS_TOPIC, Acls
+        from streams.log import StoreKeyedLog
+
+        return Acls(StoreKeyedLog(self.store, ACLS_TOPIC), super_users=self.config.super_users)
 
     async def _close(self) -> None:
         self._server.close()
@@ -288,6 +301,7 @@ class _Connection:
         self.closing = False  # the last response is queued: read no more requests
         self._failure = ""  # why the last SASL step failed, as the client is told
         self._refused_logged: set[int] = set()
+        self._denials_audited: set[tuple] = set()
 
     def abort(self) -> None:
         """Stop serving this connection (listener shutdown); `run()` then returns."""
@@ -383,17 +397,22 @@ class _Connection:
             await self._refresh_role()
         req = req._replace(client_host=self.host, principal=self.principal)
         api = APIS[req.api_key]
-        refusal = authz.denial(self.ctx, req, self.principal)
-        if refusal is not None:
-            self._log_refusal(req)
-            task = asyncio.ensure_future(_answer(refusal))
+        handler = api.handler
+        refused = authz.refusal(self.ctx, req, self.principal)
+        if refused is None and req.api_key in authz.LISTINGS and self.ctx.acls is not None:
+            handler = functools.partial(self._listing, handler)
+        if refused is not None:
+            self._log_refusal(req, refused)
+            if refused.denied is not None and self.ctx.config.audit is not None:
+                await self._audit_denial(req, refused)
+            task = asyncio.ensure_future(_answer(refused.answer))
         elif self.ctx.config.audit is not None and audit.is_audited(req):
-            task = asyncio.ensure_future(self._audited(api.handler, req))
+            task = asyncio.ensure_future(self._audited(handler, req))
         elif not api.pipelined:  # in this task: no task of its own, no turn of the loop
-            await self.pending.put((req, await _settled(api.handler(self.ctx, req)), started))
+            await self.pending.put((req, await _settled(handler(self.ctx, req)), started))
             return
         else:
-            answer = api.handler(self.ctx, req)
+            answer = handler(self.ctx, req)
             task = asyncio.ensure_future(answer)
             if isinstance(answer, Deferred):  # its ordered part first (see ``handlers``)
                 await asyncio.wait((answer.ordered,))
@@ -525,18 +544,43 @@ class _Connection:
     async def _reply(self, req: codec.Request, body) -> None:
         await self.pending.put((None, bytes(codec.encode_response(req, body))))
 
-    def _log_refusal(self, req: codec.Request) -> None:
+    def _log_refusal(self, req: codec.Request, refused: authz.Refusal) -> None:
         if req.api_key in self._refused_logged:  # once per API and connection
             return
         self._refused_logged.add(req.api_key)
         log.info(
-            "refused API key %d to Kafka user %s from %s (role %s, needs %s)",
+            "refused API key %d to Kafka user %s from %s (%s)",
             req.api_key,
             self.principal.user,
             self.peer,
-            self.principal.role.name.lower(),
-            authz.required_role(req).name.lower(),
+            refused.reason,
         )
+
+    async def _audit_denial(self, req: codec.Request, refused: authz.Refusal) -> None:
+        """An ACL's refusal in the audit log (``acl.denied``), once per connection and
+        resource: a client retrying does not flood it."""
+        rtype, name, op = refused.denied
+        if (rtype, name, op) in self._denials_audited:
+            return
+        self._denials_audited.add((rtype, name, op))
+        event = AuditEvent(
+            action="acl.denied",
+            target=f"{rtype.name.lower().replace('_', ' ')} {name}",
+            before=None,
+            after={"operation": op.name, "api": _API_NAMES.get(req.api_key, str(req.api_key))},
+            client_id=req.client_id or "",
+            address=self.peer,
+            user=self.principal.user,
+        )
+        try:
+            await self.ctx.blocking(self.ctx.config.audit.record, event)
+        except Exception:  # noqa: BLE001 - the refusal stands; its record is lost, loudly
+            log.exception("could not record the audit of a refusal to %s", self.peer)
+
+    async def _listing(self, handler, ctx, req: codec.Request):
+        """A Metadata (all topics) or ListGroups answer, without what the ACLs hide."""
+        body = await handler(ctx, req)
+        return authz.filter_listing(ctx, req, self.principal, body)
 
     # ------------------------------------------------------------------ audit
 

@@ -29,15 +29,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from streams.log.keyed import COMPACTED, KeyedLog, StoreKeyedLog
 from streams.schemas import errors as E
 from streams.schemas.errors import SchemaParseError
 from streams.schemas.formats import AVRO, FORMATS, SCHEMA_TYPES, ParsedSchema
 
 SCHEMAS_TOPIC = "_schemas"
-SCHEMAS_TOPIC_CONFIG = {"cleanup.policy": "compact", "retention.ms": "-1"}
+SCHEMAS_TOPIC_CONFIG = COMPACTED
 
 BACKWARD, FORWARD, FULL, NONE = "BACKWARD", "FORWARD", "FULL", "NONE"
 LEVELS = (
@@ -90,44 +91,16 @@ class SchemaVersion:
         return out
 
 
-class SchemaLog(Protocol):
-    """Where the registry's records go: ``_schemas`` of the broker's log store
-    (`StoreSchemaLog`), or any compacted single-partition log."""
-
-    def records(self) -> Iterable[tuple[bytes, bytes | None]]:
-        """Every (key, value) in log order, from the start."""
-        ...
-
-    def append(self, key: bytes, value: bytes | None) -> None:
-        """Durably (as the topic's flush policy says) append one record."""
-        ...
+# Where the registry's records go: ``_schemas`` of the broker's log store (`StoreSchemaLog`),
+# or any compacted single-partition log
+SchemaLog = KeyedLog
 
 
-class StoreSchemaLog:
+class StoreSchemaLog(StoreKeyedLog):
     """`SchemaLog` over ``_schemas`` of a ``streams.log.LogStore`` (created when missing)."""
 
     def __init__(self, store, topic: str = SCHEMAS_TOPIC):
-        from streams.errors import TopicAlreadyExists
-
-        self._store, self._topic = store, topic
-        if topic not in store.list_topics():
-            try:
-                store.create_topic(topic, 1, dict(SCHEMAS_TOPIC_CONFIG))
-            except TopicAlreadyExists:
-                pass
-
-    def records(self) -> Iterable[tuple[bytes, bytes | None]]:
-        offset, end = self._store.offsets(self._topic, 0)
-        while offset < end:
-            batch = self._store.read(self._topic, 0, offset, 1000, 8 << 20)
-            if not batch:
-                return
-            for r in batch:
-                yield r.key or b"", r.value
-            offset = batch[-1].offset + 1
-
-    def append(self, key: bytes, value: bytes | None) -> None:
-        self._store.append(self._topic, value, key=key, partition=0)
+        super().__init__(store, topic, SCHEMAS_TOPIC_CONFIG)
 
 
 def _key(keytype: str, subject: str | None, version: int | None = None) -> bytes:

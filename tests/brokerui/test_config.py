@@ -60,11 +60,26 @@ def test_environment_overrides(tmp_path):
         ("TIDELOG_DEMO", "maybe"),
         ("TIDELOG_KAFKA_DEFAULT_PARTITIONS", "0"),
         ("TIDELOG_KAFKA_MAX_REQUEST_BYTES", "lots"),
+        ("TIDELOG_KAFKA_SUPER_USERS", "admin"),
+        ("TIDELOG_CLUSTER_CONFIG", "/no/such/client.properties"),
     ],
 )
 def test_bad_values_are_refused_with_the_variable_named(name, value):
     with pytest.raises(ConfigError, match=name):
         Config.from_env({name: value})
+
+
+def test_super_users_and_the_cluster_config(tmp_path):
+    properties = tmp_path / "client.properties"
+    properties.write_text("security.protocol=SSL\n")
+    config = Config.from_env(
+        {
+            "TIDELOG_KAFKA_SUPER_USERS": "User:admin; User:ops",
+            "TIDELOG_CLUSTER_CONFIG": str(properties),
+        }
+    )
+    assert config.kafka_super_users == ("User:admin", "User:ops")
+    assert config.cluster_config == properties
 
 
 def test_secret_key_is_generated_once_with_owner_only_permissions(tmp_path):

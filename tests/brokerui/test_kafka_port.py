@@ -31,12 +31,13 @@ PASSWORDS = {
     "nora": "no-role-pass-123",
     "carol": "created-pass-123",
     "walter": "first-pass-123",
+    "sam": "super-pass-123",  # no role, but a super user (TIDELOG_KAFKA_SUPER_USERS)
 }
 # users as an operator adds them: set_password then save (Django's password-changed hook), and
 # carol as create_user(password=...) makes her (no hook: SCRAM after a first sign-in)
 SETUP = """
 from django.contrib.auth.models import Group, User
-roles = {"olivia": "operator", "victor": "viewer", "nora": None, "walter": "viewer"}
+roles = {"olivia": "operator", "victor": "viewer", "nora": None, "walter": "viewer", "sam": None}
 for name, role in roles.items():
     user = User.objects.create_user(name)
     user.set_password(PASSWORDS[name])
@@ -150,6 +151,7 @@ def secured(tmp_path_factory, tls_files):
         TIDELOG_KAFKA_SASL="1",
         TIDELOG_KAFKA_TLS_CERT=str(cert),
         TIDELOG_KAFKA_TLS_KEY=str(key),
+        TIDELOG_KAFKA_SUPER_USERS="User:sam",
     ).start()
     yield server
     server.stop()
@@ -310,6 +312,35 @@ def test_an_operators_admin_changes_are_audited_under_their_name(secured, tls_fi
     assert entry["user__username"] == "olivia"
     assert (entry["action"], entry["source"]) == ("topic.create", "kafka")
     assert entry["after"] == {"partitions": 2, "config": {}}
+
+
+def test_acls_on_the_consoles_port_with_a_super_user_and_the_audit_log(secured, tls_files):
+    """An operator's DENY refuses even an operator; the super user (TIDELOG_KAFKA_SUPER_USERS,
+    no console role) passes it; the ACL and the refusal are on the console's audit log."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    operator = _rdkafka(secured, tls_files, "SCRAM-SHA-256", "olivia")
+    assert _produce(operator, "acl-locked", [b"before"]) == [None]
+    deny = AclBinding(
+        ResourceType.TOPIC, "acl-locked", ResourcePatternType.LITERAL, "User:*", "*",
+        AclOperation.WRITE, AclPermissionType.DENY,
+    )  # fmt: skip
+    admin = AdminClient(operator)
+    for future in admin.create_acls([deny]).values():
+        future.result(DEADLINE_S)
+    refused = _produce(operator, "acl-locked", [b"after"])
+    assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert _produce(_rdkafka(secured, tls_files, "SCRAM-SHA-512", "sam"), "acl-locked",
+                    [b"super"]) == [None]  # fmt: skip
+    entries = [(e["action"], e["target"], e["user__username"]) for e in secured.audit_entries()]
+    assert ("acl.create", "acl topic acl-locked", "olivia") in entries
+    assert ("acl.denied", "topic acl-locked", "olivia") in entries
 
 
 def test_admin_changes_on_an_open_port_are_audited_with_client_id_and_address(open_server):

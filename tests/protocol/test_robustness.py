@@ -185,9 +185,9 @@ def test_every_api_answers_requests_with_default_fields_without_internal_errors(
 
 
 # APIs Kafka defines that Tidelog does not serve (never advertised), each at a version whose
-# response has a top-level error_code: DescribeClientQuotas, DescribeAcls, DescribeLogDirs,
+# response has a top-level error_code: DescribeClientQuotas, DescribeLogDirs,
 # DescribeUserScramCredentials, ListPartitionReassignments, DescribeQuorum
-UNSERVED = [(48, 1), (29, 1), (35, 4), (50, 0), (46, 0), (55, 1)]
+UNSERVED = [(48, 1), (35, 4), (50, 0), (46, 0), (55, 1)]
 
 
 @pytest.mark.parametrize(("api_key", "version"), UNSERVED)

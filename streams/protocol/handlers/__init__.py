@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from streams.protocol.handlers import (
+    acls,
     admin,
     fetch,
     groups,
@@ -68,6 +69,9 @@ APIS: dict[int, Api] = {
         Api(25, 4, transactions.handle_add_offsets_to_txn),
         Api(26, 5, transactions.handle_end_txn),
         Api(28, 4, transactions.handle_txn_offset_commit),
+        Api(29, 3, acls.handle_describe_acls),
+        Api(30, 3, acls.handle_create_acls),
+        Api(31, 3, acls.handle_delete_acls),
         Api(32, 4, admin.handle_describe_configs),
         Api(33, 2, admin.handle_alter_configs),
         Api(36, 2, sasl.handle_sasl_authenticate),

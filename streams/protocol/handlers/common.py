@@ -189,6 +189,7 @@ class BrokerContext:
     port: int = 9092
     auth_executor: Executor | None = None  # SASL checks and role look-ups (see server)
     record_check: RecordCheck | None = None  # e.g. schema validation (confluent.*.validation)
+    acls: Any = None  # streams.acl.Acls on a listener with SASL (authz, handlers.acls); else None
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking engine call (fsync, topic creation) on the listener's thread pool."""
