@@ -15,12 +15,12 @@ from brokerui.routing import build_application  # noqa: E402
 application = build_application()
 
 from brokerui.broker import get_broker  # noqa: E402
-from brokerui.cluster import is_external  # noqa: E402
+from brokerui.cluster import has_builtin  # noqa: E402
 from streams.errors import DataDirLocked  # noqa: E402
 from streams.schemas.server import RegistryPortUnavailable  # noqa: E402
 
-# On an external cluster (TIDELOG_CLUSTER) the console is only a client: no local broker.
-if not is_external():
+# Without the built-in broker among the clusters the console is only a client: none is opened.
+if has_builtin():
     try:
         from brokerui.broker import kafka_listener_summary, registry_summary
 

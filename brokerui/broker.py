@@ -106,6 +106,12 @@ def kafka_listener_summary(broker: Broker) -> str:
     return f"Kafka protocol on {host}:{port}: {mode} ({how})"
 
 
+def open_broker() -> Broker | None:
+    """The process's broker if it is open now (None: not opened, or closed); never opens it."""
+    with _lock:
+        return _broker
+
+
 def close_broker() -> None:
     """Close the broker if one is running; the next `get_broker()` starts a new one."""
     global _broker

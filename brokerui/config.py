@@ -7,8 +7,10 @@ reads it once. Nothing else in the project looks at `os.environ` for Tidelog set
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import ssl
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,23 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 class ConfigError(ValueError):
     """An environment variable holds a value Tidelog cannot use."""
+
+
+BUILTIN = "local"  # the built-in broker's name among the clusters
+_CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+
+
+@dataclass(frozen=True)
+class ClusterEntry:
+    """One cluster the console shows: the built-in broker (`url` None) or an external one."""
+
+    name: str
+    url: str | None = None  # kafka://host:port[,...]; None: the built-in broker
+    client_properties: Path | None = None  # its SASL/TLS settings (streams.cluster.connection)
+
+    @property
+    def builtin(self) -> bool:
+        return self.url is None
 
 
 @dataclass(frozen=True)
@@ -37,6 +56,9 @@ class Config:
     cluster_url: str | None = None  # kafka://host:port[,...]: an external cluster, no local broker
     # its client properties (librdkafka's names: SASL, TLS), TIDELOG_CLUSTER_CONFIG
     cluster_config: Path | None = None
+    # the clusters of the console, the default one first (TIDELOG_CONFIG's [clusters.*], else
+    # TIDELOG_CLUSTER alone, else the built-in broker alone)
+    clusters: tuple[ClusterEntry, ...] = (ClusterEntry(BUILTIN),)
     kafka_listener: bool = True  # serve the Kafka protocol on kafka_port (TIDELOG_KAFKA_LISTENER)
     kafka_auto_create: bool = True  # Kafka's auto.create.topics.enable
     kafka_default_partitions: int = 1  # Kafka's num.partitions, for auto-created topics
@@ -59,6 +81,11 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
         data_dir = _path(env.get("TIDELOG_DATA_DIR"), default=REPO_DIR / "data")
+        cluster_url = _cluster_url(env.get("TIDELOG_CLUSTER", ""))
+        cluster_config = _cluster_config(env.get("TIDELOG_CLUSTER_CONFIG", ""))
+        clusters = _clusters(env.get("TIDELOG_CONFIG", ""), cluster_url, cluster_config)
+        if not clusters[0].builtin:  # the default cluster is external: no local broker
+            cluster_url, cluster_config = clusters[0].url, clusters[0].client_properties
         return cls(
             data_dir=data_dir,
             debug=_flag(env, "TIDELOG_DEBUG", default=False),
@@ -70,8 +97,9 @@ class Config:
             database_url=env.get("DATABASE_URL") or f"sqlite:///{data_dir / 'tidelog.sqlite3'}",
             redis_url=env.get("REDIS_URL") or None,
             secret_key=env.get("TIDELOG_SECRET_KEY") or None,
-            cluster_url=_cluster_url(env.get("TIDELOG_CLUSTER", "")),
-            cluster_config=_cluster_config(env.get("TIDELOG_CLUSTER_CONFIG", "")),
+            cluster_url=cluster_url,
+            cluster_config=cluster_config,
+            clusters=clusters,
             kafka_listener=_flag(env, "TIDELOG_KAFKA_LISTENER", default=True),
             kafka_auto_create=_flag(env, "TIDELOG_KAFKA_AUTO_CREATE", default=True),
             kafka_default_partitions=_int(
@@ -171,6 +199,81 @@ def _tls_files(env: Mapping[str, str]) -> dict[str, Path | None]:
             f"certificate and its key ({exc.strerror or exc}); both must be PEM files"
         ) from None
     return {"kafka_tls_cert": cert_path, "kafka_tls_key": key_path}
+
+
+def _clusters(
+    config_file: str, url: str | None, properties: Path | None
+) -> tuple[ClusterEntry, ...]:
+    """The console's clusters. With TIDELOG_CONFIG (a TOML file)::
+
+        builtin = true              # the built-in broker, as "local" (the default: true)
+
+        [clusters.prod]
+        bootstrap = "kafka://kafka-1:9092,kafka-2:9092"
+        client_properties = "/etc/tidelog/prod.properties"   # SASL, TLS (optional)
+
+    the built-in broker first (when on), then the [clusters.NAME] tables in their order; the
+    first is the default (the pages at /, and /c/NAME/ for every one). Without it,
+    TIDELOG_CLUSTER alone (named "default") or the built-in broker alone."""
+    config_file = config_file.strip()
+    if not config_file:
+        if url:
+            return (ClusterEntry("default", url, properties),)
+        return (ClusterEntry(BUILTIN),)
+    what = f"TIDELOG_CONFIG={config_file!r}"
+    path = Path(config_file).expanduser()
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{what}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what}: not TOML: {exc}") from None
+    if url:
+        raise ConfigError(f"{what}: name the clusters there, not also with TIDELOG_CLUSTER")
+    unknown = set(doc) - {"builtin", "clusters"}
+    if unknown:
+        raise ConfigError(f"{what}: unknown settings {sorted(unknown)} (builtin, clusters)")
+    builtin = doc.get("builtin", True)
+    if not isinstance(builtin, bool):
+        raise ConfigError(f"{what}: builtin = {builtin!r}: expected true or false")
+    out = [ClusterEntry(BUILTIN)] if builtin else []
+    tables = doc.get("clusters", {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{what}: clusters must be tables, [clusters.NAME]")
+    for name, table in tables.items():
+        where = f"{what}, [clusters.{name}]"
+        if not _CLUSTER_NAME.fullmatch(name) or name == BUILTIN:
+            raise ConfigError(
+                f"{where}: a cluster's name is 1-32 lower-case letters, digits, - and _ "
+                f"(not {BUILTIN!r}, the built-in broker's)"
+            )
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: expected a table with bootstrap = ...")
+        extra = set(table) - {"bootstrap", "client_properties"}
+        if extra:
+            raise ConfigError(f"{where}: unknown settings {sorted(extra)}")
+        bootstrap = str(table.get("bootstrap", ""))
+        if not bootstrap.startswith("kafka://"):
+            bootstrap = f"kafka://{bootstrap}" if bootstrap else ""
+        try:
+            cluster_url = _cluster_url(bootstrap)
+        except ConfigError:
+            raise ConfigError(
+                f"{where}: bootstrap = {table.get('bootstrap')!r}: expected "
+                "kafka://host:port[,host2:port]"
+            ) from None
+        if cluster_url is None:
+            raise ConfigError(f"{where}: bootstrap = ... is missing")
+        props = table.get("client_properties")
+        props_path = None
+        if props:
+            props_path = (path.parent / Path(str(props)).expanduser()).resolve()
+            if not props_path.is_file():
+                raise ConfigError(f"{where}: client_properties = {props!r}: no such file")
+        out.append(ClusterEntry(name, cluster_url, props_path))
+    if not out:
+        raise ConfigError(f"{what}: no clusters (builtin = false and no [clusters.NAME])")
+    return tuple(out)
 
 
 def _cluster_url(value: str) -> str | None:

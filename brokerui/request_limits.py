@@ -16,7 +16,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 from django.shortcuts import render
 
-API_PREFIX = "/api/"
+from brokerui.cluster import is_api_path
+
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 FORM_TYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
 
@@ -37,7 +38,7 @@ def too_large_message(limit: int) -> str:
 def too_large_response(request: HttpRequest) -> HttpResponse:
     """413: the API's JSON error, or the console's page saying the limit and nothing changed."""
     limit = body_limit() or 0
-    if request.path.startswith(API_PREFIX):
+    if is_api_path(request.path):
         from brokerui.api.errors import RequestTooLarge, error_body
 
         exc = RequestTooLarge.of(limit)
@@ -52,7 +53,7 @@ def _read_body(request: HttpRequest) -> None:
     fields for a console form (uploaded files do not count), the whole body otherwise."""
     if request.method not in BODY_METHODS:
         return
-    if not request.path.startswith(API_PREFIX) and request.content_type in FORM_TYPES:
+    if not is_api_path(request.path) and request.content_type in FORM_TYPES:
         request.POST  # noqa: B018 - parses (and caches) the form as the view would
     else:
         request.body  # noqa: B018 - reads (and caches) it; over the limit it is not read

@@ -35,10 +35,14 @@ def console_reading() -> TopicReading:
         from brokerui.broker import get_broker
 
         return get_broker().reading
+    from brokerui.cluster import current
+
     decoder = console_decoder()
+    entry = current()
     key = (
         getattr(settings, "TIDELOG_SCHEMA_REGISTRY", None),
-        getattr(settings, "TIDELOG_CLUSTER", None),
+        entry.name,
+        entry.url,
         str(settings.TIDELOG_DATA_DIR),
     )
     with _lock:
@@ -51,13 +55,17 @@ def console_reading() -> TopicReading:
 def _console_book() -> MappingBook:
     from pathlib import Path
 
+    from brokerui.cluster import current, is_default
     from streams.broker.runtime import MAPPINGS_FILE
 
-    if not getattr(settings, "TIDELOG_CLUSTER", None):  # the built-in broker's, shared
+    entry = current()
+    if entry.builtin:  # the built-in broker's, shared
         from brokerui.broker import get_broker
 
         return get_broker().reading.book
-    return MappingBook(Path(settings.TIDELOG_DATA_DIR) / MAPPINGS_FILE)
+    # each external cluster its own file (the default one's keeps the one-cluster name)
+    name = MAPPINGS_FILE if is_default(entry) else f"schema-mappings.{entry.name}.json"
+    return MappingBook(Path(settings.TIDELOG_DATA_DIR) / name)
 
 
 def mapping_book() -> MappingBook:

@@ -36,6 +36,8 @@ TIDELOG_KAFKA_SUPER_USERS = CONFIG.kafka_super_users
 TIDELOG_CLUSTER = CONFIG.cluster_url
 # its client properties file (SASL, TLS; librdkafka's names; secrets as ${env:..}/${file:..})
 TIDELOG_CLUSTER_CONFIG = CONFIG.cluster_config
+# every cluster of the console (TIDELOG_CONFIG), the default first: brokerui.cluster
+TIDELOG_CLUSTERS = CONFIG.clusters
 # TIDELOG_EXPORT=0 turns off exporting records from the message pages (compliance)
 TIDELOG_EXPORT_ENABLED = CONFIG.export_enabled
 # a PostgreSQL DSN: the dual-write page runs its writers through CDC from it (else the log)
@@ -76,6 +78,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # /c/NAME/...: that cluster's pages (brokerui.cluster), before anything resolves the URL
+    "brokerui.console.middleware.ClusterMiddleware",
     "csp.middleware.CSPMiddleware",  # the Content-Security-Policy header (CONTENT_SECURITY_POLICY)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -17,6 +17,8 @@ class AuditEntry(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     source = models.CharField(max_length=16, default="console")  # console | api | cli | kafka
+    # the cluster the change was made on (brokerui.cluster: "local" is the built-in broker)
+    cluster = models.CharField(max_length=32, default="", blank=True, db_index=True)
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -80,8 +80,9 @@ class AuditLog:
     """The audit log: one `AuditEntry` row per record and, when `store` is given, the same
     record as JSON appended to its ``__audit`` topic (created on first use)."""
 
-    def __init__(self, store: AuditTopicStore | None = None):
+    def __init__(self, store: AuditTopicStore | None = None, cluster: str | None = None):
         self.store = store
+        self.cluster = cluster  # None: the current cluster (brokerui.cluster.current)
 
     def record(
         self,
@@ -96,8 +97,11 @@ class AuditLog:
     ) -> AuditEntry:
         """Persist one audit entry; returns it. `who`: the author as shown, when it is more
         than the user's name (a Kafka client's id and address)."""
+        from brokerui.cluster import current
+
         username = who or getattr(user, "username", "") or "anonymous"
         entry = AuditEntry.objects.create(
+            cluster=self.cluster or current().name,
             user=user if getattr(user, "is_authenticated", False) else None,
             username=username[: AuditEntry._meta.get_field("username").max_length],
             action=action,
@@ -126,6 +130,7 @@ class AuditLog:
             "before": entry.before,
             "after": entry.after,
             "source": entry.source,
+            "cluster": entry.cluster,
         }
         store.append(
             AUDIT_TOPIC, json.dumps(payload, default=str).encode(), key=entry.target.encode()

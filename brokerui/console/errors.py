@@ -71,7 +71,9 @@ def cluster_unavailable(request: HttpRequest, exception) -> HttpResponse:
 
 
 def _page(context_request, request, status: int, template: str, code: str, reason: str):
-    if request.path.startswith("/api/"):
+    from brokerui.cluster import is_api_path
+
+    if is_api_path(request.path):
         from brokerui.api.errors import error_body
 
         return JsonResponse(error_body(code, reason), status=status)

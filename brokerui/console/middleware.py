@@ -1,6 +1,7 @@
 """htmx requests whose session expired get HX-Redirect to the login page, so the browser
 navigates there instead of swapping the login form into a fragment of the page; a page whose
-external cluster does not answer is the 503 page with the reason (ClusterUnavailableMiddleware)."""
+external cluster does not answer is the 503 page with the reason (ClusterUnavailableMiddleware);
+a path under /c/NAME/ works on cluster NAME (ClusterMiddleware)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,46 @@ class ClusterUnavailableMiddleware:
 
             return cluster_unavailable(request, exception)
         return None
+
+
+class ClusterMiddleware:
+    """/c/NAME/...: cluster NAME is current for the request (``brokerui.cluster.using``) and
+    its URLconf serves it, so every URL the request reverses stays under /c/NAME/. An unknown
+    NAME is the 404 page naming the clusters there are. A streamed response (an export) is
+    read on that cluster too."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        from brokerui import cluster
+
+        name, _rest = cluster.split_path(request.path_info)
+        if name is None:
+            return self.get_response(request)
+        if cluster.find(name) is None:
+            from django.http import Http404
+
+            from brokerui.console.errors import page_not_found
+
+            known = ", ".join(e.name for e in cluster.entries())
+            return page_not_found(request, Http404(f"There is no cluster {name!r} ({known})."))
+        request.urlconf = cluster.urlconf_for(name)
+        with cluster.using(name):
+            response = self.get_response(request)
+        if getattr(response, "streaming", False) and not getattr(response, "is_async", False):
+            response.streaming_content = _on_cluster(name, response.streaming_content)
+        return response
+
+
+def _on_cluster(name, chunks):
+    from brokerui import cluster
+
+    iterator = iter(chunks)
+    while True:
+        with cluster.using(name):
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                return
+        yield chunk

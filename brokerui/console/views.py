@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from brokerui import cluster_health
 from brokerui.cluster import get_cluster
 from brokerui.console.alerts import services as alert_services
 from brokerui.console.groups import services as group_services
@@ -58,6 +59,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "behind": sum(1 for g in groups if g.fallen_behind),
         "total_lag": sum(g.total_lag for g in groups),
         "rate_window_s": RATE_WINDOW_MS // 1000,
+        "cluster_health": cluster_health.snapshot(),  # [] with one cluster
     }
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "console/topics/partials/overview.html", context)

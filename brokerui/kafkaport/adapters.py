@@ -21,6 +21,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest
 
 from brokerui.audit import services as audit
+from brokerui.config import BUILTIN
 from brokerui.console.roles import VIEWER, is_operator
 from brokerui.kafkaport.models import ScramCredential
 from brokerui.kafkaport.services import scram_credentials_set
@@ -142,7 +143,7 @@ class KafkaAuditSink:
 
     def __init__(self, broker):
         self.broker = broker
-        self.sink = audit.AuditLog(broker.store)
+        self.sink = audit.AuditLog(broker.store, cluster=BUILTIN)
 
     def record(self, event: AuditEvent) -> None:
         close_old_connections()
@@ -191,7 +192,7 @@ class RegistryAuditSink:
     """Schema registry changes go to the console's audit log with source ``registry``."""
 
     def __init__(self, broker):
-        self.sink = audit.AuditLog(broker.store)
+        self.sink = audit.AuditLog(broker.store, cluster=BUILTIN)
 
     def record(self, event) -> None:
         close_old_connections()

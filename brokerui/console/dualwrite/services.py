@@ -84,7 +84,9 @@ def dualwrite_through() -> Through:
     dsn = getattr(settings, "TIDELOG_DUALWRITE_POSTGRES", None)
     if not dsn:
         return Through.log("no PostgreSQL configured; set TIDELOG_DUALWRITE_POSTGRES to use one")
-    cluster_url = getattr(settings, "TIDELOG_CLUSTER", None)
+    from brokerui.cluster import current
+
+    cluster_url = current().url
     if cluster_url:
         return Through.cdc(dsn, cluster_url.removeprefix("kafka://"))
     from brokerui.broker import get_broker
