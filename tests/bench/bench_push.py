@@ -228,6 +228,7 @@ def run(layer: str, seconds: int, scratch: str) -> None:
 
 
 def _session_cookie() -> str:
+    from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.auth.models import Group, User
     from django.contrib.sessions.backends.db import SessionStore
@@ -236,7 +237,9 @@ def _session_cookie() -> str:
     user.groups.add(Group.objects.get(name="viewer"))
     session = SessionStore()
     session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    # the backend that signed the user in must be one of the console's (a session naming any
+    # other is anonymous: the socket was refused, HTTP 403, once the console had its own)
+    session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[-1]
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
     return session.session_key
