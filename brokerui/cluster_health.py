@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import logging
 import threading
 import time
 
@@ -19,6 +20,7 @@ from brokerui import cluster as clusters
 from streams.log import is_internal
 
 INTERVAL_S = 10.0
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +109,12 @@ def _run() -> None:
     global _thread
     pending: dict[str, concurrent.futures.Future] = {}
     while True:
-        entries = clusters.entries()
+        try:
+            entries = clusters.entries()
+        except Exception:  # noqa: BLE001 - settings being torn down (exit): try again later
+            log.exception("cannot list the clusters to check")
+            time.sleep(INTERVAL_S)
+            continue
         if len(entries) < 2:  # back to one cluster (settings changed): nothing to show
             with _lock:
                 _thread = None

@@ -207,7 +207,10 @@ class KafkaCluster:
         # replication factor -1: the cluster's default.replication.factor (KIP-464)
         topic = NewTopic(name, partitions, -1, config=config)
         futures = self.clients.admin.create_topics([topic], request_timeout=self.timeout)
-        result(futures[name], self.timeout + 1, topic=name)
+        try:
+            result(futures[name], self.timeout + 1, topic=name)
+        finally:
+            self.clients.forget_metadata()
         return self._await_topic(name)
 
     def _await_topic(self, name: str) -> TopicDescription:
@@ -220,6 +223,7 @@ class KafkaCluster:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+                self.clients.forget_metadata()
 
     def alter_topic_config(
         self, *, name: str, set_: dict | None = None, delete: Sequence[str] = ()
@@ -248,17 +252,24 @@ class KafkaCluster:
         futures = self.clients.admin.create_partitions(
             [NewPartitions(name, total)], request_timeout=self.timeout
         )
-        result(futures[name], self.timeout + 1, topic=name)
+        try:
+            result(futures[name], self.timeout + 1, topic=name)
+        finally:
+            self.clients.forget_metadata()
         deadline = time.monotonic() + self.timeout
         while self._view().partition_count(name) < total and time.monotonic() < deadline:
             time.sleep(0.05)
+            self.clients.forget_metadata()
         return self.describe_topic(name)
 
     def delete_topic(self, *, name: str) -> None:
         _refuse_internal(name, "deleted")
         self._view().partition_count(name)
         futures = self.clients.admin.delete_topics([name], request_timeout=self.timeout)
-        result(futures[name], self.timeout + 1, topic=name)
+        try:
+            result(futures[name], self.timeout + 1, topic=name)
+        finally:
+            self.clients.forget_metadata()
 
     def purge(
         self,

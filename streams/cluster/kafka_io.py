@@ -55,6 +55,7 @@ _UNREACHABLE = {
     KafkaError.REQUEST_TIMED_OUT,
 }
 _CONNECTION_PROBLEMS = {KafkaError._AUTHENTICATION, KafkaError._SSL}
+METADATA_TTL_S = 2.0  # how old the topic list a page reads may be (KafkaClients.topic_partitions)
 _UNSUPPORTED = {
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError._UNSUPPORTED_FEATURE,
@@ -138,6 +139,8 @@ class KafkaClients:
         self._consumer: Consumer | None = None
         self._lock = threading.Lock()  # creating the producer, closing
         self._read_lock = threading.Lock()  # the reader's assign + consume sequence
+        self._metadata_lock = threading.Lock()
+        self._metadata: tuple[float, dict[str, int]] | None = None  # (when, topic -> partitions)
         self._reading: tuple[str, int, int] | None = None  # where the assigned reader is now
 
     def _client_error(self, err: KafkaError) -> None:
@@ -157,6 +160,27 @@ class KafkaClients:
         if self.connection_problem:
             return se.ClusterUnavailable(f"{exc} ({self.connection_problem})")
         return exc
+
+    def topic_partitions(self) -> dict[str, int]:
+        """topic -> partition count, from a Metadata request at most `METADATA_TTL_S` old: a
+        page asks several times (a topic's partitions, each partition's checks), and on a
+        cluster of 5,000 partitions each full Metadata answer took ~100 ms over TLS. Changes
+        made through this client are seen at once (`forget_metadata`); others within the TTL,
+        as a Kafka client's own metadata cache lags (metadata.max.age.ms)."""
+        with self._metadata_lock:
+            cached = self._metadata
+        if cached is not None and time.monotonic() - cached[0] < METADATA_TTL_S:
+            return cached[1]
+        md = self.admin.list_topics(timeout=self.timeout)  # KafkaException: the caller's
+        partitions = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        with self._metadata_lock:
+            self._metadata = (time.monotonic(), partitions)
+        return partitions
+
+    def forget_metadata(self) -> None:
+        """The next `topic_partitions` asks the cluster (after a change made here)."""
+        with self._metadata_lock:
+            self._metadata = None
 
     def producer(self) -> Producer:
         with self._lock:
@@ -199,7 +223,11 @@ class KafkaClients:
         out: list[Record] = []
         deadline = time.monotonic() + self.timeout
         while len(out) < limit and time.monotonic() < deadline:
-            for m in consumer.consume(limit - len(out), 0.2):
+            # no more than the offsets left before `end`: consume() returns once it has as many
+            # messages as asked for, or waits its whole timeout (a page near the end of a
+            # partition waited 200 ms per partition for records that could not come)
+            nxt = out[-1].offset + 1 if out else offset
+            for m in consumer.consume(max(1, min(limit - len(out), end - nxt)), 0.2):
                 if m.topic() != topic or m.partition() != partition:
                     continue  # left over from an earlier assignment
                 err = m.error()
@@ -340,13 +368,10 @@ class ClusterView:
         """topic -> partition count, from one Metadata request."""
         if self._partitions is None:
             try:
-                md = self.clients.admin.list_topics(timeout=self.timeout)
+                self._partitions = self.clients.topic_partitions()
             except KafkaException as exc:
                 raise self.clients.unavailable(domain_error(exc)) from None
             self.clients.connection_problem = None  # it answered
-            self._partitions = {
-                name: len(t.partitions) for name, t in md.topics.items() if t.error is None
-            }
         return self._partitions
 
     def list_topics(self, include_internal: bool = True) -> list[str]:

@@ -324,3 +324,25 @@ def test_the_reader_fetches_again_soon_after_its_queue_was_full(server, topic, m
             cluster.close()
         assert [c["fetch.queue.backoff.ms"] for c in made] == [want], made
         made.clear()
+
+
+def test_the_topic_list_is_shared_briefly_and_changes_made_here_show_at_once(cluster, server):
+    """Metadata is asked at most every METADATA_TTL_S (a page asks several times): a topic
+    another client creates shows within that; one created or deleted here, at once."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from streams.cluster.kafka_io import METADATA_TTL_S
+
+    names = {t.name for t in cluster.list_topics()}
+    mine = f"ttl-mine-{time.time_ns() % 10**9}"
+    cluster.create_topic(name=mine, partitions=2)
+    assert mine in {t.name for t in cluster.list_topics()}  # no wait
+    assert cluster.describe_topic(mine).partitions[1].partition == 1
+    theirs = f"ttl-theirs-{time.time_ns() % 10**9}"
+    other = AdminClient({"bootstrap.servers": server.bootstrap})
+    other.create_topics([NewTopic(theirs, 1, 1)])[theirs].result(30)
+    wait_until(lambda: theirs in {t.name for t in cluster.list_topics()}, "the other's topic",
+               timeout=METADATA_TTL_S + 10)  # fmt: skip
+    cluster.delete_topic(name=mine)
+    assert mine not in {t.name for t in cluster.list_topics()}
+    assert names <= {t.name for t in cluster.list_topics()} | {mine}
