@@ -79,7 +79,9 @@ def domain_error(
     if not isinstance(err, KafkaError):
         return se.ClusterError(f"Kafka client error: {err}")
     code, text = err.code(), err.str()
-    if code in _UNREACHABLE:
+    if code in _UNREACHABLE or (code == KafkaError._NOENT and "leader" in text):
+        # _NOENT "No leaders found": no broker of the partitions answers (a request made with
+        # metadata still cached from before the cluster went away)
         return se.ClusterUnavailable(f"the Kafka cluster did not answer in time: {text}")
     if code in _UNSUPPORTED:
         return se.Unsupported(f"the Kafka cluster does not support this request: {text}")
@@ -431,9 +433,13 @@ class ClusterView:
         request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
         futures = self.clients.admin.list_offsets(request, request_timeout=self.timeout)
         out = {}
-        for tp, future in futures.items():
-            info = result(future, self.timeout + 1, topic=tp.topic)
-            out[(tp.topic, tp.partition)] = (info.offset, info.timestamp)
+        try:
+            for tp, future in futures.items():
+                info = result(future, self.timeout + 1, topic=tp.topic)
+                out[(tp.topic, tp.partition)] = (info.offset, info.timestamp)
+        except (se.ClusterUnavailable, se.UnknownTopic):
+            self.clients.forget_metadata()  # what it knew may be what failed
+            raise
         return out
 
     def read(self, topic: str, partition: int, offset: int, max_records: int = 500) -> list:
