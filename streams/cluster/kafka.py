@@ -118,8 +118,11 @@ class KafkaCluster:
         view = self._view()
         needle = name_filter.strip().lower()
         names = [n for n in view.list_topics(include_internal) if not needle or needle in n.lower()]
-        configs = self._configs(names)
+        # the configs, earliest and latest offsets asked at once: three requests in flight
+        # together, not one after the other (at 5,000 partitions each took ~100-250 ms)
+        pending = self._configs_asked(names)
         view.prefetch((n, p) for n in names for p in range(view.partition_count(n)))
+        configs = self._configs_answered(pending)
         return [self._summary(view, n, configs.get(n, ({}, set()))) for n in names]
 
     def _summary(self, view: ClusterView, name: str, config: TopicConfigs) -> TopicSummary:
@@ -138,9 +141,11 @@ class KafkaCluster:
     def describe_topic(self, name: str) -> TopicDescription:
         view = self._view()
         view.partition_count(name)  # UnknownTopic first
-        config = self._configs([name]).get(name, ({}, set()))
+        pending = self._configs_asked([name])  # answered while the last records are read
         tps = [(name, p) for p in range(view.partition_count(name))]
-        return self._describe(view, name, config, view.last_timestamps(tps))
+        last = view.last_timestamps(tps)
+        config = self._configs_answered(pending).get(name, ({}, set()))
+        return self._describe(view, name, config, last)
 
     def _describe(
         self, view: ClusterView, name: str, config_and_set: TopicConfigs, last: dict
@@ -163,10 +168,16 @@ class KafkaCluster:
 
     def _configs(self, names: Sequence[str]) -> dict[str, TopicConfigs]:
         """Per topic: its config as the cluster reports it, and the keys set on the topic."""
+        return self._configs_answered(self._configs_asked(names))
+
+    def _configs_asked(self, names: Sequence[str]) -> dict:
+        """DescribeConfigs of `names` sent; its futures (answered by `_configs_answered`)."""
         if not names:
             return {}
         resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
-        futures = self.clients.admin.describe_configs(resources, request_timeout=self.timeout)
+        return self.clients.admin.describe_configs(resources, request_timeout=self.timeout)
+
+    def _configs_answered(self, futures: dict) -> dict[str, TopicConfigs]:
         out = {}
         for resource, future in futures.items():
             try:

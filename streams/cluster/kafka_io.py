@@ -403,8 +403,11 @@ class ClusterView:
         want = [tp for tp in set(tps) if tp not in self._offsets]
         if not want:
             return
-        earliest = self._list_offsets({tp: OffsetSpec.earliest() for tp in want})
-        latest = self._list_offsets({tp: OffsetSpec.latest() for tp in want})
+        # both requests in flight at once, then both answers
+        asked_earliest = self._ask_offsets({tp: OffsetSpec.earliest() for tp in want})
+        asked_latest = self._ask_offsets({tp: OffsetSpec.latest() for tp in want})
+        earliest = self._offsets_answered(asked_earliest)
+        latest = self._offsets_answered(asked_latest)
         for tp in want:
             self._offsets[tp] = (earliest[tp][0], latest[tp][0])
 
@@ -430,8 +433,13 @@ class ClusterView:
         return out
 
     def _list_offsets(self, specs: dict) -> dict[tuple[str, int], tuple[int, int]]:
+        return self._offsets_answered(self._ask_offsets(specs))
+
+    def _ask_offsets(self, specs: dict) -> dict:
         request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
-        futures = self.clients.admin.list_offsets(request, request_timeout=self.timeout)
+        return self.clients.admin.list_offsets(request, request_timeout=self.timeout)
+
+    def _offsets_answered(self, futures: dict) -> dict[tuple[str, int], tuple[int, int]]:
         out = {}
         try:
             for tp, future in futures.items():
