@@ -308,14 +308,12 @@ def _cluster_config(value: str) -> Path | None:
 
 
 def _super_users(value: str) -> tuple[str, ...]:
-    """Kafka's super.users: ``User:NAME`` principals, semicolon-separated."""
-    users = tuple(u.strip() for u in value.split(";") if u.strip())
-    for user in users:
-        if not user.startswith("User:") or user == "User:":
-            raise ConfigError(
-                f"TIDELOG_KAFKA_SUPER_USERS: {user!r} is not User:NAME (e.g. User:admin;User:ops)"
-            )
-    return users
+    from streams.acl.model import InvalidAcl, parse_super_users
+
+    try:
+        return parse_super_users(value)
+    except InvalidAcl as exc:
+        raise ConfigError(f"TIDELOG_KAFKA_SUPER_USERS: {exc}") from None
 
 
 def _csv(value: str) -> tuple[str, ...]:

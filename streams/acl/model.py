@@ -216,3 +216,13 @@ def _name(enum_type: type[enum.IntEnum], value: int) -> str:
         return enum_type(value).name
     except ValueError:
         return f"code {value}"
+
+
+def parse_super_users(value: str) -> tuple[str, ...]:
+    """Kafka's ``super.users``: ``User:NAME`` principals, semicolon-separated; InvalidAcl
+    naming the first that is not one."""
+    users = tuple(u.strip() for u in value.split(";") if u.strip())
+    for user in users:
+        if not user.startswith("User:") or user == "User:":
+            raise InvalidAcl(f"{user!r} is not User:NAME (e.g. User:admin;User:ops)")
+    return users

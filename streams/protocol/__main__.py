@@ -73,12 +73,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if bool(args.tls_cert) != bool(args.tls_key):
         p.error("--tls-cert and --tls-key go together")
-    args.super_users = frozenset(u.strip() for u in args.super_users.split(";") if u.strip())
+    from streams.acl.model import InvalidAcl, parse_super_users
+
+    try:
+        args.super_users = frozenset(parse_super_users(args.super_users))
+    except InvalidAcl as exc:
+        p.error(f"--super-users: {exc}")
     if args.super_users and not args.sasl_users:
         p.error("--super-users needs --sasl-users (ACLs apply to SASL principals)")
-    for user in args.super_users:
-        if not user.startswith("User:") or user == "User:":
-            p.error(f"--super-users: {user!r} is not User:NAME")
     return args
 
 

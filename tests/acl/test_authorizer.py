@@ -140,3 +140,12 @@ def test_the_bindings_come_back_from_the_log_without_the_deleted_ones():
     assert acl("keep").describe() == (
         "User:alice has ALLOW permission for operations: READ from hosts: * on TOPIC:LITERAL:keep"
     )
+
+
+def test_super_users_are_parsed_once_for_the_cli_and_the_console():
+    from streams.acl.model import parse_super_users
+
+    assert parse_super_users(" User:admin; ;User:ops ") == ("User:admin", "User:ops")
+    for bad in ("admin", "User:", "Group:ops"):
+        with pytest.raises(InvalidAcl, match="is not User:NAME"):
+            parse_super_users(bad)
