@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "brokerui.accounts",
     "brokerui.audit",
     "brokerui.kafkaport",
+    "brokerui.access",  # role bindings: a role on a cluster, or on topics or groups by prefix
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -91,6 +92,8 @@ MIDDLEWARE = [
     "brokerui.console.middleware.ClusterUnavailableMiddleware",
     # every page needs a login; the login view itself is exempt (Django 5.1+)
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # a topic or group the user may not read (brokerui.access): 403, after the login check
+    "brokerui.console.roles.AccessMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

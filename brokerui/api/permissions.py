@@ -1,4 +1,6 @@
-"""The console's two roles, for the API: viewers read, operators (and superusers) change.
+"""The console's roles, for the API: viewers read, operators (and superusers) change, each on
+the scope its bindings give (brokerui.access): a change to ``topics/<name>`` or
+``groups/<id>`` needs the operator role on that topic or group, any other on the cluster.
 
 Authentication (token or session) is required everywhere (``IsAuthenticated``, the default);
 ``IsOperatorOrReadOnly`` then refuses unsafe methods to non-operators with 403
@@ -10,9 +12,8 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from brokerui.console.roles import is_operator
+from brokerui.console.roles import OPERATOR_MESSAGE, may_operate, refusal_text, resources_of
 
-OPERATOR_MESSAGE = "This needs the operator role."
 OPERATOR_CODE = "operator_required"
 
 
@@ -25,4 +26,8 @@ class IsOperatorOrReadOnly(BasePermission):
             return True
         if getattr(view, "action", None) in getattr(view, "read_only_actions", ()):
             return True  # the view checks the operator role itself when it changes something
-        return is_operator(request.user)
+        found = resources_of(getattr(request, "resolver_match", None))
+        if may_operate(request.user, found):
+            return True
+        self.message = refusal_text(request.user, found, "operator")
+        return False

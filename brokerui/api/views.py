@@ -30,10 +30,12 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
+from brokerui.access.grants import GROUP, TOPIC
+from brokerui.access.services import group_id, visible_items
 from brokerui.api import docs
 from brokerui.api import serializers as s
 from brokerui.api.errors import InternalTopic, error_body
-from brokerui.api.permissions import OPERATOR_CODE, OPERATOR_MESSAGE, IsOperatorOrReadOnly
+from brokerui.api.permissions import OPERATOR_CODE, IsOperatorOrReadOnly
 from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
 from brokerui.console.capture import services as capture_services
@@ -41,7 +43,7 @@ from brokerui.console.groups import services as group_services
 from brokerui.console.jobs import services as job_services
 from brokerui.console.live.feeds import capture_sources, embedded_jobs
 from brokerui.console.messages import services as message_services
-from brokerui.console.roles import is_operator
+from brokerui.console.roles import may_operate, refusal_text
 from brokerui.console.topics import services as topic_services
 from brokerui.console.transactions import services as txn_services
 from streams.cluster import ProduceRequest
@@ -155,6 +157,7 @@ NAME_PARAM = OpenApiParameter("name", str, OpenApiParameter.PATH, description="t
 @extend_schema(tags=["topics"])
 class TopicViewSet(ApiViewSet):
     lookup_field = "name"
+    read_only_actions = ("create",)  # the operator role is checked on the new topic's name
 
     @extend_schema(
         operation_id="topics_list",
@@ -167,6 +170,7 @@ class TopicViewSet(ApiViewSet):
         topics = get_cluster().list_topics(
             include_internal=q["include_internal"], name_filter=q["filter"]
         )
+        topics = visible_items(request.user, TOPIC, topics)
         return Response(s.TopicListSerializer({"count": len(topics), "topics": topics}).data)
 
     @extend_schema(
@@ -177,6 +181,9 @@ class TopicViewSet(ApiViewSet):
     )
     def create(self, request):
         v = _valid(s.TopicCreate, request.data)
+        if not may_operate(request.user, [(TOPIC, v["name"])]):
+            why = refusal_text(request.user, [(TOPIC, v["name"])], "operator")
+            raise PermissionDenied(why, code=OPERATOR_CODE)
         cluster = get_cluster()
         if cluster.is_internal(v["name"]):
             raise InternalTopic(
@@ -448,7 +455,7 @@ class GroupViewSet(ApiViewSet):
         responses={200: s.GroupListSerializer, **_errors()},
     )
     def list(self, request):
-        groups = get_cluster().list_groups()
+        groups = visible_items(request.user, GROUP, get_cluster().list_groups(), name=group_id)
         return Response(s.GroupListSerializer({"count": len(groups), "groups": groups}).data)
 
     @extend_schema(
@@ -500,8 +507,10 @@ class GroupViewSet(ApiViewSet):
     @action(detail=True, methods=["post"], url_path="reset")
     def reset(self, request, group_id: str):
         v = _valid(s.Reset, request.data)
-        if not v["dry_run"] and not is_operator(request.user):
-            raise PermissionDenied(OPERATOR_MESSAGE, code=OPERATOR_CODE)
+        if not v["dry_run"] and not may_operate(request.user, [(GROUP, group_id)]):
+            raise PermissionDenied(
+                refusal_text(request.user, [(GROUP, group_id)], "operator"), code=OPERATOR_CODE
+            )
         done = group_services.group_reset(
             cluster=get_cluster(),
             sink=process_sink(),

@@ -1,5 +1,21 @@
-from brokerui.console.roles import is_operator
+from brokerui.access import services as access
+from brokerui.console.roles import can_operate
+from streams.protocol.security import Role
 
 
 def roles(request):
-    return {"is_operator": is_operator(getattr(request, "user", None))}
+    """``is_operator``: whether the user may change what this page is about (its topic or
+    group, else the cluster); ``role_label``: the user's role as the header shows it."""
+    user = getattr(request, "user", None)
+    if user is None or not getattr(user, "is_authenticated", False):
+        return {"is_operator": False, "role_label": ""}
+    return {"is_operator": can_operate(request), "role_label": _label(access.grants_for(user))}
+
+
+def _label(grants) -> str:
+    on_cluster, best = grants.cluster_role(), grants.highest()
+    if on_cluster == best:
+        return {Role.OPERATOR: "operator", Role.VIEWER: "viewer"}.get(best, "no role")
+    scoped = "operator" if best == Role.OPERATOR else "viewer"
+    base = {Role.VIEWER: "viewer", Role.NONE: ""}.get(on_cluster, "")
+    return f"{base} + {scoped} of some topics" if base else f"{scoped} of some topics"

@@ -12,6 +12,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from brokerui import cluster_health
+from brokerui.access.grants import GROUP, TOPIC
+from brokerui.access.services import group_id as _group_id
+from brokerui.access.services import visible_items
 from brokerui.cluster import get_cluster
 from brokerui.console.alerts import services as alert_services
 from brokerui.console.groups import services as group_services
@@ -25,7 +28,7 @@ GROUPS = 10
 def home(request: HttpRequest) -> HttpResponse:
     cluster = get_cluster()
     now = now_ms()
-    everything = cluster.list_topics(include_internal=True)
+    everything = visible_items(request.user, TOPIC, cluster.list_topics(include_internal=True))
     topics = [t for t in everything if not t.internal]
     internal = [t for t in everything if t.internal]
     rows = [TopicRow(t, _rate(cluster, t, now)) for t in topics]
@@ -34,7 +37,7 @@ def home(request: HttpRequest) -> HttpResponse:
     )[:BUSIEST]
     health = group_services.groups_health_read(source=group_services.health_source())
     groups = sorted(
-        cluster.list_groups(),
+        visible_items(request.user, GROUP, cluster.list_groups(), name=_group_id),
         key=lambda g: (-_rank(health.get(g.group_id)), -g.total_lag, g.group_id),
     )
     context = {

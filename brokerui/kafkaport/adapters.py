@@ -1,5 +1,7 @@
 """The Kafka listener's seams (``streams.protocol.security.Authenticator`` and
-``streams.protocol.audit.AuditSink``) over the console's users, roles and audit log.
+``streams.protocol.audit.AuditSink``) over the console's users, role bindings and audit log:
+the Kafka port grants what the console's bindings grant on the built-in broker
+(brokerui.access), per topic and group where a binding is scoped to them.
 
 Both are called on the listener's worker threads, outside any request: each call first drops
 database connections Django would have closed at the end of a request.
@@ -20,9 +22,10 @@ from django.contrib.auth.signals import user_login_failed
 from django.db import close_old_connections
 from django.http import HttpRequest
 
+from brokerui.access import services as access
+from brokerui.access.grants import CLUSTER, BindingGrants
 from brokerui.audit import services as audit
 from brokerui.config import BUILTIN
-from brokerui.console.roles import VIEWER, is_operator
 from brokerui.kafkaport.models import ScramCredential
 from brokerui.kafkaport.services import scram_credentials_set
 from streams.protocol import security
@@ -125,15 +128,20 @@ class ConsoleAuthenticator:
         _result(user, peer, _active_user(user) if ok else None)
 
     def role(self, user: str) -> Role:
+        """`user`'s role on the built-in broker as a whole (its bindings on the cluster)."""
+        return self._grants(user).cluster_role()
+
+    def grants(self, user: str) -> BindingGrants | None:
+        """`user`'s roles per topic and group, when some binding is scoped to them."""
+        found = self._grants(user)
+        return found if any(b.kind != CLUSTER for b in found.bindings) else None
+
+    def _grants(self, user: str) -> BindingGrants:
         close_old_connections()
         found = _active_user(user)
         if found is None:
-            return Role.NONE
-        if is_operator(found):
-            return Role.OPERATOR
-        if found.groups.filter(name=VIEWER).exists():
-            return Role.VIEWER
-        return Role.NONE
+            return BindingGrants(BUILTIN, ())
+        return access.grants_for(found, BUILTIN, console_default=False)
 
 
 class KafkaAuditSink:

@@ -13,8 +13,10 @@ TOPIC_AUTHORIZATION_FAILED on every topic or partition, GROUP_AUTHORIZATION_FAIL
 group, CLUSTER_AUTHORIZATION_FAILED for cluster-wide operations (InitProducerId of an
 idempotent producer, broker configs); a Metadata request lists no topics (named ones answer
 TOPIC_AUTHORIZATION_FAILED) and ListGroups lists no groups. An acks=0 Produce has no response
-to carry the error: its connection is closed, as Kafka does. Roles apply to whole requests
-(they are not per topic), so nothing reaches a handler half-allowed.
+to carry the error: its connection is closed, as Kafka does. A principal whose roles differ by
+scope (``Principal.grants``: operator of the topics ``team-a.*``, viewer elsewhere) needs the
+request's role on every topic and group it names; a request is allowed or refused whole, so
+nothing reaches a handler half-allowed.
 
 On a listener with SASL, Kafka's ACLs (``streams.acl``, kept in ``__acls``) refine the roles per
 resource. Each request names resources with the operation Kafka's authorizer checks for it
@@ -174,49 +176,82 @@ def kafka_principal(principal: Principal) -> str:
     return f"User:{principal.user}"
 
 
+def _role_on(principal: Principal, resource: Resource) -> Role:
+    """`principal`'s role for one resource: per topic and group where its grants differ by
+    scope; Kafka's IDEMPOTENT_WRITE on the cluster follows WRITE on any topic (KIP-679)."""
+    grants = principal.grants
+    rtype, name, op = resource
+    if grants is None:
+        return principal.role
+    if rtype is T or rtype is G:
+        return grants.role_on(rtype.name.lower(), name)
+    if op is Operation.IDEMPOTENT_WRITE:
+        return grants.highest()
+    return principal.role
+
+
+def _role_allows(principal: Principal, required: Role, named: list[Resource]) -> bool:
+    if principal.grants is None:
+        return principal.role >= required
+    if not named:  # a listing (filtered afterwards) or an API about nothing in particular
+        return principal.grants.highest() >= required
+    return all(_role_on(principal, r) >= required for r in named)
+
+
 def refusal(ctx, req: Request, principal: Principal) -> Refusal | None:
     """None when `principal` may make `req`; otherwise Kafka's refusal and why."""
-    by_role = principal.role >= required_role(req)
+    required = required_role(req)
     acls = ctx.acls
     who = kafka_principal(principal)
+    named = resources(ctx, req) if principal.grants is not None or acls is not None else []
     if acls is not None and principal.user is not None and not acls.empty_for(who):
         if who in acls.super_users:
             return None
-        named = resources(ctx, req)
-        for rtype, name, op in named:
+        for resource in named:
+            rtype, name, op = resource
             decided = acls.decide(who, req.client_host, op, rtype, name)
             if decided is False:
                 why = f"an ACL denies {op.name} on {rtype.name} {name}"
-                return Refusal(_answer(ctx, req), why, (rtype, name, op))
-            if decided is None and not by_role:
-                why = (
-                    f"no ACL allows {op.name} on {rtype.name} {name}, nor does the role "
-                    f"{principal.role.name.lower()}"
-                )
+                return Refusal(_answer(ctx, req), why, resource)
+            if decided is None and _role_on(principal, resource) < required:
+                role = _role_on(principal, resource).name.lower()
+                why = f"no ACL allows {op.name} on {rtype.name} {name}, nor does the role {role}"
                 return Refusal(_answer(ctx, req), why, None)
         if named:  # each allowed, by an ACL or by the role
             return None
-    if by_role:
+    if _role_allows(principal, required, named):
         return None
-    needs = required_role(req).name.lower()
-    return Refusal(_answer(ctx, req), f"role {principal.role.name.lower()}, needs {needs}", None)
+    needs = required.name.lower()
+    lacking = [r for r in named if _role_on(principal, r) < required]
+    if lacking:
+        rtype, name, _ = lacking[0]
+        role = _role_on(principal, lacking[0]).name.lower()
+        why = f"role {role} on {rtype.name} {name}, needs {needs}"
+    else:
+        why = f"role {principal.role.name.lower()}, needs {needs}"
+    return Refusal(_answer(ctx, req), why, None)
 
 
 def visible(
     ctx, principal: Principal, host: str, rtype: ResourceType, names: list[str]
 ) -> list[str]:
     """Of `names`, those `principal` may DESCRIBE (what a Metadata request for all topics and
-    ListGroups list): by the ACLs, else by the role."""
+    ListGroups list): by the ACLs, else by the role on each."""
     acls, who = ctx.acls, kafka_principal(principal)
-    if acls is None or principal.user is None or acls.empty_for(who):
+    use_acls = acls is not None and principal.user is not None and not acls.empty_for(who)
+    if not use_acls and principal.grants is None:
         return names
-    by_role = principal.role >= Role.VIEWER
     out = []
     for name in names:
-        decided = acls.decide(who, host, D, rtype, name)
-        if decided or (decided is None and by_role):
+        decided = acls.decide(who, host, D, rtype, name) if use_acls else None
+        if decided or (decided is None and _role_on(principal, (rtype, name, D)) >= Role.VIEWER):
             out.append(name)
     return out
+
+
+def filters_listings(ctx, principal: Principal) -> bool:
+    """Whether `principal`'s Metadata and ListGroups answers need `filter_listing`."""
+    return ctx.acls is not None or principal.grants is not None
 
 
 def filter_listing(ctx, req: Request, principal: Principal, body: Any) -> Any:

@@ -31,7 +31,7 @@ import enum
 import hashlib
 import hmac
 import os
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import scramp
 
@@ -53,10 +53,25 @@ class Role(enum.IntEnum):
     OPERATOR = 2  # also produce, change topics and configs, delete records and groups
 
 
+class Grants(Protocol):
+    """A principal's roles per resource, where they differ by scope (the console's role
+    bindings: operator of the topics ``team-a.*``, viewer elsewhere). `kind` is "topic" or
+    "group"; what is about the whole cluster (brokers, transactional ids) takes the role
+    of the `Principal` itself."""
+
+    def role_on(self, kind: str, name: str) -> Role: ...
+
+    def highest(self) -> Role:
+        """The best role the principal has anywhere (what a listing needs before it is
+        filtered; Kafka's IDEMPOTENT_WRITE implied by WRITE on any topic, KIP-679)."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Principal:
     user: str | None  # the SASL user; None on a listener without authentication
-    role: Role
+    role: Role  # on the cluster as a whole
+    grants: Grants | None = None  # per topic and group, when they differ from `role`
 
 
 OPEN = Principal(None, Role.OPERATOR)  # a listener without SASL: every request, as Kafka's
@@ -109,6 +124,15 @@ class Authenticator(Protocol):
         ...
 
     def role(self, user: str) -> Role: ...
+
+
+@runtime_checkable
+class ScopedAuthenticator(Authenticator, Protocol):
+    """An `Authenticator` whose users' roles can differ per topic and group."""
+
+    def grants(self, user: str) -> Grants | None:
+        """`user`'s roles per resource (None: `role` holds everywhere)."""
+        ...
 
 
 class AuthenticationFailed(Exception):

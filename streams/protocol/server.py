@@ -73,6 +73,7 @@ from streams.protocol.security import (
     Peer,
     Principal,
     SaslExchange,
+    ScopedAuthenticator,
 )
 from streams.txn import TransactionCoordinator
 
@@ -399,7 +400,9 @@ class _Connection:
         api = APIS[req.api_key]
         handler = api.handler
         refused = authz.refusal(self.ctx, req, self.principal)
-        if refused is None and req.api_key in authz.LISTINGS and self.ctx.acls is not None:
+        if refused is None and req.api_key in authz.LISTINGS and authz.filters_listings(
+            self.ctx, self.principal
+        ):
             handler = functools.partial(self._listing, handler)
         if refused is not None:
             self._log_refusal(req, refused)
@@ -510,8 +513,8 @@ class _Connection:
             )
             return None  # the close is delayed (`_linger`), not the answer
         if exchange.done:
-            role = await self._auth_call(self.ctx.config.authenticator.role, exchange.user)
-            self.principal = Principal(exchange.user, role)
+            self.principal = await self._auth_call(self._look_up, exchange.user)
+            role = self.principal.role
             self.role_checked = asyncio.get_running_loop().time()
             self.raw_sasl = False
             log.info(
@@ -530,11 +533,22 @@ class _Connection:
         if now - self.role_checked < ROLE_REFRESH_S:
             return
         user = self.principal.user
-        role = await self._auth_call(self.ctx.config.authenticator.role, user)
+        found = await self._auth_call(self._look_up, user)
         self.role_checked = now
-        if role != self.principal.role:
-            log.info("Kafka user %s on %s now has role %s", user, self.peer, role.name.lower())
-            self.principal = Principal(user, role)
+        if found != self.principal:
+            log.info(
+                "Kafka user %s on %s now has role %s", user, self.peer, found.role.name.lower()
+            )
+        self.principal = found
+
+    def _look_up(self, user: str) -> Principal:
+        """`user`'s role, and its roles per resource when the authenticator scopes them
+        (blocking: on the authentication threads)."""
+        authenticator = self.ctx.config.authenticator
+        grants = None
+        if isinstance(authenticator, ScopedAuthenticator):
+            grants = authenticator.grants(user)
+        return Principal(user, authenticator.role(user), grants)
 
     async def _auth_call(self, fn, *args):
         """Run an authenticator call on the listener's authentication threads."""

@@ -21,6 +21,9 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from brokerui.access.grants import GROUP
+from brokerui.access.services import group_id as group_id_of
+from brokerui.access.services import visible_items
 from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
 from brokerui.console.groups import plans, services
@@ -88,7 +91,7 @@ def _unknown_group(request, group_id: str):
 def group_list(request):
     q = request.GET.get("q", "").strip()
     state = request.GET.get("state", "")
-    groups = get_cluster().list_groups()
+    groups = visible_items(request.user, GROUP, get_cluster().list_groups(), name=group_id_of)
     health = services.groups_health_read(source=services.health_source())
     all_states = sorted({g.state for g in groups})
     shown = [

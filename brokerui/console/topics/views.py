@@ -11,13 +11,21 @@ from __future__ import annotations
 import functools
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from brokerui.access.grants import TOPIC
+from brokerui.access.services import visible_items
 from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
-from brokerui.console.roles import operator_required
+from brokerui.console.roles import (
+    OPERATOR_MESSAGE,
+    may_operate_somewhere,
+    operator_required,
+    require_operator,
+)
 from brokerui.console.schemas.mappings import mapped_parts
 from brokerui.console.topics import forms as topic_forms
 from brokerui.console.topics import services
@@ -95,6 +103,7 @@ def topic_list(request):
     name_filter = request.GET.get("q", "")[:300]
     cluster = get_cluster()
     topics = cluster.list_topics(include_internal=show_internal, name_filter=name_filter)
+    topics = visible_items(request.user, TOPIC, topics)
     topics, sort = sort_topics(topics, request.GET.get("sort", "name"))
     page = Paginator(topics, PAGE_SIZE).get_page(request.GET.get("page"))
     now = now_ms()
@@ -168,9 +177,11 @@ def topic_detail(request, name):
 # ====================================================================== create
 
 
-@operator_required
 @require_http_methods(["GET", "POST"])
 def topic_create(request):
+    """Open to anyone who is operator somewhere: the role is checked on the new name."""
+    if not may_operate_somewhere(request.user):
+        raise PermissionDenied(OPERATOR_MESSAGE)
     cluster = get_cluster()
     if request.method == "GET":
         form = topic_forms.TopicCreateForm()
@@ -186,6 +197,7 @@ def topic_create(request):
         )
     if form.is_valid():
         name = form.cleaned_data["name"]
+        require_operator(request.user, TOPIC, name)
         partitions = form.cleaned_data["partitions"]
         try:
             d = services.topic_create(
