@@ -76,6 +76,13 @@ class Config:
     # an external schema registry's URL (TIDELOG_SCHEMA_REGISTRY): values are read with it
     schema_registry_url: str | None = None
     schema_registry_auth: str | None = None  # user:password (TIDELOG_SCHEMA_REGISTRY_AUTH)
+    # single sign-on (brokerui.accounts.oidc): the OpenID Connect provider's issuer URL
+    oidc_issuer: str | None = None
+    oidc_name: str = "single sign-on"  # the login button's "Sign in with ..."
+    oidc_client_id: str = ""
+    oidc_client_secret: str = ""  # TIDELOG_OIDC_CLIENT_SECRET, or ..._SECRET_FILE
+    oidc_scopes: str = "openid email profile"
+    oidc_groups_claim: str = "groups"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -121,7 +128,39 @@ class Config:
             schema_registry_url=_registry_url(env.get("TIDELOG_SCHEMA_REGISTRY", "")),
             schema_registry_auth=env.get("TIDELOG_SCHEMA_REGISTRY_AUTH") or None,
             **_tls_files(env),
+            **_oidc(env),
         )
+
+
+def _oidc(env: Mapping[str, str]) -> dict:
+    """TIDELOG_OIDC_*: nothing when no issuer is named; with one, a client id and a secret (or a
+    file holding it) are required."""
+    issuer = env.get("TIDELOG_OIDC_ISSUER", "").strip()
+    if not issuer:
+        return {}
+    if not issuer.startswith(("https://", "http://")):
+        raise ConfigError(f"TIDELOG_OIDC_ISSUER must be an http(s) URL, not {issuer!r}")
+    client_id = env.get("TIDELOG_OIDC_CLIENT_ID", "").strip()
+    secret = env.get("TIDELOG_OIDC_CLIENT_SECRET", "")
+    secret_file = env.get("TIDELOG_OIDC_CLIENT_SECRET_FILE", "").strip()
+    if secret_file:
+        try:
+            secret = Path(secret_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"TIDELOG_OIDC_CLIENT_SECRET_FILE: cannot read it: {exc}") from None
+    if not client_id or not secret:
+        raise ConfigError(
+            "TIDELOG_OIDC_ISSUER needs TIDELOG_OIDC_CLIENT_ID and TIDELOG_OIDC_CLIENT_SECRET "
+            "(or TIDELOG_OIDC_CLIENT_SECRET_FILE)"
+        )
+    return {
+        "oidc_issuer": issuer,
+        "oidc_name": env.get("TIDELOG_OIDC_NAME", "").strip() or "single sign-on",
+        "oidc_client_id": client_id,
+        "oidc_client_secret": secret,
+        "oidc_scopes": env.get("TIDELOG_OIDC_SCOPES", "").strip() or "openid email profile",
+        "oidc_groups_claim": env.get("TIDELOG_OIDC_GROUPS_CLAIM", "").strip() or "groups",
+    }
 
 
 def _registry_url(value: str) -> str | None:

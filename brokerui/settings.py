@@ -151,6 +151,20 @@ AUTHENTICATION_BACKENDS = [
     # Django's ModelBackend, which also derives the SCRAM credentials of users created without them
     "brokerui.kafkaport.backends.ModelBackendWithScram",
 ]
+# Single sign-on with OpenID Connect (brokerui.accounts.oidc), beside the local users: on when
+# TIDELOG_OIDC_ISSUER names the provider.
+TIDELOG_OIDC_ISSUER = CONFIG.oidc_issuer
+TIDELOG_OIDC_NAME = CONFIG.oidc_name
+TIDELOG_OIDC_GROUPS_CLAIM = CONFIG.oidc_groups_claim
+if TIDELOG_OIDC_ISSUER:
+    AUTHENTICATION_BACKENDS.insert(1, "brokerui.accounts.oidc.OIDCBackend")
+    OIDC_RP_CLIENT_ID = CONFIG.oidc_client_id
+    OIDC_RP_CLIENT_SECRET = CONFIG.oidc_client_secret
+    OIDC_RP_SIGN_ALGO = "RS256"
+    OIDC_RP_SCOPES = CONFIG.oidc_scopes
+    OIDC_USE_PKCE = True
+    OIDC_AUTHENTICATE_CLASS = "brokerui.accounts.oidc.SignInRequestView"
+    LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
 AXES_FAILURE_LIMIT = 10
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks

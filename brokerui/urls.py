@@ -8,10 +8,11 @@ from django.views.generic import RedirectView
 # Browsers ask for /favicon.ico where a page names no icon (JSON, plain text): the console's.
 favicon = login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True))
 
-# the same for every cluster: sign-in, the Prometheus endpoint, the icon
+# the same for every cluster: sign-in, role bindings, the Prometheus endpoint, the icon
 shared_patterns = [
     path("favicon.ico", favicon),
     path("accounts/", include("brokerui.accounts.urls")),
+    path("access/", include("brokerui.access.urls")),  # role bindings, for every cluster
     path("metrics", include("brokerui.metrics.urls")),  # Prometheus, token-protected
 ]
 # a cluster's pages and API: at / for the default cluster, and under /c/NAME/ for each

@@ -103,6 +103,23 @@ def visible_items(user, kind: str, items, name=lambda item: item.name) -> list:
 # ---------------------------------------------------------------------- the Access page
 
 
+def may_manage(user) -> bool:
+    """Who manages bindings: a superuser, or an operator of every cluster (Kafka's ALTER on
+    the cluster, for the console as a whole)."""
+    everywhere = g.Binding(Role.OPERATOR, g.ANY_CLUSTER, g.CLUSTER)
+    return everywhere in bindings_of(user, console_default=False)
+
+
+def access_read(user, clusters: list[str]) -> dict:
+    """The Access page: every binding, what can be bound, and whether `user` may change them."""
+    return {
+        "bindings": bindings_list(),
+        "subjects": subjects(),
+        "clusters": clusters,
+        "can_manage": may_manage(user),
+    }
+
+
 def bindings_list() -> list[RoleBinding]:
     return list(RoleBinding.objects.select_related("created_by"))
 

@@ -2,9 +2,12 @@
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import path
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView
 
 from brokerui.accounts import views
+from brokerui.accounts.oidc import SignInRequestView
 
 urlpatterns = [
     path("", views.account, name="account"),
@@ -14,6 +17,7 @@ urlpatterns = [
             extra_context={
                 "login_failure_limit": settings.AXES_FAILURE_LIMIT,
                 "login_cooloff_minutes": int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
+                "sso_name": settings.TIDELOG_OIDC_NAME if settings.TIDELOG_OIDC_ISSUER else None,
             }
         ),
         name="login",
@@ -33,3 +37,17 @@ urlpatterns = [
     ),
     path("reset/done/", views.password_reset_unavailable, name="password_reset_complete"),
 ]
+
+if settings.TIDELOG_OIDC_ISSUER:  # single sign-on (brokerui.accounts.oidc)
+    urlpatterns += [
+        path(
+            "oidc/authenticate/",
+            login_not_required(SignInRequestView.as_view()),
+            name="oidc_authentication_init",
+        ),
+        path(
+            "oidc/callback/",
+            login_not_required(OIDCAuthenticationCallbackView.as_view()),
+            name="oidc_authentication_callback",
+        ),
+    ]

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from brokerui.console.roles import OPERATOR_MESSAGE, may_operate, refusal_text, resources_of
+from brokerui.console.roles import (
+    OPERATOR_MESSAGE,
+    may_operate,
+    may_read,
+    refusal_text,
+    resources_of,
+)
 
 OPERATOR_CODE = "operator_required"
 
@@ -22,11 +28,14 @@ class IsOperatorOrReadOnly(BasePermission):
     code = OPERATOR_CODE
 
     def has_permission(self, request, view):
+        found = resources_of(getattr(request, "resolver_match", None))
+        if not may_read(request.user, found):  # a token's user: not seen by AccessMiddleware
+            self.message = refusal_text(request.user, found, "viewer")
+            return False
         if request.method in SAFE_METHODS:
             return True
         if getattr(view, "action", None) in getattr(view, "read_only_actions", ()):
             return True  # the view checks the operator role itself when it changes something
-        found = resources_of(getattr(request, "resolver_match", None))
         if may_operate(request.user, found):
             return True
         self.message = refusal_text(request.user, found, "operator")

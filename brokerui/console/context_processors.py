@@ -13,9 +13,11 @@ def roles(request):
 
 
 def _label(grants) -> str:
+    """"operator", "viewer", or, where bindings differ by topic or group, the best of them
+    marked as scoped ("operator (scoped)", "viewer, operator (scoped)")."""
+    names = {Role.OPERATOR: "operator", Role.VIEWER: "viewer", Role.NONE: "no role"}
     on_cluster, best = grants.cluster_role(), grants.highest()
     if on_cluster == best:
-        return {Role.OPERATOR: "operator", Role.VIEWER: "viewer"}.get(best, "no role")
-    scoped = "operator" if best == Role.OPERATOR else "viewer"
-    base = {Role.VIEWER: "viewer", Role.NONE: ""}.get(on_cluster, "")
-    return f"{base} + {scoped} of some topics" if base else f"{scoped} of some topics"
+        return names[best]
+    scoped = f"{names[best]} (scoped)"
+    return f"{names[on_cluster]}, {scoped}" if on_cluster > Role.NONE else scoped

@@ -9,10 +9,13 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpResponse
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
+from brokerui.access.services import grants_for
+from brokerui.console.roles import may_read, refusal_text
 from brokerui.metrics.services import metrics_exposition
 
 
@@ -48,5 +51,9 @@ class MetricsView(APIView):
         return login_not_required(super().as_view(*args, **kwargs))
 
     def get(self, request):
-        body, content_type = metrics_exposition(accept=request.META.get("HTTP_ACCEPT", ""))
+        if not may_read(request.user, []):
+            raise PermissionDenied(refusal_text(request.user, [], "viewer"))
+        body, content_type = metrics_exposition(
+            accept=request.META.get("HTTP_ACCEPT", ""), grants=grants_for(request.user)
+        )
         return HttpResponse(body, content_type=content_type)

@@ -96,7 +96,7 @@
     if (message.type === "backfill" || message.type === "points") addPoints(message);
     else if (message.type === "snapshot") setPanel(message.update, true);
     else if (message.type === "update") setPanel(message.update, false);
-    else if (message.type === "unavailable") showEmpty(message.message);
+    else if (message.type === "unavailable" || message.type === "refused") showEmpty(message.message);
     scheduleDraw();
   }
 

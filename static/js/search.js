@@ -64,7 +64,7 @@
   function receive(message) {
     if (message.type === "snapshot") add(message.matches, true);
     else if (message.type === "matches") add(message.matches, false);
-    else if (message.type === "unavailable") setIndicator("stale", message.message);
+    else if (message.type === "unavailable" || message.type === "refused") setIndicator("stale", message.message);
   }
 
   function connect() {

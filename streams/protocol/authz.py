@@ -232,6 +232,19 @@ def refusal(ctx, req: Request, principal: Principal) -> Refusal | None:
     return Refusal(_answer(ctx, req), why, None)
 
 
+def may_create_topic(ctx, principal: Principal, host: str, name: str) -> bool:
+    """Whether a Metadata request of `principal` may auto-create topic `name` (Kafka: CREATE on
+    the topic): by the ACLs, else by the role on it."""
+    acls, who = ctx.acls, kafka_principal(principal)
+    if acls is not None and principal.user is not None and not acls.empty_for(who):
+        if who in acls.super_users:
+            return True
+        decided = acls.decide(who, host, Operation.CREATE, T, name)
+        if decided is not None:
+            return decided
+    return _role_on(principal, (T, name, Operation.CREATE)) >= Role.OPERATOR
+
+
 def visible(
     ctx, principal: Principal, host: str, rtype: ResourceType, names: list[str]
 ) -> list[str]:

@@ -400,8 +400,10 @@ class _Connection:
         api = APIS[req.api_key]
         handler = api.handler
         refused = authz.refusal(self.ctx, req, self.principal)
-        if refused is None and req.api_key in authz.LISTINGS and authz.filters_listings(
-            self.ctx, self.principal
+        if (
+            refused is None
+            and req.api_key in authz.LISTINGS
+            and authz.filters_listings(self.ctx, self.principal)
         ):
             handler = functools.partial(self._listing, handler)
         if refused is not None:

@@ -192,3 +192,35 @@ def test_export_is_on_unless_turned_off():
     assert Config.from_env({"TIDELOG_EXPORT": "0"}).export_enabled is False
     with pytest.raises(ConfigError, match="TIDELOG_EXPORT"):
         Config.from_env({"TIDELOG_EXPORT": "maybe"})
+
+
+def test_single_sign_on_settings(tmp_path):
+    assert Config.from_env({}).oidc_issuer is None
+    secret = tmp_path / "oidc-secret"
+    secret.write_text("s3cret\n")
+    config = Config.from_env(
+        {
+            "TIDELOG_OIDC_ISSUER": "https://id.example.com/realms/data",
+            "TIDELOG_OIDC_CLIENT_ID": "tidelog",
+            "TIDELOG_OIDC_CLIENT_SECRET_FILE": str(secret),
+            "TIDELOG_OIDC_NAME": "Keycloak",
+        }
+    )
+    assert (config.oidc_issuer, config.oidc_client_id, config.oidc_client_secret) == (
+        "https://id.example.com/realms/data",
+        "tidelog",
+        "s3cret",
+    )
+    assert (config.oidc_name, config.oidc_groups_claim) == ("Keycloak", "groups")
+    with pytest.raises(ConfigError, match="needs TIDELOG_OIDC_CLIENT_ID"):
+        Config.from_env({"TIDELOG_OIDC_ISSUER": "https://id.example.com"})
+    with pytest.raises(ConfigError, match="must be an http"):
+        Config.from_env({"TIDELOG_OIDC_ISSUER": "id.example.com"})
+    with pytest.raises(ConfigError, match="SECRET_FILE: cannot read it"):
+        Config.from_env(
+            {
+                "TIDELOG_OIDC_ISSUER": "https://id.example.com",
+                "TIDELOG_OIDC_CLIENT_ID": "x",
+                "TIDELOG_OIDC_CLIENT_SECRET_FILE": str(tmp_path / "missing"),
+            }
+        )

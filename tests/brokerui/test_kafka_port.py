@@ -32,6 +32,7 @@ PASSWORDS = {
     "carol": "created-pass-123",
     "walter": "first-pass-123",
     "sam": "super-pass-123",  # no role, but a super user (TIDELOG_KAFKA_SUPER_USERS)
+    "tess": "team-a-pass-123",  # bound: operator of the topics team-a.*, viewer of the cluster
 }
 # users as an operator adds them: set_password then save (Django's password-changed hook), and
 # carol as create_user(password=...) makes her (no hook: SCRAM after a first sign-in)
@@ -46,6 +47,13 @@ for name, role in roles.items():
         user.groups.add(Group.objects.get(name=role))
 carol = User.objects.create_user("carol", password=PASSWORDS["carol"])
 carol.groups.add(Group.objects.get(name="operator"))
+from brokerui.access.models import RoleBinding
+tess = User.objects.create_user("tess")
+tess.set_password(PASSWORDS["tess"])
+tess.save()
+RoleBinding.objects.create(subject_type="user", subject="tess", role="operator", kind="topic",
+                           pattern="team-a.*")
+RoleBinding.objects.create(subject_type="user", subject="tess", role="viewer", kind="cluster")
 """
 
 
@@ -258,6 +266,40 @@ def test_console_users_sign_in_with_their_roles(secured, tls_files, mechanism):
 
     wrong = _first_error(_rdkafka(secured, tls_files, mechanism, "olivia", "guess"))
     assert wrong is not None and wrong.code() == KafkaError._AUTHENTICATION
+
+
+def test_role_bindings_by_topic_prefix_on_the_kafka_port(secured, tls_files):
+    """The console's bindings, as the Kafka port grants them: tess is operator of team-a.* and
+    viewer elsewhere, so she produces to team-a.orders, is refused (Kafka's
+    TOPIC_AUTHORIZATION_FAILED) on payments, and reads both."""
+    operator = _rdkafka(secured, tls_files, "SCRAM-SHA-256", "olivia")
+    assert _produce(operator, "payments-bound", [b"p0"]) == [None]
+
+    tess = _rdkafka(secured, tls_files, "SCRAM-SHA-256", "tess")
+    assert _produce(tess, "team-a.orders", [b"a0", b"a1"]) == [None, None]
+    refused = _produce(tess, "payments-bound", [b"forged"])
+    assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+    admin = AdminClient(tess)
+    created = admin.create_topics([NewTopic("team-a.refunds", 1)])
+    assert created["team-a.refunds"].result(DEADLINE_S) is None
+    with pytest.raises(KafkaException) as caught:
+        admin.create_topics([NewTopic("team-b.refunds", 1)])["team-b.refunds"].result(DEADLINE_S)
+    assert caught.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    got = {}
+    for topic in ("team-a.orders", "payments-bound"):
+        consumer = KafkaConsumer(
+            topic,
+            group_id=f"tess-{topic}",
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=DEADLINE_S * 1000,
+            **_kafka_python(secured, tls_files, "SCRAM-SHA-256", "tess"),
+        )
+        got[topic] = [r.value for r in consumer][: 2 if topic == "team-a.orders" else 1]
+        consumer.close()
+    assert got == {"team-a.orders": [b"a0", b"a1"], "payments-bound": [b"p0"]}
+    assert "role viewer on TOPIC payments-bound, needs operator" in secured.log()
 
 
 def test_kafka_python_operator_produces_with_scram(secured, tls_files):

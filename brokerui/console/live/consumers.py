@@ -25,6 +25,8 @@ import time
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from brokerui.access.grants import GROUP, TOPIC
+from brokerui.console import roles
 from brokerui.console.live import feeds, relay
 from brokerui.console.live.scopes import KINDS, NO_JOBS, JobTopics, Scope, matcher
 from streams.broker.metrics.downsample import ChartFeed
@@ -53,6 +55,16 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
 
     async def allowed(self, user) -> bool:
+        """Whether `user` may open this socket at all: a role somewhere (brokerui.access)."""
+        return await database_sync_to_async(roles.may_read)(user, [])
+
+    async def refused(self, kind: str, name: str) -> bool:
+        """Send a refusal and say so when the user may not read `kind` `name`."""
+        user = self.scope["user"]
+        if await database_sync_to_async(roles.may_read)(user, [(kind, name)]):
+            return False
+        why = await database_sync_to_async(roles.refusal_text)(user, [(kind, name)], "viewer")
+        await self.send_json({"type": "refused", "message": why})
         return True
 
     async def disconnect(self, code: int) -> None:
@@ -119,6 +131,8 @@ class MetricsConsumer(LiveConsumer):
         scope = _scope(content)
         if scope is None or scope.kind == "panel":
             await self.send_json({"type": "error", "message": "unknown scope"})
+            return
+        if scope.kind in (TOPIC, GROUP) and await self.refused(scope.kind, scope.name):
             return
         self.hub = await asyncio.to_thread(feeds.metrics_hub)
         if self.hub is None:
@@ -195,7 +209,10 @@ class PanelConsumer(LiveConsumer):
         self.panel = await database_sync_to_async(
             MetricPanel.objects.filter(pk=self.panel_pk, user=user).first
         )()
-        return self.panel is not None
+        if self.panel is None:
+            return False
+        topic = self.panel.spec.get("topic") or ""
+        return await database_sync_to_async(roles.may_read)(user, [(TOPIC, topic)])
 
     async def on_subscribe(self, content: dict) -> None:
         self.jobs = await asyncio.to_thread(feeds.panel_jobs)
@@ -250,6 +267,12 @@ class SearchConsumer(LiveConsumer):
             await self.send_json(
                 {"type": "unavailable", "message": "Saved searches need the built-in broker."}
             )
+            return
+        try:
+            topic = (await asyncio.to_thread(self.searches.get, self.qid)).topic
+        except TidelogError:
+            topic = ""
+        if topic and await self.refused(TOPIC, topic):
             return
         if self._relay is None:
             self._relay = relay.acquire(

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from brokerui.access.grants import TOPIC
+from brokerui.access.services import visible_items
 from brokerui.audit.services import Actor, process_sink
-from brokerui.console.roles import is_operator, operator_required
+from brokerui.console.roles import is_operator, may_read, operator_required, refusal_text
 from brokerui.console.search import services
 from streams.errors import TidelogError
 from streams.jobs.saved import InvalidSavedSearch, UnknownSavedSearch
@@ -27,6 +30,10 @@ class SavedSearchForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
         strip=False,
     )
+
+
+def _topic(saved) -> str:
+    return saved.topic
 
 
 def _backend():
@@ -59,6 +66,7 @@ def search_list(request):
                 messages.success(request, f"Saved search “{saved.name}” saved.")
                 return redirect("console:search", qid=saved.id)
     page = services.saved_searches_read(searches=services.saved_searches_source())
+    page["searches"] = visible_items(request.user, TOPIC, page["searches"], name=_topic)
     context = {**page, "nav": "searches", "form": form, "can_operate": is_operator(request.user)}
     return render(request, "console/search/list.html", context)
 
@@ -82,6 +90,9 @@ def search_detail(request, qid: str):
         page = services.saved_search_read(searches=_backend(), qid=qid)
     except UnknownSavedSearch:
         raise Http404(f"No saved search {qid}.") from None
+    topic = page["search"].topic
+    if not may_read(request.user, [(TOPIC, topic)]):
+        raise PermissionDenied(refusal_text(request.user, [(TOPIC, topic)], "viewer"))
     context = {**page, "nav": "searches", "can_operate": is_operator(request.user)}
     return render(request, "console/search/detail.html", context)
 

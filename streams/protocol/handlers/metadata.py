@@ -20,6 +20,7 @@ from typing import Any
 from streams.errors import TidelogError, UnknownTopic
 from streams.log import is_internal
 from streams.protocol import codec
+from streams.protocol.authz import may_create_topic
 from streams.protocol.codec import Request
 from streams.protocol.handlers.common import (
     NO_TOPIC_ID,
@@ -30,7 +31,6 @@ from streams.protocol.handlers.common import (
     log,
     topic_for_id,
 )
-from streams.protocol.security import Role
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -49,17 +49,18 @@ async def handle_metadata(ctx: BrokerContext, req: Request) -> Any:
         wanted = [(n, None) for n in ctx.store.list_topics(include_internal=True)]  # v0: all
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in body.topics]
-    may_create = (
-        ctx.config.auto_create_topics
-        and (req.api_version < 4 or body.allow_auto_topic_creation)
-        and (req.principal is None or req.principal.role >= Role.OPERATOR)  # Kafka: CREATE
+    may_create = ctx.config.auto_create_topics and (
+        req.api_version < 4 or body.allow_auto_topic_creation
     )
     topics = []
     for name, topic_id in wanted:
         if name is None:  # v10+: asked for by id only
             topics.append(_topic_by_id(ctx, cls, topic_id))
         else:
-            topics.append(await _topic_metadata(ctx, cls, name, may_create))
+            create = may_create and (
+                req.principal is None or may_create_topic(ctx, req.principal, req.client_host, name)
+            )
+            topics.append(await _topic_metadata(ctx, cls, name, create))
     broker = cls.MetadataResponseBroker(node_id=NODE_ID, host=ctx.host, port=ctx.port, rack=None)
     return codec.make_response(
         req,
