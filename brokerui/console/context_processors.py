@@ -13,8 +13,8 @@ def roles(request):
 
 
 def _label(grants) -> str:
-    """"operator", "viewer", or, where bindings differ by topic or group, the best of them
-    marked as scoped ("operator (scoped)", "viewer, operator (scoped)")."""
+    """The role as the header shows it: operator, viewer, or, where bindings differ by topic
+    or group, the best of them marked as scoped ("viewer, operator (scoped)")."""
     names = {Role.OPERATOR: "operator", Role.VIEWER: "viewer", Role.NONE: "no role"}
     on_cluster, best = grants.cluster_role(), grants.highest()
     if on_cluster == best:
