@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from brokerui.access import grants
+from brokerui.access import grants, masking
 
 
 class RoleBinding(models.Model):
@@ -39,3 +39,27 @@ class RoleBinding(models.Model):
         return (
             f"{self.subject_type} {self.subject}: {self.role} of {self.as_binding().scope_text()}"
         )
+
+
+class MaskRule(models.Model):
+    """A field hidden from users without the ``access.unmask`` permission (brokerui.access.
+    masking)."""
+
+    topic = models.CharField(max_length=255)  # a pattern: payments, team-a.*, *
+    path = models.CharField(max_length=255)  # value.card.number, headers.authorization
+    action = models.CharField(max_length=8, choices=[(a, a) for a in masking.ACTIONS])
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["topic", "path"]
+        permissions = [("unmask", "Sees masked fields in the clear")]
+        constraints = [models.UniqueConstraint(fields=["topic", "path"], name="access_mask_unique")]
+
+    def as_rule(self) -> masking.MaskRule:
+        return masking.MaskRule(self.topic, self.path, self.action)
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.path} of topics {self.topic}"

@@ -12,13 +12,15 @@ nothing, as it always has. Bindings are managed on the Access page, each change 
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 
 from brokerui import cluster
 from brokerui.access import grants as g
-from brokerui.access.models import RoleBinding
+from brokerui.access import masking
+from brokerui.access.models import MaskRule, RoleBinding
 from brokerui.audit.services import Actor, AuditSink
 from streams.protocol.security import Role
 
@@ -114,6 +116,7 @@ def access_read(user, clusters: list[str]) -> dict:
     """The Access page: every binding, what can be bound, and whether `user` may change them."""
     return {
         "bindings": bindings_list(),
+        "mask_rules": mask_rules_list(),
         "subjects": subjects(),
         "clusters": clusters,
         "can_manage": may_manage(user),
@@ -172,3 +175,47 @@ def binding_remove(*, sink: AuditSink, actor: Actor, pk: int) -> RoleBinding:
 
 def _audited(row: RoleBinding) -> dict:
     return {"role": row.role, "cluster": row.cluster, "kind": row.kind, "pattern": row.pattern}
+
+
+# ---------------------------------------------------------------------- field masking
+
+UNMASK_PERMISSION = "access.unmask"
+
+
+def masker_for(user, topic: str) -> masking.Masker:
+    """The masking `user` sees `topic`'s records through: none with the unmask permission
+    (superusers have it), else the rules whose pattern matches `topic`."""
+    if user is not None and user.has_perm(UNMASK_PERMISSION):
+        return masking.Masker((), topic)
+    rules = [row.as_rule() for row in MaskRule.objects.all()]
+    return masking.Masker(rules, topic, settings.SECRET_KEY.encode())
+
+
+def mask_rules_list() -> list[MaskRule]:
+    return list(MaskRule.objects.select_related("created_by"))
+
+
+def mask_rule_add(*, sink: AuditSink, actor: Actor, topic: str, path: str, action: str) -> MaskRule:
+    """Keep one masking rule (BadBinding with the reason when a field is wrong), audited."""
+    rule = masking.check_rule(topic, path, action)
+    try:
+        with transaction.atomic():
+            row = MaskRule.objects.create(
+                topic=rule.topic, path=rule.path, action=rule.action, created_by=actor.user
+            )
+    except IntegrityError:
+        raise g.BadBinding(f"{rule.path} of topics {rule.topic} is masked already") from None
+    actor.record(sink, "access.mask", f"topics {row.topic}", after=_masked(row))
+    return row
+
+
+def mask_rule_remove(*, sink: AuditSink, actor: Actor, pk: int) -> MaskRule:
+    row = MaskRule.objects.get(pk=pk)
+    before = _masked(row)
+    row.delete()
+    actor.record(sink, "access.mask_remove", f"topics {row.topic}", before=before)
+    return row
+
+
+def _masked(row: MaskRule) -> dict:
+    return {"topic": row.topic, "path": row.path, "action": row.action}

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from brokerui import cluster
 from brokerui.access import services
 from brokerui.access.grants import BadBinding
-from brokerui.access.models import RoleBinding
+from brokerui.access.models import MaskRule, RoleBinding
 from brokerui.audit.services import Actor, process_sink
 
 MANAGE_MESSAGE = "Role bindings are managed by a superuser or an operator of every cluster."
@@ -28,7 +28,8 @@ def _require_manager(request) -> None:
 
 @require_GET
 def access_page(request):
-    context = {"nav": "access", **services.access_read(request.user, _clusters()), "form": {}}
+    context = {"nav": "access", **services.access_read(request.user, _clusters())}
+    context.update(form={}, mask_form={})
     return render(request, "access/list.html", context)
 
 
@@ -45,7 +46,7 @@ def binding_add(request):
         )
     except BadBinding as exc:
         context = {"nav": "access", **services.access_read(request.user, _clusters())}
-        context.update(form=fields, error=str(exc))
+        context.update(form=fields, error=str(exc), mask_form={})
         return render(request, "access/list.html", context, status=400)
     messages.success(request, f"Bound {row}.")
     return redirect("access")
@@ -61,3 +62,29 @@ def binding_remove(request, pk: int):
         messages.success(request, f"Removed {row}.")
         return redirect("access")
     return render(request, "access/remove.html", {"nav": "access", "binding": row})
+
+
+@require_POST
+def mask_add(request):
+    _require_manager(request)
+    fields = {key: request.POST.get(key, "") for key in ("topic", "path", "action")}
+    try:
+        row = services.mask_rule_add(sink=process_sink(), actor=Actor(request.user), **fields)
+    except BadBinding as exc:
+        context = {"nav": "access", **services.access_read(request.user, _clusters())}
+        context.update(form={}, mask_form=fields, mask_error=str(exc))
+        return render(request, "access/list.html", context, status=400)
+    messages.success(request, f"Masking: {row}.")
+    return redirect("access")
+
+
+@require_http_methods(["GET", "POST"])
+def mask_remove(request, pk: int):
+    """GET: the confirmation page; POST with confirm=yes: remove (the field shows again)."""
+    _require_manager(request)
+    row = get_object_or_404(MaskRule, pk=pk)
+    if request.method == "POST" and request.POST.get("confirm") == "yes":
+        services.mask_rule_remove(sink=process_sink(), actor=Actor(request.user), pk=row.pk)
+        messages.success(request, f"No longer masked: {row.path} of topics {row.topic}.")
+        return redirect("access")
+    return render(request, "access/mask_remove.html", {"nav": "access", "rule": row})

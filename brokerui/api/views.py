@@ -31,7 +31,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from brokerui.access.grants import GROUP, TOPIC
-from brokerui.access.services import group_id, visible_items
+from brokerui.access.services import group_id, masker_for, visible_items
 from brokerui.api import docs
 from brokerui.api import serializers as s
 from brokerui.api.errors import InternalTopic, error_body
@@ -46,6 +46,7 @@ from brokerui.console.messages import services as message_services
 from brokerui.console.roles import may_operate, refusal_text
 from brokerui.console.topics import services as topic_services
 from brokerui.console.transactions import services as txn_services
+from brokerui.schemas import console_reading
 from streams.cluster import ProduceRequest
 from streams.cluster.browse import BrowsedRecord
 from streams.errors import InvalidConfig, UnknownPartition, Unsupported
@@ -350,6 +351,10 @@ class TopicViewSet(ApiViewSet):
         else:
             offset = q.get("offset", part.log_start_offset)
         recs = cluster.read(topic=name, partition=p, offset=offset, max_records=q["limit"])
+        masker = masker_for(request.user, name)
+        if masker:  # the fields this user may not see, masked (brokerui.access.masking)
+            reading = console_reading()
+            recs = [masker.record(r, reading.key(name), reading.value(name)) for r in recs]
         if recs:
             next_offset = recs[-1].offset + 1
         else:  # nothing at or after `offset` below the end (compaction may leave gaps)

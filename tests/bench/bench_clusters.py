@@ -15,7 +15,9 @@ broker is faster), the same console on both.
 ACL checks: a confluent-kafka consumer reading 10,000 records through the Kafka port as a SASL
 user (an in-process listener with SCRAM), with 100 ACL bindings that match nothing of the read
 (and one that allows it), against the same with no ACLs; interleaved runs, medians; target
-<= 10 % slower. Field masking is not built yet: no row for it.
+<= 10 % slower. The same scan by a user whose roles are console role bindings by topic prefix
+(100 of them, one matching: brokerui.access's BindingGrants on the port), against a cluster-wide
+viewer. Field masking is not built yet: no row for it.
 """
 
 from __future__ import annotations
@@ -177,18 +179,51 @@ def _scan_once(bootstrap: str, topic: str) -> float:
         consumer.close()
 
 
-def _acl_scan(work: str) -> tuple[list[float], list[float]]:
+class _ScopedUsers:
+    """The SASL users, victor bound as the console binds (brokerui.access): viewer of the
+    topics "sc*" and of 99 prefixes that match nothing of the read, through the same
+    `BindingGrants` the console's Kafka port uses."""
+
+    def __init__(self):
+        from brokerui.access.grants import TOPIC, Binding, BindingGrants
+        from streams.protocol.security import Role
+        from tests.protocol.sasl_users import Users
+
+        self.users = Users()
+        bindings = [Binding(Role.VIEWER, "*", TOPIC, f"other-{i}.*") for i in range(99)]
+        self.victor = BindingGrants.of(
+            "local", [*bindings, Binding(Role.VIEWER, "*", TOPIC, "sc*")]
+        )
+
+    def __getattr__(self, name):
+        return getattr(self.users, name)
+
+    def role(self, user):
+        from streams.protocol.security import Role
+
+        return Role.NONE if user == "victor" else self.users.role(user)
+
+    def grants(self, user):
+        return self.victor if user == "victor" else None
+
+
+def _acl_scan(work: str) -> dict[str, list[float]]:
     from streams.broker.runtime import Broker
     from streams.log import ProducerRecord
     from streams.protocol import ListenerConfig
+    from streams.protocol.security import ScopedAuthenticator
     from tests.protocol.sasl_users import Users
 
-    def open_(path: str) -> Broker:
-        return Broker.open(path, kafka_listener=ListenerConfig(port=0, authenticator=Users()))
+    def open_(path: str, users=None) -> Broker:
+        listener = ListenerConfig(port=0, authenticator=users or Users())
+        return Broker.open(path, kafka_listener=listener)
 
+    scoped = _ScopedUsers()
+    assert isinstance(scoped, ScopedAuthenticator)
     plain, with_acls = open_(os.path.join(work, "no-acls")), open_(os.path.join(work, "acls"))
+    bound = open_(os.path.join(work, "bindings"), scoped)
     try:
-        for broker in (plain, with_acls):
+        for broker in (plain, with_acls, bound):
             broker.store.create_topic("scan", 1)
             for start in range(0, SCAN_RECORDS, 1000):
                 broker.store.append_batch(
@@ -223,24 +258,27 @@ def _acl_scan(work: str) -> tuple[list[float], list[float]]:
         addresses = {
             "none": "{}:{}".format(*plain.kafka_address),
             "acls": "{}:{}".format(*with_acls.kafka_address),
+            "bindings": "{}:{}".format(*bound.kafka_address),
         }
-        times: dict[str, list[float]] = {"none": [], "acls": []}
+        times: dict[str, list[float]] = {kind: [] for kind in addresses}
+        kinds = list(addresses)
         for run in range(SCAN_RUNS + 1):
-            for kind in ("none", "acls") if run % 2 == 0 else ("acls", "none"):
+            for kind in kinds if run % 2 == 0 else kinds[::-1]:
                 elapsed = _scan_once(addresses[kind], "scan")
                 if run:
                     times[kind].append(elapsed)
-        return times["none"], times["acls"]
+        return times
     finally:
         plain.close()
         with_acls.close()
+        bound.close()
 
 
 def main() -> list[Row]:
     topics = scaled(500, minimum=20)
     log(f"{topics} topics of {PARTITIONS} partitions ({topics * PARTITIONS:,} partitions)")
     with temp_dir("bench-clusters-") as work:
-        none, acls = _acl_scan(work)
+        scans = _acl_scan(work)
         pages = _pages(work, topics)
     rows = []
     note = (
@@ -264,7 +302,8 @@ def main() -> list[Row]:
                 peer="same page, built-in broker", peer_value=percentile(local, p),
                 higher_is_better=False, target=target, check=check, note=note,
             ))  # fmt: skip
-    scan_none, scan_acls = median(none), median(acls)
+    scan_none, scan_acls = median(scans["none"]), median(scans["acls"])
+    scan_bound = median(scans["bindings"])
     rows.append(
         Row(
             f"{SCAN_RECORDS:,}-record scan as a SASL user, 100 ACL bindings",
@@ -276,6 +315,19 @@ def main() -> list[Row]:
             check=lambda row: (row.ratio or 0) >= 0.9,
             note=f"confluent-kafka consumer, SCRAM-SHA-256, fetch.wait.max.ms=10 on both; "
             f"median of {SCAN_RUNS} interleaved runs; field masking is not built (no row)",
+        )
+    )
+    rows.append(
+        Row(
+            f"{SCAN_RECORDS:,}-record scan as a SASL user, 100 role bindings by topic prefix",
+            "records/s",
+            SCAN_RECORDS / scan_bound,
+            peer="the same scan, no bindings (a cluster-wide viewer)",
+            peer_value=SCAN_RECORDS / scan_none,
+            target="<= 10 % slower (ratio >= 0.9)",
+            check=lambda row: (row.ratio or 0) >= 0.9,
+            note=f"the console's BindingGrants on the Kafka port (brokerui.access); "
+            f"median of {SCAN_RUNS} interleaved runs",
         )
     )
     print_table(rows)

@@ -25,6 +25,7 @@ import time
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from brokerui.access import services as access
 from brokerui.access.grants import GROUP, TOPIC
 from brokerui.console import roles
 from brokerui.console.live import feeds, relay
@@ -254,6 +255,7 @@ class SearchConsumer(LiveConsumer):
 
     relay_key = "searches"
     searches = None
+    masker = None  # the fields of the searched topic masked for this user
 
     @property
     def qid(self) -> str:
@@ -274,6 +276,7 @@ class SearchConsumer(LiveConsumer):
             topic = ""
         if topic and await self.refused(TOPIC, topic):
             return
+        self.masker = await database_sync_to_async(access.masker_for)(self.scope["user"], topic)
         if self._relay is None:
             self._relay = relay.acquire(
                 self.relay_key, self.searches, self.searches.subscribe, feeds.SearchFanOut()
@@ -290,11 +293,14 @@ class SearchConsumer(LiveConsumer):
         rows = await asyncio.to_thread(
             services.saved_search_matches, searches=self.searches, qid=self.qid
         )
-        await self.send_json({"type": "snapshot", "matches": rows})
+        await self.send_json({"type": "snapshot", "matches": services.masked(rows, self.masker)})
 
     async def search_matches(self, event: dict) -> None:
         if not self.paused:
-            await self.send_json({"type": "matches", "matches": event["matches"]})
+            from brokerui.console.search.services import masked
+
+            shown = masked(event["matches"], self.masker)
+            await self.send_json({"type": "matches", "matches": shown})
 
 
 # ------------------------------------------------------------------------------ parsing

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
+from brokerui.access.masking import Masker
 from brokerui.audit.services import Actor, AuditSink
 from streams.cluster import BrowseRequest, Cluster, ProduceRequest
 from streams.cluster.transfer import PAGE, ExportRun, ImportedRecord, ParsedImport, parse_jsonl
@@ -124,18 +125,32 @@ def records_export(
     query: dict,
     fmt: str,
     reading: TopicDecoders | None = None,
+    masker: Masker | None = None,
 ) -> Export:
     """Stream what `request` selects (from its start to the end offsets now) as `fmt` (jsonl or
     csv); `query` (the query as typed) is recorded in the file and in the audit log. With a
     `reading` (``streams.schemas.mapping.TopicReading``), keys and values it reads (the
-    registry's wire format, a mapped topic's) are also written decoded."""
+    registry's wire format, a mapped topic's) are also written decoded; with a `masker`
+    (brokerui.access.masking), the fields it masks are masked in every row."""
     if not export_enabled():
         raise ExportDisabled()
     topic = request.topic
     ends = cluster.partition_offsets(topic=topic)
     forward_seek = "oldest" if request.seek == "newest" else request.seek
+    key_decoder = reading.key(topic) if reading is not None else None
+    value_decoder = reading.value(topic) if reading is not None else None
+    browse = cluster.browse
+    if masker:  # the fields the user may not see are masked before anything is written
+
+        def browse(req, _browse=cluster.browse):
+            result = _browse(req)
+            shown = [masker.record(r, key_decoder, value_decoder) for r in result.records]
+            return dataclasses.replace(result, records=shown)
+
+        key_decoder = None if masker.masks("key") else key_decoder
+        value_decoder = None if masker.masks("value") else value_decoder
     run = ExportRun(
-        cluster.browse,
+        browse,
         dataclasses.replace(
             request,
             seek=forward_seek,
@@ -144,8 +159,8 @@ def records_export(
             until=tuple((p, end) for p, (_, end) in enumerate(ends)),
         ),
         query,
-        value_decoder=reading.value(topic) if reading is not None else None,
-        key_decoder=reading.key(topic) if reading is not None else None,
+        value_decoder=value_decoder,
+        key_decoder=key_decoder,
     )
     actor.record(
         sink,

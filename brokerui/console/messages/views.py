@@ -9,6 +9,7 @@ progress line until the page is full, the data ends or the user stops it.
 from __future__ import annotations
 
 import dataclasses
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -24,6 +25,7 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from brokerui.access import services as access
 from brokerui.audit.services import Actor, process_sink
 from brokerui.cluster import get_cluster
 from brokerui.console.messages import display, services
@@ -282,6 +284,11 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
         form.add_error("offset", problem)
         return render(request, "console/messages/browse.html", context, status=400)
     q = form.cleaned_data
+    masker = access.masker_for(request.user, topic)
+    leak = _filter_on_masked(params, masker)
+    if leak:
+        form.add_error("q", leak)
+        return render(request, "console/messages/browse.html", context, status=400)
     more = params.get("more") == "1"
     have = _int(params.get("have")) if more else 0
     scanned = len(desc.partitions) if q["partition"] is None else 1
@@ -297,7 +304,7 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     except TidelogError as e:  # a malformed cursor, a partition removed meanwhile, ...
         form.add_error(None, str(e))
         return render(request, "console/messages/browse.html", context, status=400)
-    context.update(_page_context(params, q, result, more, topic))
+    context.update(_page_context(params, q, result, more, topic, masker))
     if q["markers"]:
         context["rows"], context["markers_problem"] = services.rows_with_markers(
             cluster=cluster,
@@ -310,7 +317,37 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     return render(request, "console/messages/browse.html", context)
 
 
-def _page_context(params, q, result: BrowseResult, more: bool, topic: str) -> dict:
+_FILTER_PARTS = {"value": "value", "key": "key", "header_key": "headers", "header_value": "headers"}
+
+
+def _filter_on_masked(params, masker) -> str | None:
+    """Why this query may not run for a user who sees `masker`'s fields masked: filtering on a
+    masked field (by name in the expression, or on the bytes of a masked part) would tell its
+    value by trying. None: it may."""
+    if not masker:
+        return None
+    for field in params.getlist("field"):
+        part = _FILTER_PARTS.get(field)
+        if part and masker.masks(part) and any(t.strip() for t in params.getlist("text")):
+            return f"Fields of the {part} are masked for you: filter on another part."
+    expression = params.get("q", "")
+    for name in masker.field_names() | {r.part for r in masker.rules if not r.fields}:
+        if re.search(rf"\b{re.escape(name)}\b", expression):
+            return f"The field {name} is masked for you: an expression may not name it."
+    return None
+
+
+def _masked(records, masker, decoders):
+    """`records` as the user may see them, and the decoders of what is left unmasked (a masked
+    part is JSON now)."""
+    if not masker:
+        return records, decoders
+    records = [masker.record(r, *decoders) for r in records]
+    key, value = decoders
+    return records, (None if masker.masks("key") else key, None if masker.masks("value") else value)
+
+
+def _page_context(params, q, result: BrowseResult, more: bool, topic: str, masker) -> dict:
     order = "desc" if q["seek"] == "newest" else "asc"
     forward = result.direction == "forward"
     records = list(result.records)
@@ -319,7 +356,7 @@ def _page_context(params, q, result: BrowseResult, more: bool, topic: str) -> di
         records.reverse()
     progress = Progress.of(params, result, more)
     reading = console_reading()
-    decoders = (reading.key(topic), reading.value(topic))
+    records, decoders = _masked(records, masker, (reading.key(topic), reading.value(topic)))
     first_prev = (params.get("first_prev") or None) if more else result.prev_cursor
     # a forward scan continues to newer records and came from older ones; a backward one
     # the other way round
@@ -397,10 +434,13 @@ def record_detail(request: HttpRequest, topic: str, partition: int, offset: int)
     }
     if rec is not None:
         reading = console_reading()
-        context["value"] = display.show_value(
-            rec.value, mode, limit=None, decoder=reading.value(topic)
+        masker = access.masker_for(request.user, topic)
+        (rec,), (key_decoder, value_decoder) = _masked(
+            [rec], masker, (reading.key(topic), reading.value(topic))
         )
-        context["key"] = display.show_value(rec.key, mode, limit=None, decoder=reading.key(topic))
+        context["record"] = rec
+        context["value"] = display.show_value(rec.value, mode, limit=None, decoder=value_decoder)
+        context["key"] = display.show_value(rec.key, mode, limit=None, decoder=key_decoder)
         context["headers"] = display.show_headers(rec.headers, mode, short=False)
         context["size"] = (
             len(rec.key or b"")
@@ -559,6 +599,10 @@ def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
         )
         return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
     scanned = len(desc.partitions) if form.cleaned_data["partition"] is None else 1
+    masker = access.masker_for(request.user, topic)
+    leak = _filter_on_masked(request.GET, masker)
+    if leak:
+        return HttpResponse(leak, status=400, content_type="text/plain; charset=utf-8")
     try:
         export = services.records_export(
             cluster=cluster,
@@ -568,6 +612,7 @@ def export_messages(request: HttpRequest, topic: str) -> HttpResponse:
             query=_query_record(form),
             fmt=fmt,
             reading=console_reading(),
+            masker=masker,
         )
     except TidelogError as e:  # an unknown function in the expression, ...
         return HttpResponse(str(e), status=400, content_type="text/plain; charset=utf-8")

@@ -103,6 +103,13 @@ def saved_search_delete(
     return saved
 
 
+def masked(rows: list[dict], masker) -> list[dict]:
+    """Match rows (`match_row`'s) with the fields `masker` hides masked (None: as they are)."""
+    if not masker:
+        return rows
+    return [match_row({**m, "event": masker.event(m["event"])}) for m in rows]
+
+
 def match_row(m: dict) -> dict:
     """A match as a page and the live socket show it: the event as compact JSON."""
     event = json.dumps(m["event"], separators=(",", ":"), ensure_ascii=False)
@@ -117,13 +124,15 @@ def saved_searches_read(*, searches: SavedSearchBackend | None) -> dict:
     return {"available": True, "searches": searches.list(), "errors": status["errors"]}
 
 
-def saved_search_read(*, searches: SavedSearchBackend, qid: str) -> dict:
-    """One search's page: the search, its newest matches, its topic's job error if any."""
+def saved_search_read(*, searches: SavedSearchBackend, qid: str, masker_for=None) -> dict:
+    """One search's page: the search, its newest matches (masked by `masker_for(topic)`'s
+    masker), its topic's job error if any."""
     saved = searches.get(qid)  # UnknownSavedSearch
+    masker = masker_for(saved.topic) if masker_for is not None else None
     return {
         "search": saved,
         "validation": validate(saved.query),
-        "matches": [match_row(m) for m in searches.recent_matches(qid)],
+        "matches": masked([match_row(m) for m in searches.recent_matches(qid)], masker),
         "error": searches.status()["errors"].get(saved.topic),
     }
 

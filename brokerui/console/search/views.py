@@ -5,6 +5,8 @@ makes one service call."""
 
 from __future__ import annotations
 
+import functools
+
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -13,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from brokerui.access.grants import TOPIC
-from brokerui.access.services import visible_items
+from brokerui.access.services import masker_for, visible_items
 from brokerui.audit.services import Actor, process_sink
 from brokerui.console.roles import is_operator, may_read, operator_required, refusal_text
 from brokerui.console.search import services
@@ -87,7 +89,9 @@ def search_validate(request):
 @require_GET
 def search_detail(request, qid: str):
     try:
-        page = services.saved_search_read(searches=_backend(), qid=qid)
+        page = services.saved_search_read(
+            searches=_backend(), qid=qid, masker_for=functools.partial(masker_for, request.user)
+        )
     except UnknownSavedSearch:
         raise Http404(f"No saved search {qid}.") from None
     topic = page["search"].topic
