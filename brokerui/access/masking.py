@@ -21,16 +21,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import json
 import re
 from collections.abc import Iterable
 from typing import Any, Protocol
+
+import orjson
 
 from brokerui.access.grants import BadBinding, check_pattern, matches
 
 MASK, HASH = "mask", "hash"
 ACTIONS = (MASK, HASH)
 MASKED = "****"
+_MASKED_JSON = b'"****"'
 PARTS = ("key", "value", "headers")
 _FIELD = re.compile(r"[A-Za-z0-9_\-$@]+")
 
@@ -82,12 +84,13 @@ class Masker:
         self.rules = [r for r in rules if matches(r.topic, topic)]
         self.topic = topic
         self._key = key
+        self._by_part = {p: [r for r in self.rules if r.part == p] for p in PARTS}
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
     def masks(self, part: str) -> bool:
-        return any(r.part == part for r in self.rules)
+        return bool(self._by_part[part])
 
     def field_names(self) -> set[str]:
         """The masked fields' last names (a filter naming one is refused: it would tell the
@@ -101,10 +104,10 @@ class Masker:
             return rec
         changes: dict[str, Any] = {}
         for part, reader in (("key", key_reader), ("value", value_reader)):
-            rules = [r for r in self.rules if r.part == part]
+            rules = self._by_part[part]
             if rules:
                 changes[part] = self._part(getattr(rec, part), reader, rules)
-        headers = [r for r in self.rules if r.part == "headers"]
+        headers = self._by_part["headers"]
         if headers:
             changes["headers"] = tuple(self._headers(rec.headers, headers))
         if dataclasses.is_dataclass(rec):
@@ -113,7 +116,7 @@ class Masker:
 
     def event(self, event: Any) -> Any:
         """A decoded value (a saved search's match) with the value's rules applied."""
-        rules = [r for r in self.rules if r.part == "value"]
+        rules = self._by_part["value"]
         return self._apply(event, rules) if rules else event
 
     def _part(self, data: bytes | None, reader: PartReader | None, rules) -> bytes | None:
@@ -123,10 +126,10 @@ class Masker:
             if reader is not None and reader.handles(data):
                 obj = reader.value(data)
             else:
-                obj = json.loads(data)
+                obj = orjson.loads(data)
         except Exception:  # noqa: BLE001 - unreadable (any decoder's error): masked whole
-            return json.dumps(MASKED).encode()
-        return json.dumps(self._apply(obj, rules), default=str, ensure_ascii=False).encode()
+            return _MASKED_JSON
+        return orjson.dumps(self._apply(obj, rules), default=str)
 
     def _apply(self, obj: Any, rules) -> Any:
         for rule in rules:
@@ -153,6 +156,6 @@ class Masker:
 
     def _hide(self, value: Any, action: str) -> str:
         if action == HASH:
-            canonical = json.dumps(value, sort_keys=True, default=str).encode()
+            canonical = orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
             return "hmac:" + hmac.new(self._key, canonical, hashlib.sha256).hexdigest()[:16]
         return MASKED

@@ -217,19 +217,20 @@ def _scan_once(bootstrap: str, topic: str) -> float:
 
 class _ScopedUsers:
     """The SASL users, victor bound as the console binds (brokerui.access): viewer of the
-    topics "sc*" and of 99 prefixes that match nothing of the read, through the same
+    topics "sc*", of 99 prefixes that match nothing of the read and of its consumer's group,
+    through the same
     `BindingGrants` the console's Kafka port uses."""
 
     def __init__(self):
-        from brokerui.access.grants import TOPIC, Binding, BindingGrants
+        from brokerui.access.grants import GROUP, TOPIC, Binding, BindingGrants
         from streams.protocol.security import Role
         from tests.protocol.sasl_users import Users
 
         self.users = Users()
         bindings = [Binding(Role.VIEWER, "*", TOPIC, f"other-{i}.*") for i in range(99)]
-        self.victor = BindingGrants.of(
-            "local", [*bindings, Binding(Role.VIEWER, "*", TOPIC, "sc*")]
-        )
+        bindings.append(Binding(Role.VIEWER, "*", TOPIC, "sc*"))
+        bindings.append(Binding(Role.VIEWER, "*", GROUP, "bench-scan"))  # its consumer's group
+        self.victor = BindingGrants.of("local", bindings)
 
     def __getattr__(self, name):
         return getattr(self.users, name)
