@@ -122,7 +122,12 @@ def _run() -> None:
         for entry in entries:
             if entry.name in pending and not pending[entry.name].done():
                 continue  # still waiting on its last check: not a second one
-            pending[entry.name] = _pool.submit(_record, entry)
+            try:
+                pending[entry.name] = _pool.submit(_record, entry)
+            except RuntimeError:  # the interpreter is exiting: its pool takes no more work
+                with _lock:
+                    _thread = None
+                return
         time.sleep(INTERVAL_S)
 
 

@@ -173,3 +173,17 @@ def test_the_toml_file_names_the_clusters(tmp_path, secured):
         with pytest.raises(ConfigError, match=reason):
             Config.from_env({"TIDELOG_CONFIG": str(toml)})
     assert json.dumps([c.name for c in config.clusters])
+
+
+def test_the_checker_stops_quietly_when_its_pool_is_shut_down(monkeypatch):
+    """At interpreter exit the checks' pool takes no more work: the checker's thread ends
+    instead of dying with "cannot schedule new futures after shutdown"."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    pool.shutdown()
+    monkeypatch.setattr(cluster_health, "_pool", pool)
+    two = (ClusterEntry(BUILTIN), ClusterEntry("other", "kafka://127.0.0.1:1"))
+    monkeypatch.setattr(clusters, "entries", lambda: two)
+    cluster_health._run()  # returns; before, it raised RuntimeError
+    assert cluster_health._thread is None
