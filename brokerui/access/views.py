@@ -26,11 +26,16 @@ def _require_manager(request) -> None:
         raise PermissionDenied(MANAGE_MESSAGE)
 
 
+def _page(request, status: int = 200, **forms):
+    """The Access page; `forms`: a refused form's values and its error, shown again."""
+    context = {"nav": "access", **services.access_read(request.user, _clusters())}
+    context.update({"form": {}, "mask_form": {}, **forms})
+    return render(request, "access/list.html", context, status=status)
+
+
 @require_GET
 def access_page(request):
-    context = {"nav": "access", **services.access_read(request.user, _clusters())}
-    context.update(form={}, mask_form={})
-    return render(request, "access/list.html", context)
+    return _page(request)
 
 
 @require_POST
@@ -45,9 +50,7 @@ def binding_add(request):
             sink=process_sink(), actor=Actor(request.user), clusters=_clusters(), **fields
         )
     except BadBinding as exc:
-        context = {"nav": "access", **services.access_read(request.user, _clusters())}
-        context.update(form=fields, error=str(exc), mask_form={})
-        return render(request, "access/list.html", context, status=400)
+        return _page(request, 400, form=fields, error=str(exc))
     messages.success(request, f"Bound {row}.")
     return redirect("access")
 
@@ -71,9 +74,7 @@ def mask_add(request):
     try:
         row = services.mask_rule_add(sink=process_sink(), actor=Actor(request.user), **fields)
     except BadBinding as exc:
-        context = {"nav": "access", **services.access_read(request.user, _clusters())}
-        context.update(form={}, mask_form=fields, mask_error=str(exc))
-        return render(request, "access/list.html", context, status=400)
+        return _page(request, 400, mask_form=fields, mask_error=str(exc))
     messages.success(request, f"Masking: {row}.")
     return redirect("access")
 
