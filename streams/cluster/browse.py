@@ -125,6 +125,16 @@ class BrowsedRecord:
     value: bytes | None
     headers: tuple
 
+    def with_parts(self, key: bytes | None, value: bytes | None, headers: tuple) -> BrowsedRecord:
+        """This record with other key, value and headers (a masked copy). Made without
+        ``__init__``, which sets each field of a frozen dataclass through
+        ``object.__setattr__``: half of what masking a record cost."""
+        new = object.__new__(BrowsedRecord)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields["key"], fields["value"], fields["headers"] = key, value, headers
+        return new
+
     @property
     def size(self) -> int:
         """Payload bytes: key + value + headers."""

@@ -49,6 +49,7 @@ class OffsetIndex:
         self.rel_offsets = array("Q")
         self.positions = array("Q")
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._unsynced = True  # written since the last fsync (a checkpoint skips clean ones)
         self._load()
 
     def _load(self) -> None:
@@ -77,6 +78,7 @@ class OffsetIndex:
         if self.rel_offsets and rel <= self.rel_offsets[-1]:
             return
         _append_entry(self._fd, _OFF.pack(rel, position), len(self) * self.ENTRY)
+        self._unsynced = True
         # positions first: a lock-free reader bisects rel_offsets, then indexes positions
         self.positions.append(position)
         self.rel_offsets.append(rel)
@@ -105,12 +107,20 @@ class OffsetIndex:
         del self.positions[keep:]
         os.ftruncate(self._fd, keep * self.ENTRY)
         os.lseek(self._fd, 0, os.SEEK_END)
+        self._unsynced = True
 
     def reset(self) -> None:
         self._truncate(0)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """fsync what was written since the last flush (nothing written: no fsync)."""
+        if self._unsynced:
+            self._unsynced = False  # before: a write racing the fsync sets it again
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                self._unsynced = True
+                raise
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -127,6 +137,7 @@ class TimeIndex:
         self.timestamps = array("q")
         self.rel_offsets = array("Q")
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._unsynced = True  # written since the last fsync (a checkpoint skips clean ones)
         self._load()
 
     def _load(self) -> None:
@@ -164,6 +175,7 @@ class TimeIndex:
             return
         rel = last_offset - self.base_offset
         _append_entry(self._fd, _TIME.pack(max_timestamp, rel), len(self) * self.ENTRY)
+        self._unsynced = True
         # offsets first: a lock-free reader bisects timestamps, then indexes rel_offsets
         self.rel_offsets.append(rel)
         self.timestamps.append(max_timestamp)
@@ -182,12 +194,20 @@ class TimeIndex:
         del self.rel_offsets[keep:]
         os.ftruncate(self._fd, keep * self.ENTRY)
         os.lseek(self._fd, 0, os.SEEK_END)
+        self._unsynced = True
 
     def reset(self) -> None:
         self.truncate_after_offset(self.base_offset)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """fsync what was written since the last flush (nothing written: no fsync)."""
+        if self._unsynced:
+            self._unsynced = False  # before: a write racing the fsync sets it again
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                self._unsynced = True
+                raise
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -100,6 +100,10 @@ class Record(NamedTuple):
     value: bytes | None
     headers: tuple[Header, ...] = ()
 
+    def with_parts(self, key: bytes | None, value: bytes | None, headers: tuple) -> Record:
+        """This record with other key, value and headers (a masked copy)."""
+        return Record(self.offset, self.timestamp_ms, key, value, headers)
+
 
 class ProducerRecord(NamedTuple):
     """A record to append; the store assigns offset (and timestamp when none is given)."""

@@ -49,6 +49,22 @@ def test_paths_walk_objects_and_lists_and_unreadable_parts_are_masked_whole():
     assert not Masker(rules, "orders")  # the pattern does not match: nothing to do
 
 
+def test_a_search_match_is_masked_on_a_copy_and_whole_parts_and_hashes_stay_stable():
+    masker = Masker([MaskRule("*", "value.card.number", "hash")], "payments", b"k")
+    event = json.loads(json.dumps(EVENT))
+    shown = masker.event(event)
+    assert event == EVENT  # the job's own match is left as it was
+    assert shown["card"]["number"].startswith("hmac:") and shown["card"]["holder"] == "Ann"
+    again = masker.record(Record(0, 0, None, json.dumps(EVENT).encode()), None, None)
+    assert json.loads(again.value)["card"]["number"] == shown["card"]["number"]
+    other = Masker([MaskRule("*", "value.card.number", "hash")], "payments", b"another key")
+    assert other.event(event)["card"]["number"] != shown["card"]["number"]  # keyed
+    whole = Masker([MaskRule("*", "key"), MaskRule("*", "value.card")], "payments")
+    rec = whole.record(Record(3, 9, b'{"id": 1}', json.dumps(EVENT).encode()), None, None)
+    assert json.loads(rec.key) == MASKED and json.loads(rec.value)["card"] == MASKED
+    assert (rec.offset, rec.timestamp_ms, rec.headers) == (3, 9, ())
+
+
 @pytest.mark.parametrize(
     "path, reason",
     [("card.number", "starts with key, value or headers"), ("headers", "names one header"),

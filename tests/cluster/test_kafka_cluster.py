@@ -346,3 +346,22 @@ def test_the_topic_list_is_shared_briefly_and_changes_made_here_show_at_once(clu
     cluster.delete_topic(name=mine)
     assert mine not in {t.name for t in cluster.list_topics()}
     assert names <= {t.name for t in cluster.list_topics()} | {mine}
+
+
+def test_a_read_that_reaches_the_end_leaves_no_assignment_behind(cluster, topic):
+    """A read that stopped short of the end keeps its assignment (the next page continues
+    from what was fetched ahead); one that reached the end drops it, so an idle console does
+    not poll the cluster every fetch.wait.max.ms, and the next read elsewhere does not wait
+    behind a fetch held open for a partition nobody reads."""
+    produce(cluster, topic, 8)  # 4 records in each partition
+    first = cluster.read(topic=topic, partition=0, offset=0, max_records=2)
+    assert [r.offset for r in first] == [0, 1]
+    reader = cluster.clients._consumer
+    assert [(tp.topic, tp.partition) for tp in reader.assignment()] == [(topic, 0)]
+    rest = cluster.read(topic=topic, partition=0, offset=2, max_records=10)
+    assert [r.value for r in rest] == [b"v4", b"v6"]
+    assert reader.assignment() == []
+    started = time.monotonic()
+    last = cluster.read(topic=topic, partition=1, offset=3, max_records=1)
+    assert [r.value for r in last] == [b"v7"]
+    assert reader.assignment() == [] and time.monotonic() - started < 5
