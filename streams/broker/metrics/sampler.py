@@ -101,7 +101,8 @@ class CounterSampler:
             by_topic = topic_names.get(topic)
             if by_topic is None:
                 by_topic = topic_names[topic] = (
-                    series("records_in", topic), series("bytes_in", topic)
+                    series("records_in", topic),
+                    series("bytes_in", topic),
                 )
             mine = names.get(key)
             if mine is None:
