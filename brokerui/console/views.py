@@ -18,7 +18,13 @@ from brokerui.access.services import visible_items
 from brokerui.cluster import get_cluster
 from brokerui.console.alerts import services as alert_services
 from brokerui.console.groups import services as group_services
-from brokerui.console.topics.stats import RATE_WINDOW_MS, TopicRow, now_ms, topic_rate
+from brokerui.console.topics.stats import (
+    RATE_WINDOW_MS,
+    TopicRow,
+    now_ms,
+    snapshot_as_of,
+    topic_rate,
+)
 from streams.errors import UnknownTopic
 
 BUSIEST = 8
@@ -43,6 +49,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {
         "nav": "overview",
         "now_ms": now,
+        "snapshot_ms": snapshot_as_of(everything),
         "topics": topics,
         "totals": {
             "topics": len(topics),

@@ -71,6 +71,9 @@ class TopicSummary:
     cleanup_policy: str
     retention_ms: int
     last_append_ms: int | None
+    # when its figures were taken (ms since the epoch), when not now: a large external
+    # cluster's topic list reads a snapshot (``KafkaCluster.list_topics``)
+    as_of_ms: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

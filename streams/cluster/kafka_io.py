@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 from confluent_kafka import (
     Consumer,
@@ -55,7 +56,9 @@ _UNREACHABLE = {
     KafkaError.REQUEST_TIMED_OUT,
 }
 _CONNECTION_PROBLEMS = {KafkaError._AUTHENTICATION, KafkaError._SSL}
+T = TypeVar("T")
 METADATA_TTL_S = 2.0  # how old the topic list a page reads may be (KafkaClients.topic_partitions)
+OFFSETS_MAX_AGE_S = 10.0  # how old a large cluster's topic list's offsets may be (every_offset)
 _UNSUPPORTED = {
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError._UNSUPPORTED_FEATURE,
@@ -114,6 +117,68 @@ def result(future, timeout: float, *, topic: str | None = None, group: str | Non
         raise se.ClusterUnavailable(f"the Kafka cluster did not answer in {timeout:g} s") from None
 
 
+class RefreshAhead(Generic[T]):
+    """A value `load` makes, never more than `max_age_s` old when `get` returns it: once it is
+    half that age, `get` returns it and loads the next in a thread of its own (one load at a
+    time), so callers that come steadily — a page polled, a list viewed — never wait for a
+    load. A caller waits only for the first load, after `forget`, when the value is older than
+    `max_age_s` (nobody asked for a while), or after a background load failed (so a failure
+    is seen at once, as the caller's own error)."""
+
+    def __init__(
+        self,
+        load: Callable[[], T],
+        max_age_s: float,
+        name: str,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._load, self.max_age_s, self.name, self._clock = load, max_age_s, name, clock
+        self._lock = threading.Lock()
+        self._value: tuple[float, float, T] | None = None  # (monotonic, wall ms, value)
+        self._loading = False
+        self._failed = False
+        self._generation = 0  # `forget`s so far
+
+    def get(self) -> tuple[T, int]:
+        """(the value, when it was loaded: ms since the epoch)."""
+        with self._lock:
+            held, failed = self._value, self._failed
+            age = None if held is None else self._clock() - held[0]
+            if held is not None and not failed and age is not None and age < self.max_age_s:
+                if age >= self.max_age_s / 2 and not self._loading:
+                    self._loading = True
+                    threading.Thread(target=self._reload, name=self.name, daemon=True).start()
+                return held[2], int(held[1])
+        return self._loaded()
+
+    def forget(self) -> None:
+        """The next `get` loads (a load under way when this is called is not kept: it may have
+        read what was there before the change that made the caller forget)."""
+        with self._lock:
+            self._value = None
+            self._generation += 1
+
+    def _loaded(self) -> tuple[T, int]:
+        with self._lock:
+            generation = self._generation
+        started, wall = self._clock(), time.time() * 1000
+        value = self._load()  # its error is the caller's
+        with self._lock:
+            if generation == self._generation:
+                self._value, self._failed = (started, wall, value), False
+        return value, int(wall)
+
+    def _reload(self) -> None:
+        try:
+            self._loaded()
+        except Exception:  # noqa: BLE001 - the next get loads it and raises the error
+            with self._lock:
+                self._failed = True
+        finally:
+            with self._lock:
+                self._loading = False
+
+
 class KafkaClients:
     """One connection set per cluster: admin, producer and an assign-only reading consumer."""
 
@@ -141,8 +206,10 @@ class KafkaClients:
         self._consumer: Consumer | None = None
         self._lock = threading.Lock()  # creating the producer, closing
         self._read_lock = threading.Lock()  # the reader's assign + consume sequence
-        self._metadata_lock = threading.Lock()
-        self._metadata: tuple[float, dict[str, int]] | None = None  # (when, topic -> partitions)
+        self._metadata = RefreshAhead(self._load_metadata, METADATA_TTL_S, "metadata-refresh")
+        self._every_offset = RefreshAhead(
+            self._load_every_offset, OFFSETS_MAX_AGE_S, "offsets-refresh"
+        )
         self._reading: tuple[str, int, int] | None = None  # where the assigned reader is now
 
     def _client_error(self, err: KafkaError) -> None:
@@ -166,23 +233,58 @@ class KafkaClients:
     def topic_partitions(self) -> dict[str, int]:
         """topic -> partition count, from a Metadata request at most `METADATA_TTL_S` old: a
         page asks several times (a topic's partitions, each partition's checks), and on a
-        cluster of 5,000 partitions each full Metadata answer took ~100 ms over TLS. Changes
-        made through this client are seen at once (`forget_metadata`); others within the TTL,
-        as a Kafka client's own metadata cache lags (metadata.max.age.ms)."""
-        with self._metadata_lock:
-            cached = self._metadata
-        if cached is not None and time.monotonic() - cached[0] < METADATA_TTL_S:
-            return cached[1]
+        cluster of 5,000 partitions each full Metadata answer took 100-280 ms over TLS; asked
+        again ahead of time while pages keep coming (`RefreshAhead`). Changes made through
+        this client are seen at once (`forget_metadata`); others within the TTL, as a Kafka
+        client's own metadata cache lags (metadata.max.age.ms)."""
+        return self._metadata.get()[0]
+
+    def _load_metadata(self) -> dict[str, int]:
         md = self.admin.list_topics(timeout=self.timeout)  # KafkaException: the caller's
-        partitions = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
-        with self._metadata_lock:
-            self._metadata = (time.monotonic(), partitions)
-        return partitions
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
 
     def forget_metadata(self) -> None:
         """The next `topic_partitions` asks the cluster (after a change made here)."""
-        with self._metadata_lock:
-            self._metadata = None
+        self._metadata.forget()
+        self._every_offset.forget()
+
+    def end_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start, high watermark) of each of `tps`: two ListOffsets requests (earliest,
+        latest) in flight at once."""
+        specs_earliest = {TopicPartition(t, p): OffsetSpec.earliest() for t, p in tps}
+        specs_latest = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
+        asked_earliest = self.admin.list_offsets(specs_earliest, request_timeout=self.timeout)
+        asked_latest = self.admin.list_offsets(specs_latest, request_timeout=self.timeout)
+        earliest = self.offsets_answered(asked_earliest)
+        latest = self.offsets_answered(asked_latest)
+        return {tp: (earliest[tp][0], latest[tp][0]) for tp in tps}
+
+    def offsets_answered(self, futures: dict) -> dict[tuple[str, int], tuple[int, int]]:
+        """(offset, timestamp) of each partition of `list_offsets` futures."""
+        out = {}
+        try:
+            for tp, future in futures.items():
+                info = result(future, self.timeout + 1, topic=tp.topic)
+                out[(tp.topic, tp.partition)] = (info.offset, info.timestamp)
+        except (se.ClusterUnavailable, se.UnknownTopic):
+            self.forget_metadata()  # what it knew may be what failed
+            raise
+        return out
+
+    def every_offset(self) -> tuple[dict[tuple[str, int], tuple[int, int]], int]:
+        """The offsets of every partition of the cluster, at most `OFFSETS_MAX_AGE_S` old
+        (asked again ahead of time while they are read), and when they were asked (ms since
+        the epoch): what a list of every topic reads on a cluster too large to ask for each
+        page (`KafkaCluster.list_topics`)."""
+        return self._every_offset.get()
+
+    def _load_every_offset(self) -> dict[tuple[str, int], tuple[int, int]]:
+        try:
+            partitions = self.topic_partitions()
+            return self.end_offsets([(t, p) for t, n in partitions.items() for p in range(n)])
+        except se.UnknownTopic:  # deleted since the metadata: asked again with new metadata
+            partitions = self.topic_partitions()
+            return self.end_offsets([(t, p) for t, n in partitions.items() for p in range(n)])
 
     def producer(self) -> Producer:
         with self._lock:
@@ -407,13 +509,11 @@ class ClusterView:
         want = [tp for tp in set(tps) if tp not in self._offsets]
         if not want:
             return
-        # both requests in flight at once, then both answers
-        asked_earliest = self._ask_offsets({tp: OffsetSpec.earliest() for tp in want})
-        asked_latest = self._ask_offsets({tp: OffsetSpec.latest() for tp in want})
-        earliest = self._offsets_answered(asked_earliest)
-        latest = self._offsets_answered(asked_latest)
-        for tp in want:
-            self._offsets[tp] = (earliest[tp][0], latest[tp][0])
+        self._offsets.update(self.clients.end_offsets(want))
+
+    def known(self, offsets: dict[tuple[str, int], tuple[int, int]]) -> None:
+        """Take `offsets` (log start, high watermark) as this view's (a snapshot's)."""
+        self._offsets.update(offsets)
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         self.check_partition(topic, partition)
@@ -437,22 +537,9 @@ class ClusterView:
         return out
 
     def _list_offsets(self, specs: dict) -> dict[tuple[str, int], tuple[int, int]]:
-        return self._offsets_answered(self._ask_offsets(specs))
-
-    def _ask_offsets(self, specs: dict) -> dict:
         request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
-        return self.clients.admin.list_offsets(request, request_timeout=self.timeout)
-
-    def _offsets_answered(self, futures: dict) -> dict[tuple[str, int], tuple[int, int]]:
-        out = {}
-        try:
-            for tp, future in futures.items():
-                info = result(future, self.timeout + 1, topic=tp.topic)
-                out[(tp.topic, tp.partition)] = (info.offset, info.timestamp)
-        except (se.ClusterUnavailable, se.UnknownTopic):
-            self.clients.forget_metadata()  # what it knew may be what failed
-            raise
-        return out
+        asked = self.clients.admin.list_offsets(request, request_timeout=self.timeout)
+        return self.clients.offsets_answered(asked)
 
     def read(self, topic: str, partition: int, offset: int, max_records: int = 500) -> list:
         start, end = self.offsets(topic, partition)

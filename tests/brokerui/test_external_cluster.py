@@ -58,6 +58,37 @@ def test_topic_list_create_and_detail(operator_client, external, name):
     assert 'id="live-external"' in detail  # nor live metrics
 
 
+def test_a_large_clusters_lists_say_their_figures_are_a_snapshot(
+    operator_client, settings, server, monkeypatch, name
+):
+    """On a cluster of more than LISTING_SNAPSHOT_ABOVE partitions (here: any), the overview
+    and the topic list read a snapshot of offsets and configs and say as of when."""
+    import streams.cluster.kafka as kafka
+    from brokerui import cluster
+
+    monkeypatch.setattr(kafka, "LISTING_SNAPSHOT_ABOVE", 0)
+    settings.TIDELOG_CLUSTER = server.url
+    settings.TIDELOG_CLUSTER_CONFIG = getattr(server, "client_properties", None)
+    try:
+        big = cluster.get_cluster()
+        big.create_topic(name=name, partitions=2)
+        big.produce(topic=name, records=[ProduceRequest(b"x", partition=0)] * 5)
+        listing = page(operator_client.get(reverse("console:topics"), {"q": name}))
+        assert 'id="listing-snapshot"' in listing and "(a snapshot)" in listing
+        row = re.search(rf"{name}</a>.*?</tr>", listing, re.S).group(0)
+        assert ">5</td>" in row  # the new topic's records: asked at once, not from before it
+        overview = page(operator_client.get(reverse("console:home")))
+        assert "topic figures as of" in overview and 'id="listing-snapshot"' in overview
+    finally:
+        cluster.close_external_clusters()
+    monkeypatch.setattr(kafka, "LISTING_SNAPSHOT_ABOVE", 10**9)  # a small cluster again
+    try:
+        small = page(operator_client.get(reverse("console:topics"), {"q": name}))
+        assert name in small and 'id="listing-snapshot"' not in small  # asked on each page
+    finally:
+        cluster.close_external_clusters()
+
+
 def test_produce_then_browse(operator_client, external, name):
     external.create_topic(name=name, partitions=1)
     response = operator_client.post(

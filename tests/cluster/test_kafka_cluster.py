@@ -14,6 +14,7 @@ from streams.cluster import BrowseRequest, Filter, ProduceRequest
 from streams.cluster.kafka import KafkaCluster, parse_cluster_url
 from streams.groups import ResetScope, ResetStrategy
 from tests.kafka_servers import kafka_server, record_consumer_configs
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +64,6 @@ def group_consumer(server, group: str, topic: str, n: int) -> Consumer:
             seen += 1
     consumer.commit(asynchronous=False)
     return consumer
-
-
-def wait_until(predicate, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-    return value
 
 
 # ------------------------------------------------------------------------------ url
@@ -365,3 +358,35 @@ def test_a_read_that_reaches_the_end_leaves_no_assignment_behind(cluster, topic)
     last = cluster.read(topic=topic, partition=1, offset=3, max_records=1)
     assert [r.value for r in last] == [b"v7"]
     assert reader.assignment() == [] and time.monotonic() - started < 5
+
+
+def test_a_large_clusters_topic_list_reads_a_snapshot_said_as_of_when(server, topic):
+    """Above `listing_snapshot_above` partitions, a list of every topic reads offsets and
+    configs from a snapshot at most OFFSETS_MAX_AGE_S old (each summary says when it was
+    taken); a topic newer than the snapshot is asked for at once, and what is written shows
+    within the snapshot's age."""
+    from streams.cluster.kafka_io import OFFSETS_MAX_AGE_S
+
+    large = KafkaCluster(server.bootstrap, timeout_s=15, listing_snapshot_above=0)
+    small = KafkaCluster(server.bootstrap, timeout_s=15)
+    try:
+        produce(large, topic, 4)
+        before = time.time() * 1000
+        listed = {t.name: t for t in large.list_topics()}
+        assert listed[topic].record_count == 4
+        assert listed[topic].as_of_ms is not None and before - 1000 <= listed[topic].as_of_ms
+        assert all(t.as_of_ms is None for t in small.list_topics())  # small: asked each time
+        newer = f"{topic[:40]}-newer"
+        large.create_topic(name=newer, partitions=3, config={"retention.ms": "3600000"})
+        got = {t.name: t for t in large.list_topics()}[newer]  # not in the snapshot: asked
+        assert (got.partitions, got.retention_ms) == (3, 3_600_000)
+        produce(small, topic, 2, start=4)  # written by another client
+        wait_until(
+            lambda: {t.name: t for t in large.list_topics()}[topic].record_count == 6,
+            "the snapshot to follow", timeout=OFFSETS_MAX_AGE_S + 10,
+        )  # fmt: skip
+        large.alter_topic_config(name=topic, set_={"retention.ms": "7200000"})  # here: at once
+        assert {t.name: t for t in large.list_topics()}[topic].retention_ms == 7_200_000
+    finally:
+        large.close()
+        small.close()

@@ -19,6 +19,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def snapshot_as_of(topics) -> int | None:
+    """When the oldest figures of `topics` were taken, if they come from a snapshot (a large
+    external cluster's list: ``TopicSummary.as_of_ms``); None: they are from now."""
+    return min((t.as_of_ms for t in topics if t.as_of_ms is not None), default=None)
+
+
 def partition_window_counts(cluster, description, now: int | None = None) -> dict[int, int]:
     """{partition: records stamped in the last RATE_WINDOW_MS} for one topic."""
     now = now_ms() if now is None else now

@@ -36,6 +36,7 @@ from brokerui.console.topics.stats import (
     now_ms,
     partition_window_counts,
     rate_text,
+    snapshot_as_of,
     sort_topics,
     topic_rate,
 )
@@ -118,6 +119,7 @@ def topic_list(request):
         "rate_window_s": RATE_WINDOW_MS // 1000,
         "sort_columns": SORT_COLUMNS,
         "now_ms": now,
+        "snapshot_ms": snapshot_as_of(topics),
     }
     if _partial(request):
         return render(request, "console/topics/partials/table.html", context)
