@@ -135,10 +135,15 @@ class Masker:
     def event(self, event: Any) -> Any:
         """A decoded value (a saved search's match, not changed) with the value's rules
         applied to a copy."""
-        rules = self._by_part["value"]
+        return self.decoded("value", event)
+
+    def decoded(self, part: str, obj: Any) -> Any:
+        """A decoded key or value (a saved search's match, a view's key or row; not changed)
+        with `part`'s rules applied to a copy."""
+        rules = self._by_part.get(part)
         if not rules:
-            return event
-        return self._apply(orjson.loads(orjson.dumps(event, default=str)), rules)
+            return obj
+        return self._apply(orjson.loads(orjson.dumps(obj, default=str)), rules)
 
     def _part(self, data: bytes | None, reader: PartReader | None, rules) -> bytes | None:
         if data is None:

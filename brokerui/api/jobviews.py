@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import functools
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
+from brokerui.access.services import masker_for
 from brokerui.api.views import ApiViewSet, _errors
 from brokerui.console.jobviews import services
 
@@ -70,6 +73,10 @@ class JobViewViewSet(ApiViewSet):
     )
     def read(self, request, job: str, view: str):
         body = services.view_read(
-            source=services.view_source(), job=job, view=view, params=request.query_params
+            source=services.view_source(),
+            job=job,
+            view=view,
+            params=request.query_params,
+            masker_for=functools.partial(masker_for, request.user),
         )
         return Response(body)

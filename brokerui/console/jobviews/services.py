@@ -12,10 +12,12 @@ Thread-safety: as the views (any thread; a read with ``wait_for`` blocks its thr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from brokerui.cluster import is_external
 from streams.errors import InvalidConfig, TidelogError, UnknownGroup
@@ -99,7 +101,52 @@ def view_info(*, source: ViewQuery | None, job: str, view: str) -> dict:
     return info_dict(_source_or_none(source).view(job, view).info())
 
 
-def view_read(*, source: ViewQuery | None, job: str, view: str, params: Mapping) -> dict:
+class RowMasker(Protocol):
+    """What hides fields of a topic's keys and values (``brokerui.access.masking.Masker``)."""
+
+    def __bool__(self) -> bool: ...
+
+    def decoded(self, part: str, obj: Any) -> Any: ...
+
+
+MaskerFor = Callable[[str], RowMasker]  # topic -> the user's masking of it
+
+
+def view_maskers(masker_for: MaskerFor | None, topics) -> list[RowMasker]:
+    """The maskings of a view's input `topics` (its answers' consistency offsets name them):
+    a view's keys and rows come from their keys and values, so the same fields are hidden."""
+    if masker_for is None:
+        return []
+    return [m for m in (masker_for(t) for t in sorted(topics)) if m]
+
+
+def masked_pair(key: Any, row: Any, maskers: list[RowMasker]) -> tuple[Any, Any]:
+    for m in maskers:
+        key, row = m.decoded("key", key), m.decoded("value", row)
+    return key, row
+
+
+def mask_message(message: dict, maskers: list[RowMasker]) -> dict:
+    """A socket message (`snapshot_message`'s, `stream_messages`') with its rows masked."""
+    if not maskers:
+        return message
+    if message.get("type") == "snapshot":
+        rows = [list(masked_pair(k, r, maskers)) for k, r in message["rows"]]
+        return {**message, "rows": rows}
+    if message.get("type") == "changes":
+        changes = [[t, d, *masked_pair(k, r, maskers)] for t, d, k, r in message["changes"]]
+        return {**message, "changes": changes}
+    return message
+
+
+def view_read(
+    *,
+    source: ViewQuery | None,
+    job: str,
+    view: str,
+    params: Mapping,
+    masker_for: MaskerFor | None = None,
+) -> dict:
     """Answer a query given as request parameters:
 
     - ``key`` (a string) or ``key_json`` (any JSON key): the row of that key — for a windowed
@@ -111,7 +158,8 @@ def view_read(*, source: ViewQuery | None, job: str, view: str, params: Mapping)
       5000, at most 60000).
 
     Returns ``{job, view, windowed, query, rows: [{key, row}], truncated, consistency:
-    {offsets, watermark_ms, as_of_ms}}``."""
+    {offsets, watermark_ms, as_of_ms}}``; with `masker_for`, the fields the masking rules of
+    the view's input topics hide are masked in keys and rows."""
     src = _source_or_none(source)
     v = src.view(job, view)
     q = parse_read(params)
@@ -135,6 +183,9 @@ def view_read(*, source: ViewQuery | None, job: str, view: str, params: Mapping)
     else:
         ans = src.range(job, view, lo=q["from"], hi=q["to"], limit=q["limit"], **wait)
         kind = "range"
+    maskers = view_maskers(masker_for, ans.token.offsets)
+    if maskers:
+        ans = dataclasses.replace(ans, rows=[masked_pair(k, r, maskers) for k, r in ans.rows])
     return {
         "job": job,
         "view": view,
@@ -324,7 +375,14 @@ class ViewFanOut:
 QUERY_PARAMS = ("key", "key_json", "from", "to", "from_json", "to_json", "time_from", "time_to")
 
 
-def view_page(*, source: ViewQuery | None, job: str, view: str, params: Mapping) -> dict:
+def view_page(
+    *,
+    source: ViewQuery | None,
+    job: str,
+    view: str,
+    params: Mapping,
+    masker_for: MaskerFor | None = None,
+) -> dict:
     """A view's page: its ``info`` and, when the form asked something (any of
     `QUERY_PARAMS` or ``wait_for``), the ``result`` of `view_read` or the ``error`` it gave
     (a bad parameter, a timeout, an unserved partition: said, not raised). UnknownView when
@@ -334,7 +392,9 @@ def view_page(*, source: ViewQuery | None, job: str, view: str, params: Mapping)
     result = error = None
     if asked:
         try:
-            result = view_read(source=source, job=job, view=view, params=params)
+            result = view_read(
+                source=source, job=job, view=view, params=params, masker_for=masker_for
+            )
         except TidelogError as exc:
             error = str(exc)
     table = table_of(result["rows"], windowed=info["windowed"]) if result else None

@@ -4,10 +4,13 @@ Each view calls one service."""
 
 from __future__ import annotations
 
+import functools
+
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
+from brokerui.access.services import masker_for
 from brokerui.console.jobviews import services
 from streams.jobs.views import UnknownView
 
@@ -22,7 +25,11 @@ def view_list(request):
 def view_detail(request, job: str, view: str):
     try:
         page = services.view_page(
-            source=services.view_source(), job=job, view=view, params=request.GET
+            source=services.view_source(),
+            job=job,
+            view=view,
+            params=request.GET,
+            masker_for=functools.partial(masker_for, request.user),
         )
     except UnknownView as exc:
         context = {"nav": "views", "job": job, "view": view, "problem": str(exc)}

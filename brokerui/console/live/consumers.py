@@ -20,6 +20,7 @@ Each consumer instance lives on the event loop; the hub and jobs are read in wor
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 from channels.db import database_sync_to_async
@@ -346,6 +347,8 @@ class ViewConsumer(LiveConsumer):
 
     view = None
     since = 0
+    masked_topics: frozenset[str] | set[str] = frozenset()
+    maskers: list = []
 
     async def on_subscribe(self, content: dict) -> None:
         from brokerui.console.jobviews import services
@@ -379,12 +382,27 @@ class ViewConsumer(LiveConsumer):
 
         snap = await asyncio.to_thread(self.view.snapshot)
         self.since = snap.time
-        await self.send_json(services.snapshot_message(snap))
+        await self._mask_for(snap.token.offsets)
+        await self.send_json(services.mask_message(services.snapshot_message(snap), self.maskers))
 
     async def view_changes(self, event: dict) -> None:
         if self.paused:
             return
         from brokerui.console.jobviews import services
 
+        if event.get("consistency"):
+            await self._mask_for(event["consistency"]["offsets"])
         for message in services.stream_messages(event, self.since):
-            await self.send_json(message)
+            await self.send_json(services.mask_message(message, self.maskers))
+
+    async def _mask_for(self, topics) -> None:
+        """Know this user's masking of the view's input `topics` (its rows are masked as
+        their records are: brokerui.access.masking)."""
+        topics = set(topics)
+        if topics <= self.masked_topics:
+            return
+        from brokerui.console.jobviews import services
+
+        self.masked_topics = self.masked_topics | topics
+        mine = functools.partial(access.masker_for, self.scope["user"])
+        self.maskers = await database_sync_to_async(services.view_maskers)(mine, self.masked_topics)

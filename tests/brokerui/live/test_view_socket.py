@@ -164,3 +164,50 @@ def test_unknown_views_and_bad_names_say_so(running, connect, login, viewer):
         await ws.disconnect()
 
     async_to_sync(body)()
+
+
+def test_a_views_rows_are_masked_as_its_input_topics_records_are(
+    broker, running, connect, login, viewer, operator, client
+):
+    """A masking rule on the view's input topic (orders: value.total) hides that field of the
+    view's rows from a user without the unmask permission — on the view page, in the JSON
+    API and on the socket — while one with it (an operator given the permission) sees it."""
+    from django.contrib.auth.models import Permission
+    from django.urls import reverse
+    from rest_framework.test import APIClient
+
+    from brokerui.access.masking import MASKED
+    from brokerui.access.models import MaskRule
+
+    MaskRule.objects.create(topic="orders", path="value.total", action="mask")
+    operator.user_permissions.add(Permission.objects.get(codename="unmask"))
+    for i in range(12):
+        produce(broker.store, i, ["de", "fr"][i % 2])
+    view = LocalViews(broker.store).view("shop", "revenue")
+    view.range(wait_for={"orders": {p: broker.store.offsets("orders", p)[1] for p in range(3)}},
+               timeout_s=30)  # fmt: skip
+    url = reverse("console:view", args=["shop", "revenue"])
+    client.force_login(viewer)
+    page = client.get(url, {"key": "de"}).content.decode()
+    assert MASKED in page and "de" in page
+    api = APIClient()
+    api.force_authenticate(viewer)
+    rows = api.get("/api/v1/views/shop/revenue", {"key": "de"}).json()["rows"]
+    assert rows and rows[0]["row"]["total"] == MASKED and rows[0]["row"]["n"] == 6
+    api.force_authenticate(operator)
+    clear = api.get("/api/v1/views/shop/revenue", {"key": "de"}).json()["rows"]
+    assert clear[0]["row"]["total"] == sum(i % 7 + 1 for i in range(0, 12, 2))
+    headers = login(viewer)
+
+    async def body():
+        ws = connect("/ws/views/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "name": "shop/revenue"})
+        snap = await until(ws, "snapshot")
+        assert {r["total"] for _k, r in snap["rows"]} == {MASKED}
+        await asyncio.to_thread(produce, broker.store, 99, "it")
+        changes = await until(ws, "changes")
+        assert changes["changes"] and all(r["total"] == MASKED for *_x, r in changes["changes"])
+        await ws.disconnect()
+
+    async_to_sync(body)()
