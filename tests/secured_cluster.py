@@ -24,9 +24,11 @@ class SecuredListener(TidelogListener):
 
     name = "tidelog (SASL_SSL)"
 
-    def __init__(self, directory: Path, *, mechanism: str = "SCRAM-SHA-512"):
+    def __init__(
+        self, directory: Path, *, mechanism: str = "SCRAM-SHA-512", expired_cert: bool = False
+    ):
         directory.mkdir(parents=True, exist_ok=True)
-        self.cert, self.key = self_signed_cert(directory)
+        self.cert, self.key = self_signed_cert(directory, expired=expired_cert)
         users = directory / "users.txt"
         users.write_text(
             f"# user:password:role\n{USER}:{PASSWORD}:operator\n{VIEWER}:{VIEWER_PASSWORD}:viewer\n"

@@ -12,12 +12,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 
-def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+def self_signed_cert(directory: Path, *, expired: bool = False) -> tuple[Path, Path]:
     """(certificate, key) PEM files in `directory`, valid for a day for 127.0.0.1 and
-    localhost; the certificate is its own CA (clients trust it as ``ssl.ca.location``)."""
+    localhost (`expired`: a day that ended yesterday); the certificate is its own CA (clients
+    trust it as ``ssl.ca.location``)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
+    if expired:
+        now -= datetime.timedelta(days=2)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

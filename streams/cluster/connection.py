@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -178,3 +180,29 @@ def hide_secrets_in_logs(conf: Mapping[str, str], *loggers: str) -> None:
         logger = logging.getLogger(name)
         if _LOG_FILTER not in logger.filters:
             logger.addFilter(_LOG_FILTER)
+
+
+def tls_refusal(conf: Mapping[str, str], timeout_s: float = 5.0) -> str | None:
+    """Why the first bootstrap server's certificate is not trusted, as OpenSSL says it
+    ("certificate has expired", "self-signed certificate", "Hostname mismatch..."), from a
+    TLS handshake of our own with the same CA and host name check: librdkafka says only
+    "certificate verify failed". None when that handshake succeeds, or cannot be made."""
+    if not str(conf.get("security.protocol", "")).upper().endswith("SSL"):
+        return None
+    first = str(conf.get("bootstrap.servers", "")).split(",")[0].strip()
+    host, _, port = first.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    host = host.strip("[]")
+    try:
+        context = ssl.create_default_context(cafile=conf.get("ssl.ca.location") or None)
+        context.check_hostname = conf.get("ssl.endpoint.identification.algorithm", "https") != (
+            "none"
+        )
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+            with context.wrap_socket(raw, server_hostname=host):
+                return None
+    except ssl.SSLCertVerificationError as exc:
+        return exc.verify_message or str(exc)
+    except (OSError, ValueError):  # unreachable, or a CA file OpenSSL cannot read: not this
+        return None

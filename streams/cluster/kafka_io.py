@@ -201,6 +201,7 @@ class KafkaClients:
         }
         self.base = base
         self.connection_problem: str | None = None
+        self._tls_why: str | None = None  # OpenSSL's reason for a refused certificate
         self.admin = AdminClient(base)
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
@@ -219,6 +220,8 @@ class KafkaClients:
         ):
             from streams.cluster.connection import hide_secrets
 
+            if "certificate verify failed" in text and self.connection_problem is None:
+                self._tls_why = None  # asked again by `unavailable`: the reason may differ
             self.connection_problem = hide_secrets(text, self.base)
 
     def unavailable(self, exc: se.TidelogError) -> se.TidelogError:
@@ -226,8 +229,16 @@ class KafkaClients:
         if not isinstance(exc, se.ClusterUnavailable):
             return exc
         self.admin.poll(0)  # librdkafka queues error callbacks until the handle is polled
-        if self.connection_problem:
-            return se.ClusterUnavailable(f"{exc} ({self.connection_problem})")
+        problem = self.connection_problem
+        if problem and "certificate verify failed" in problem:
+            if self._tls_why is None:  # librdkafka does not say why: a handshake of ours does
+                from streams.cluster.connection import tls_refusal
+
+                self._tls_why = tls_refusal(self.base, min(self.timeout, 5.0)) or ""
+            if self._tls_why:
+                problem = f"the cluster's certificate is not trusted: {self._tls_why}; {problem}"
+        if problem:
+            return se.ClusterUnavailable(f"{exc} ({problem})")
         return exc
 
     def topic_partitions(self) -> dict[str, int]:
