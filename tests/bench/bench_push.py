@@ -53,6 +53,7 @@ TOPIC = "bench-push"
 PARTITIONS = 4
 WARMUP_S = 3
 TARGET_P99_MS = 1500
+TAIL_TARGET_P99_MS = 250  # issue 27: produce -> row visible
 
 
 # ------------------------------------------------------------------------------ the parent
@@ -149,6 +150,35 @@ def _rows(results: dict[str, list[dict]], runs: int, seconds: int) -> list[Row]:
                 "hub, relay, channel layer, 20 sockets)",
             )
         )
+    for metric, key in (("live tail: produce to row p50", "tail_p50"),
+                        ("live tail: produce to row p99", "tail_p99")):  # fmt: skip
+        rows.append(
+            Row(
+                metric=metric,
+                unit="ms",
+                tidelog=med("memory", key),
+                peer="channels-redis layer",
+                peer_value=med("redis", key),
+                higher_is_better=False,
+                target=f"p99 <= {TAIL_TARGET_P99_MS} ms" if key == "tail_p99" else None,
+                check=at_most(TAIL_TARGET_P99_MS) if key == "tail_p99" else None,
+                note="one message browser with the live tail on the bench topic (newest "
+                "first), beside the 20 dashboards: /ws/tail/ says ready, the rows are fetched "
+                "(console:messages_tail, rendered as the page's), asked again; latency = "
+                "fetch received - the newest row's record timestamp (append time)",
+            )
+        )
+    rows.append(
+        Row(
+            metric="live tail fetches per second",
+            unit="fetches/s",
+            tidelog=med("memory", "tail_fetches_per_s"),
+            peer="channels-redis layer",
+            peer_value=med("redis", "tail_fetches_per_s"),
+            note="each fetch brings up to 100 rows; at 10,000 records/s a tail keeps the "
+            "newest (a tail more than 1,000 records behind skips to the newest page)",
+        )
+    )
     rows.append(
         Row(
             metric="windows received per client",
@@ -270,7 +300,9 @@ def _control(store, port: int, cookie: str, seconds: int, scratch: str, result: 
         if clients.returncode != 0:
             raise RuntimeError(f"the WebSocket clients failed ({clients.returncode})")
         received = json.loads(out.read_text())
-        result.update(_latencies(appends, received, time.time() - seconds - 2))
+        measured_from = time.time() - seconds - 2
+        result.update(_latencies(appends, received["metrics"], measured_from))
+        result.update(_tail_latencies(received["tail"], measured_from))
         result["rate"] = sum(n for _a, n in appends) / total
     except Exception as exc:  # reported by the parent, with the child's output
         result["error"] = f"{type(exc).__name__}: {exc}"
@@ -329,6 +361,19 @@ def _latencies(appends, received: list[list[list]], measured_from: float) -> dic
     }
 
 
+def _tail_latencies(fetches: list[list[float]], measured_from: float) -> dict:
+    """Produce to row fetched: per fetch, receive time - the newest row's record timestamp
+    (the broker's append time), ms."""
+    samples = [(recv - stamp) * 1000 for recv, stamp in fetches if recv >= measured_from]
+    if not samples:
+        raise RuntimeError("the live tail fetched no rows")
+    return {
+        "tail_p50": percentile(samples, 50),
+        "tail_p99": percentile(samples, 99),
+        "tail_fetches_per_s": len(samples) / max(1.0, fetches[-1][0] - measured_from),
+    }
+
+
 # ------------------------------------------------------------------------------ the clients
 
 
@@ -337,8 +382,51 @@ def clients(port: int, cookie: str, seconds: float, out: str) -> None:
     Path(out).write_text(json.dumps(received))
 
 
-async def _clients(port: int, cookie: str, seconds: float) -> list[list[list]]:
-    return list(await asyncio.gather(*(_client(port, cookie, seconds) for _ in range(CLIENTS))))
+async def _clients(port: int, cookie: str, seconds: float) -> dict:
+    dashboards = [_client(port, cookie, seconds) for _ in range(CLIENTS)]
+    *metrics, tail = await asyncio.gather(*dashboards, _tail_client(port, cookie, seconds))
+    return {"metrics": metrics, "tail": tail}
+
+
+async def _tail_client(port: int, cookie: str, seconds: float) -> list[list[float]]:
+    """The message browser's live tail on the bench topic, as tail.js runs it: wait for the
+    socket's "ready", fetch the rows after the position (console:messages_tail), ask again.
+    [(receive time, the newest fetched record's timestamp)] per fetch, both in seconds."""
+    import re
+    import urllib.request
+
+    import websockets
+
+    base = f"http://127.0.0.1:{port}/topics/{TOPIC}/messages/tail/?seek=newest"
+    headers = {"Cookie": f"sessionid={cookie}"}
+
+    def fetch(after: str | None) -> tuple[str, str]:
+        url = base + (f"&after={after}" if after else "")
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers)) as response:
+            return response.headers["X-Tail-Cursor"], response.read().decode()
+
+    got: list[list[float]] = []
+    deadline = time.monotonic() + seconds
+    cursor, _ = await asyncio.to_thread(fetch, None)
+    async with websockets.connect(
+        f"ws://127.0.0.1:{port}/ws/tail/",
+        origin=f"http://127.0.0.1:{port}",
+        additional_headers=headers,
+    ) as socket:
+        while (left := deadline - time.monotonic()) > 0:
+            await socket.send(json.dumps({"type": "subscribe", "topic": TOPIC, "after": cursor}))
+            try:
+                message = json.loads(await asyncio.wait_for(socket.recv(), timeout=left))
+            except TimeoutError:
+                break
+            if message.get("type") != "ready":
+                raise RuntimeError(f"the tail socket said {message}")
+            cursor, html = await asyncio.to_thread(fetch, cursor)
+            received = time.time()
+            stamps = [int(t) for t in re.findall(r'data-timestamp="(\d+)"', html)]
+            if stamps:
+                got.append([received, max(stamps) / 1000])
+    return got
 
 
 async def _client(port: int, cookie: str, seconds: float) -> list[list]:

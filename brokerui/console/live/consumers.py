@@ -406,3 +406,62 @@ class ViewConsumer(LiveConsumer):
         self.masked_topics = self.masked_topics | topics
         mine = functools.partial(access.masker_for, self.scope["user"])
         self.maskers = await database_sync_to_async(services.view_maskers)(mine, self.masked_topics)
+
+
+class TailConsumer(LiveConsumer):
+    """``/ws/tail/``: tells a message browser's live tail when to fetch. Send ``{"type":
+    "subscribe", "topic", "after": <the tail's cursor>, "cluster"?}``; once the topic has
+    records past it, the socket sends ``{"type": "ready", "after"}`` and the page fetches
+    them (``console:messages_tail``: filters, masking and display as the page's), then
+    subscribes again with the new cursor. One notice at a time: a page that stops asking
+    (paused, or too slow to keep up) is sent nothing more, and nothing is kept for it."""
+
+    task: asyncio.Task | None = None
+    WAIT_S = 30.0
+
+    async def on_subscribe(self, content: dict) -> None:
+        from brokerui.cluster import get_cluster, using
+        from brokerui.console.messages import services
+
+        topic, after = content.get("topic"), content.get("after")
+        if not isinstance(topic, str) or not isinstance(after, str):
+            await self.send_json({"type": "error", "message": "topic and after are required"})
+            return
+        name = content.get("cluster") if isinstance(content.get("cluster"), str) else None
+        with using(name):  # the viewer role on the topic of that cluster
+            if await self.refused(TOPIC, topic):
+                return
+        self._stop_waiting()
+        self.paused = False
+
+        async def wait() -> None:
+            try:
+                with using(name):
+                    cluster = await asyncio.to_thread(get_cluster)
+                    while not await services.tail_wait(
+                        cluster=cluster, topic=topic, after=after, timeout_s=self.WAIT_S
+                    ):
+                        pass
+                await self.send_json({"type": "ready", "after": after})
+            except TidelogError as exc:
+                await self.send_json({"type": "unavailable", "message": str(exc)})
+
+        self.task = asyncio.create_task(wait())
+
+    async def on_pause(self, content: dict) -> None:
+        self._stop_waiting()
+        self.paused = True
+        await self.send_json({"type": "paused"})
+
+    async def on_resume(self, content: dict) -> None:
+        self.paused = False  # the page subscribes again with its cursor
+        await self.send_json({"type": "resumed"})
+
+    async def disconnect(self, code: int) -> None:
+        self._stop_waiting()
+        await super().disconnect(code)
+
+    def _stop_waiting(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None

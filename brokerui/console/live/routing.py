@@ -6,6 +6,7 @@ from brokerui.console.live.consumers import (
     MetricsConsumer,
     PanelConsumer,
     SearchConsumer,
+    TailConsumer,
     ViewConsumer,
 )
 
@@ -14,4 +15,5 @@ websocket_urlpatterns = [
     path("ws/panels/<int:pk>/", PanelConsumer.as_asgi()),
     path("ws/views/", ViewConsumer.as_asgi()),  # a job's table, SUBSCRIBE-style
     path("ws/searches/<str:qid>/", SearchConsumer.as_asgi()),
+    path("ws/tail/", TailConsumer.as_asgi()),  # the message browser's live tail: when to fetch
 ]

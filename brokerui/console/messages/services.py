@@ -24,7 +24,8 @@ from django.conf import settings
 
 from brokerui.access.masking import Masker
 from brokerui.audit.services import Actor, AuditSink
-from streams.cluster import BrowseRequest, Cluster, ProduceRequest
+from streams.cluster import BrowseRequest, Cluster, ProduceRequest, tail
+from streams.cluster.tail import TailStep
 from streams.cluster.transfer import PAGE, ExportRun, ImportedRecord, ParsedImport, parse_jsonl
 from streams.errors import TidelogError
 from streams.schemas.mapping import TopicDecoders
@@ -294,3 +295,22 @@ def rows_with_markers(
             out.append(r)
             out.extend(after)
     return out, None
+
+
+# ================================================================================ live tail
+
+
+def tail_read(*, cluster: Cluster, request: BrowseRequest, after: str | None) -> TailStep:
+    """What a live tail shows next: the records of `request` written after `after` (a
+    forward cursor; None: a tail that starts now, at each partition's end)."""
+    if after is None:
+        after = tail.start_cursor(cluster, request.topic, request.partition)
+    return tail.tail_step(cluster, request, after)
+
+
+async def tail_wait(*, cluster: Cluster, topic: str, after: str, timeout_s: float) -> bool:
+    """Whether records of `topic` past `after` arrived within `timeout_s`: woken by the
+    built-in broker's appends, or by asking an external cluster's ends every few 100 ms."""
+    store = getattr(cluster, "store", None)  # LocalCluster's: it tells of each append
+    subscribe = tail.store_subscription(store, topic) if store is not None else None
+    return await tail.wait_for_records(cluster, topic, after, timeout_s, subscribe)

@@ -4,6 +4,7 @@ from brokerui.console.messages import views
 
 urlpatterns = [
     path("topics/<str:topic>/messages/", views.browse_messages, name="messages"),
+    path("topics/<str:topic>/messages/tail/", views.tail_messages, name="messages_tail"),
     path(
         "topics/<str:topic>/messages/<int:partition>/<int:offset>/",
         views.record_detail,

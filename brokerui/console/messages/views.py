@@ -317,6 +317,53 @@ def browse_messages(request: HttpRequest, topic: str) -> HttpResponse:
     return render(request, "console/messages/browse.html", context)
 
 
+TAIL_PAGE = 100  # records a live tail adds at most per step (the page keeps at most 500 rows)
+
+
+@require_GET
+def tail_messages(request: HttpRequest, topic: str) -> HttpResponse:
+    """The live tail's next rows: the records the page's query selects that were written
+    after ``after`` (a forward cursor; none: from now), as the page's rows, newest first when
+    the page is; the next position in ``X-Tail-Cursor``, records passed over (the tail fell
+    more than ``streams.cluster.tail.MAX_BEHIND`` behind) in ``X-Tail-Skipped``."""
+    cluster = get_cluster()
+    desc = _topic_or_404(cluster, topic)
+    params = request.GET
+    form = BrowseForm(params, partitions=len(desc.partitions))
+    if not form.is_valid():
+        return HttpResponse(_form_errors(form), status=400, content_type="text/plain")
+    masker = access.masker_for(request.user, topic)
+    leak = _filter_on_masked(params, masker)
+    if leak:
+        return HttpResponse(leak, status=400, content_type="text/plain")
+    q = form.cleaned_data
+    scanned = len(desc.partitions) if q["partition"] is None else 1
+    try:
+        step = services.tail_read(
+            cluster=cluster,
+            request=_browse_request(topic, form, scanned, page_size=TAIL_PAGE),
+            after=params.get("after") or None,
+        )
+    except (ExpressionError, TidelogError) as e:  # a bad cursor or expression
+        return HttpResponse(str(e), status=400, content_type="text/plain")
+    records = list(step.result.records)  # oldest first
+    if q["seek"] == "newest":
+        records.reverse()
+    reading = console_reading()
+    records, decoders = _masked(records, masker, (reading.key(topic), reading.value(topic)))
+    context = {"rows": [_row(r, q["view"], decoders) for r in records], "topic": topic,
+               "view": q["view"]}  # fmt: skip
+    response = render(request, "console/messages/partials/rows.html", context)
+    response["X-Tail-Cursor"] = step.cursor
+    response["X-Tail-Skipped"] = str(step.skipped)
+    response["X-Tail-Count"] = str(len(records))
+    return response
+
+
+def _form_errors(form) -> str:
+    return "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+
+
 _FILTER_PARTS = {"value": "value", "key": "key", "header_key": "headers", "header_value": "headers"}
 
 
@@ -373,6 +420,10 @@ def _page_context(params, q, result: BrowseResult, more: bool, topic: str, maske
         "view_links": [(m, _query(params, keep_cursor=True, view=m)) for m in display.MODES],
         "more": more,
         "damaged": result.damaged,
+        # the live tail's query (the page's) and, for a newest-first page, where it starts:
+        # the ends this page was read from (none: from when the tail is switched on)
+        "tail_query": _query(params, after=None),
+        "tail_start": encode_cursor("forward", dict(result.start)) if not forward else "",
     }
     if not result.complete and result.next_cursor:
         auto = params.get("auto") == "1" or "seek" not in params

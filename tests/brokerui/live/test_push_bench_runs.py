@@ -2,7 +2,8 @@
 console had its own authentication backend, the benchmark's session named Django's default
 one, every socket was refused with HTTP 403 and nobody saw the figure for a month). One run on
 the in-memory channel layer: 20 logged-in WebSocket clients on Daphne, records appended for 2 s;
-the clients must each receive windows holding the appended records."""
+the clients must each receive windows holding the appended records, and a live tail beside them
+rows of them."""
 
 from __future__ import annotations
 
@@ -28,3 +29,5 @@ def test_the_push_benchmark_runs(tmp_path):
     assert result["windows"] >= 1  # each client got windows with the bench's records
     assert result["rate"] > 1000
     assert 0 < result["p50"] <= result["p99"]
+    assert 0 < result["tail_p50"] <= result["tail_p99"]  # the live tail fetched rows too
+    assert result["tail_fetches_per_s"] > 0
