@@ -87,6 +87,13 @@ def test_newest_first_across_all_partitions_by_timestamp(viewer_client, events):
     assert "newest first" in response.content.decode()
 
 
+def test_the_topic_facts_count_one_record_as_one(viewer_client, store):
+    store.create_topic("single", partitions=1)
+    store.append("single", b"only")
+    text = viewer_client.get(reverse("console:messages", args=["single"])).content.decode()
+    assert "1 partition · 1 record ·" in text
+
+
 def test_oldest_first(viewer_client, events):
     response = _get(viewer_client, seek="oldest", size="10")
 
