@@ -108,8 +108,23 @@ def _child_run(layer: str, redis_url: str, seconds: int, scratch: str) -> dict:
 
 
 def _rows(results: dict[str, list[dict]], runs: int, seconds: int) -> list[Row]:
-    def med(layer: str, key: str) -> float:
-        return median([r[key] for r in results[layer]])
+    def row(metric: str, unit: str, key: str, note: str, **extra) -> Row:
+        """One measured key, in-memory layer against the channels-redis one (medians)."""
+        return Row(
+            metric=metric,
+            unit=unit,
+            tidelog=median([r[key] for r in results["memory"]]),
+            peer="channels-redis layer",
+            peer_value=median([r[key] for r in results["redis"]]),
+            note=note,
+            **extra,
+        )
+
+    def latency(metric: str, key: str, note: str, target_ms: int | None = None) -> Row:
+        if target_ms is None:
+            return row(metric, "ms", key, note, higher_is_better=False)
+        return row(metric, "ms", key, note, higher_is_better=False,
+                   target=f"p99 <= {target_ms} ms", check=at_most(target_ms))  # fmt: skip
 
     note = (
         f"{CLIENTS} WebSocket clients on Daphne, overview subscription, {RATE:,} records/s "
@@ -119,87 +134,31 @@ def _rows(results: dict[str, list[dict]], runs: int, seconds: int) -> list[Row]:
         f"layer (the issue names no peer; redis-server {_redis_version()} started by the "
         f"bench); ratio > 1: in-memory is faster"
     )
-    rows = []
-    for metric, key in (("append to browser p50", "p50"), ("append to browser p99", "p99")):
-        rows.append(
-            Row(
-                metric=metric,
-                unit="ms",
-                tidelog=med("memory", key),
-                peer="channels-redis layer",
-                peer_value=med("redis", key),
-                higher_is_better=False,
-                target=f"p99 <= {TARGET_P99_MS} ms" if key == "p99" else None,
-                check=at_most(TARGET_P99_MS) if key == "p99" else None,
-                note=note,
-            )
-        )
-    for metric, key in (
-        ("window end to browser p50", "close_p50"),
-        ("window end to browser p99", "close_p99"),
-    ):
-        rows.append(
-            Row(
-                metric=metric,
-                unit="ms",
-                tidelog=med("memory", key),
-                peer="channels-redis layer",
-                peer_value=med("redis", key),
-                higher_is_better=False,
-                note="the push path alone: receive time - end of the 1-s window (sampler tick, "
-                "hub, relay, channel layer, 20 sockets)",
-            )
-        )
-    for metric, key in (("live tail: produce to row p50", "tail_p50"),
-                        ("live tail: produce to row p99", "tail_p99")):  # fmt: skip
-        rows.append(
-            Row(
-                metric=metric,
-                unit="ms",
-                tidelog=med("memory", key),
-                peer="channels-redis layer",
-                peer_value=med("redis", key),
-                higher_is_better=False,
-                target=f"p99 <= {TAIL_TARGET_P99_MS} ms" if key == "tail_p99" else None,
-                check=at_most(TAIL_TARGET_P99_MS) if key == "tail_p99" else None,
-                note="one message browser with the live tail on the bench topic (newest "
-                "first), beside the 20 dashboards: /ws/tail/ says ready, the rows are fetched "
-                "(console:messages_tail, rendered as the page's), asked again; latency = "
-                "fetch received - the newest row's record timestamp (append time)",
-            )
-        )
-    rows.append(
-        Row(
-            metric="live tail fetches per second",
-            unit="fetches/s",
-            tidelog=med("memory", "tail_fetches_per_s"),
-            peer="channels-redis layer",
-            peer_value=med("redis", "tail_fetches_per_s"),
-            note="each fetch brings up to 100 rows; at 10,000 records/s a tail keeps the "
-            "newest (a tail more than 1,000 records behind skips to the newest page)",
-        )
+    push = (
+        "the push path alone: receive time - end of the 1-s window (sampler tick, hub, relay, "
+        "channel layer, 20 sockets)"
     )
-    rows.append(
-        Row(
-            metric="windows received per client",
-            unit="windows",
-            tidelog=med("memory", "windows"),
-            peer="channels-redis layer",
-            peer_value=med("redis", "windows"),
-            note="1-s windows with bench records each client got (medians)",
-        )
+    tail = (
+        "one message browser with the live tail on the bench topic (newest first), beside the "
+        "20 dashboards: /ws/tail/ says ready, the rows are fetched (console:messages_tail, "
+        "rendered as the page's), asked again; latency = fetch received - the newest row's "
+        "record timestamp (append time)"
     )
-    rows.append(
-        Row(
-            metric="records appended per second",
-            unit="records/s",
-            tidelog=med("memory", "rate"),
-            peer="channels-redis layer",
-            peer_value=med("redis", "rate"),
-            note="achieved append rate (target 10,000)",
-        )
-    )
-    return rows
+    return [
+        latency("append to browser p50", "p50", note),
+        latency("append to browser p99", "p99", note, TARGET_P99_MS),
+        latency("window end to browser p50", "close_p50", push),
+        latency("window end to browser p99", "close_p99", push),
+        latency("live tail: produce to row p50", "tail_p50", tail),
+        latency("live tail: produce to row p99", "tail_p99", tail, TAIL_TARGET_P99_MS),
+        row("live tail fetches per second", "fetches/s", "tail_fetches_per_s",
+            "each fetch brings up to 100 rows; at 10,000 records/s a tail keeps the newest (a "
+            "tail more than 1,000 records behind skips to the newest page)"),
+        row("windows received per client", "windows", "windows",
+            "1-s windows with bench records each client got (medians)"),
+        row("records appended per second", "records/s", "rate",
+            "achieved append rate (target 10,000)"),
+    ]  # fmt: skip
 
 
 def _redis_version() -> str:
