@@ -63,7 +63,13 @@
       subscribe(state.lastT); // after a reconnect: only what we miss
       if (document.hidden) pause(); else setIndicator("live");
     };
-    socket.onmessage = function (event) { receive(JSON.parse(event.data)); };
+    socket.onmessage = function (event) {
+      var message = JSON.parse(event.data);
+      receive(message);
+      // flow control: the server sends a page that does not keep up nothing more until it
+      // acknowledges, then the newest state (brokerui/console/live/consumers.py)
+      if (message.seq && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "ack", seq: message.seq }));
+    };
     socket.onclose = function () {
       if (state.socket !== socket) return;
       state.socket = null;
@@ -112,10 +118,22 @@
     message.points.forEach(function (row) {
       var name = row[0], t = row[1];
       var windows = state.series[name] || (state.series[name] = new Map());
-      windows.set(t, { v: row[3], w: row[2] }); // a correction or the open window, grown: replaced
+      // a correction, or the open window grown: replaced; row[5] 1: not final, its value so far
+      windows.set(t, { v: row[3], w: row[2], open: !!row[5] });
       if (state.lastT === null || t > state.lastT) state.lastT = t;
+      var meta = state.meta[name];
+      if (meta && meta[0] === "end_offset") showEndOffset(meta[1][1], row[3]);
     });
     prune();
+  }
+
+  // the topic page's partitions table: each partition's end offset as the socket says it
+  function showEndOffset(partition, offset) {
+    var row = document.querySelector('tr[data-partition="' + partition + '"][data-end-offset]');
+    if (!row || Number(row.dataset.endOffset) >= offset) return;
+    row.dataset.endOffset = offset;
+    var cell = row.querySelector(".end-offset");
+    if (cell) { cell.textContent = Math.round(offset).toLocaleString("en-US"); cell.title = String(offset); }
   }
 
   function prune() {
@@ -131,7 +149,7 @@
 
   // [{label, kind, parts, points: [[t, value]]}] for the series `pick(kind, parts)` names
   function collect(pick) {
-    var out = {}, sparse = {};
+    var out = {}, sparse = {}, open = {};
     Object.keys(state.series).forEach(function (name) {
       var meta = state.meta[name];
       if (!meta) return;
@@ -139,13 +157,16 @@
       if (label === null || label === undefined) return;
       if (SPARSE_KINDS[meta[0]]) sparse[label] = true;
       var entry = out[label] || (out[label] = new Map());
+      var openOnes = open[label] || (open[label] = {});
       state.series[name].forEach(function (point, t) {
         entry.set(t, (entry.get(t) || 0) + perSecond(meta[0], point)); // same label: summed
+        if (point.open) openOnes[t] = true;
       });
     });
     return Object.keys(out).sort(byLabel).map(function (label) {
       var ts = Array.from(out[label].keys()).sort(function (a, b) { return a - b; });
       return { label: label, ts: ts, values: ts.map(function (t) { return out[label].get(t); }),
+               open: ts.map(function (t) { return !!open[label][t]; }),
                step: state.resolution, sparse: !!sparse[label] };
     });
   }
@@ -207,19 +228,26 @@
   }
 
   // a live metric: gaps as nulls, a marker only on a window with no neighbour (a line needs
-  // two), optionally smoothed
+  // two), optionally smoothed; a window not final yet (still open: its value so far) an open
+  // circle, "not final yet" on hover
   function metricTrace(s, extra) {
     var xy = withGaps(s.ts, s.values, s.step, s.sparse);
     var y = state.smooth ? movingAverage(xy.y, SMOOTH_WINDOWS) : xy.y;
+    var openAt = {};
+    s.ts.forEach(function (t, i) { if (s.open && s.open[i]) openAt[t] = true; });
+    var open = xy.x.map(function (t) { return !!openAt[t]; });
     var sizes = y.map(function (v, i) {
       var alone = v !== null && (i === 0 || y[i - 1] === null) && (i === y.length - 1 || y[i + 1] === null);
-      return alone ? 5 : 0;
+      return open[i] ? 7 : alone ? 5 : 0;
     });
     var base = {
       type: "scatter", mode: "lines+markers", name: plain(s.label), connectgaps: false,
       line: { width: 1.5, shape: state.smooth ? "spline" : "linear", smoothing: 0.6 },
-      marker: { size: sizes }, x: xy.x.map(function (t) { return new Date(t); }), y: y,
-      hovertemplate: "%{y:,.4~r}" + (state.smooth ? " (smoothed)" : "")
+      marker: { size: sizes, symbol: open.map(function (o) { return o ? "circle-open" : "circle"; }) },
+      x: xy.x.map(function (t) { return new Date(t); }), y: y,
+      customdata: open.map(function (o) { return o ? " · not final yet" : ""; }),
+      meta: { open: open.filter(Boolean).length },
+      hovertemplate: "%{y:,.4~r}%{customdata}" + (state.smooth ? " (smoothed)" : "")
     };
     extra = extra || {};
     if (extra.line) extra = Object.assign({}, extra, { line: Object.assign({}, base.line, extra.line) });

@@ -76,7 +76,13 @@
       send({ type: "subscribe" });
       if (document.hidden) pause(); else setIndicator("live");
     };
-    socket.onmessage = function (event) { receive(JSON.parse(event.data)); };
+    socket.onmessage = function (event) {
+      var message = JSON.parse(event.data);
+      receive(message);
+      // flow control: the server sends a page that does not keep up nothing more until it
+      // acknowledges, then the newest state (brokerui/console/live/consumers.py)
+      if (message.seq && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "ack", seq: message.seq }));
+    };
     socket.onclose = function () {
       if (state.socket !== socket) return;
       state.socket = null;

@@ -147,3 +147,28 @@ def test_a_chart_reads_at_most_its_range_back_from_the_start_of_a_window():
     history = [Point(RATE, T0 + 1000 * i, SECOND_MS, 2) for i in range(3)]
     assert [(p.t, p.v) for p in chart.backfill(history)] == [(T0, 20)]
     assert [(p.t, p.v) for p in chart.live([Point(RATE, T0 + 3000, SECOND_MS, 6)])] == [(T0, 30)]
+
+
+def test_an_open_window_is_partial_until_its_last_second_closes_and_says_only_changes():
+    live = Downsampler(10_000, SECOND_MS)
+    (p,) = live.feed([Point(RATE, T0, SECOND_MS, 4, 0, True)])  # the hub's partial second
+    assert (p.t, p.v, p.partial) == (T0, 40, True)
+    assert live.feed([Point(RATE, T0, SECOND_MS, 4, 0, True)]) == []  # nothing new: nothing
+    (p,) = live.feed([Point(RATE, T0, SECOND_MS, 5)])  # the closed second replaces it
+    assert (p.v, p.partial) == (50, True)  # 1 s of 10 closed: the 10-s window is still open
+    assert live.feed([Point(RATE, T0, SECOND_MS, 3, 0, True)]) == []  # a partial come late
+    for s in range(1, 9):
+        live.feed([Point(RATE, T0 + s * 1000, SECOND_MS, 5)])
+    (p,) = live.feed([Point(RATE, T0 + 9000, SECOND_MS, 5)])
+    assert (p.v, p.partial) == (50, False)  # its last second closed: final
+
+
+def test_a_gauge_s_open_second_is_drawn_and_then_settled_at_native_resolution():
+    live = Downsampler(SECOND_MS, SECOND_MS)
+    (p,) = live.feed([Point(GAUGE, T0, SECOND_MS, 7, 0, True)])
+    assert (p.v, p.partial) == (7, True)
+    (p,) = live.feed([Point(GAUGE, T0, SECOND_MS, 7)])
+    assert (p.v, p.partial) == (7, False)  # the same value, now final: said again
+    history = downsample([Point(GAUGE, T0, SECOND_MS, 7), Point(GAUGE, T0 + 1000, SECOND_MS, 9)],
+                         10_000, SECOND_MS)  # fmt: skip
+    assert [(p.v, p.partial) for p in history] == [(9, True)]  # 2 s of 10 closed

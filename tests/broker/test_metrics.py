@@ -313,3 +313,97 @@ def test_damaged_history_is_skipped_and_the_hub_still_starts(tmp_path, clock):
     got = hub.history(T0, match=lambda s: s == series("records_in", "orders"))
     assert [(p.t, p.v) for p in got] == [(T0, 4), (T0 + 2000, 7)]
     store.close()
+
+
+def _partials(points, w=1000):
+    assert all(p.partial for p in points)
+    return {p.series: (p.t, p.v) for p in points if p.w == w}
+
+
+def test_the_open_second_is_pushed_as_it_fills_and_only_what_moved(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock, persist=False)
+    received = []
+    hub.subscribe(received.append)
+    hub.tick()  # the baseline, at T0 + 5
+    _second(clock, hub)  # [T0, T0 + 1 s) closed; [T0 + 1 s, …) is open
+    open_second = T0 + 1000
+    assert hub.partial() == []  # nothing moved: nothing to say
+    clock.advance(200)
+    for _ in range(4):
+        store.append("orders", b"x" * 10, partition=0)
+    got = _partials(hub.partial())
+    # 4 records in the 200 ms since the tick: the rate so far, as a total over the second
+    assert got[series("records_in", "orders", 0)] == (open_second, 20)
+    assert got[series("records_in", "orders")] == (open_second, 20)
+    assert got[series("records_in")] == (open_second, 20)
+    assert got[series("end_offset", "orders", 0)] == (open_second, 4)
+    assert series("records_in", "orders", 1) not in got  # partition 1 did not move
+    assert received[-1] == [p for p in received[-1] if p.partial]  # subscribers got them
+    clock.advance(200)
+    # no appends since: nothing moved, nothing is said (the closed window settles the rate)
+    assert hub.partial() == []
+    store.append("orders", b"x" * 10, partition=1)
+    clock.advance(200)
+    got = _partials(hub.partial())
+    assert got[series("records_in", "orders", 1)] == (open_second, 1000 / 600)
+    assert got[series("records_in", "orders")] == (open_second, 5 * 1000 / 600)
+    assert series("end_offset", "orders", 0) not in got
+    # the closed window counts the whole second, and the partials changed nothing of it
+    clock.advance(400)
+    closed = _by_series(hub.tick())
+    assert closed[series("records_in", "orders")] == {open_second: 5}
+    assert not any(p.partial for p in received[-1])
+
+
+def test_the_open_minute_so_far_is_the_mean_rate_of_its_seconds_and_the_open_one(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock, persist=False)
+    hub.tick()
+    for _ in range(10):
+        store.append("orders", b"x", partition=0)
+    _second(clock, hub)  # second 1 of the minute: 10 records
+    clock.advance(500)
+    for _ in range(10):
+        store.append("orders", b"x", partition=0)
+    minute = _partials(hub.partial(), w=60_000)
+    # (10 + 10) records over 1.5 s measured: 13.3 records/s, as a total over the minute
+    assert minute[series("records_in", "orders", 0)][0] == T0
+    assert minute[series("records_in", "orders", 0)][1] == pytest.approx(20 / 1.5 * 60)
+    assert minute[series("end_offset", "orders", 0)] == (T0, 20)  # a gauge: its peak so far
+
+
+def test_a_group_s_lag_is_pushed_as_it_moves(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock, persist=False)
+    for _ in range(10):
+        store.append("orders", b"v", partition=0)
+    coordinator.commit_offsets("billing", {("orders", 0): 2})
+    hub.tick()
+    _second(clock, hub)
+    clock.advance(300)
+    coordinator.commit_offsets("billing", {("orders", 0): 7})
+    got = _partials(hub.partial())
+    assert got[series("group_lag", "billing", "orders", 0)][1] == 3
+    assert got[series("group_lag", "billing")][1] == 3
+    assert got[series("records_out", "orders", 0)][1] == pytest.approx(5 * 1000 / 300)
+    clock.advance(300)
+    assert series("group_lag", "billing") not in _partials(hub.partial())  # unchanged
+
+
+def test_a_new_subscriber_reads_the_open_windows_with_the_history_until_they_close(engine, clock):
+    store, coordinator = engine
+    hub = MetricsHub(store, coordinator, clock=clock, persist=False)
+    hub.tick()
+    _second(clock, hub)
+    clock.advance(400)
+    store.append("orders", b"x", partition=0)
+    hub.partial()
+    name = series("end_offset", "orders", 0)
+    got = [p for p in hub.history(T0 + 1000, open_windows=True) if p.series == name]
+    assert [(p.t, p.v, p.partial) for p in got] == [(T0 + 1000, 1, True)]
+    assert all(not p.partial for p in hub.history(T0 + 1000))  # only when asked
+    clock.advance(600)
+    hub.tick()
+    got = [p for p in hub.history(T0 + 1000, open_windows=True) if p.series == name]
+    assert [(p.t, p.v, p.partial) for p in got] == [(T0 + 1000, 1, False)]

@@ -9,10 +9,16 @@
 - `SearchConsumer` (``/ws/searches/<id>/``): a saved search's matches; a snapshot, then each
   new batch.
 
-Both refuse anonymous connections (and a panel that is not the user's), and both obey
+All refuse anonymous connections (and a panel that is not the user's), and all obey
 ``{"type": "pause"}`` (a hidden tab: the socket leaves its group, nothing more is sent) and
 ``{"type": "resume", "since": <ms>}`` (rejoin, then fill the gap). Channel-layer events are
 handled by methods named after their type (``metrics.points`` → `metrics_points`).
+
+Flow control: each live message carries a ``seq``, which the page acknowledges (``{"type":
+"ack", "seq": n}``). A page `MAX_IN_FLIGHT` messages behind — a slow or stopped client — is
+sent nothing more and nothing is kept for it (the server never buffers without bound: what
+was sent and not read is at most that many messages); when it acknowledges again it gets the
+newest state at once (the gap filled, as after a resume), not each update it missed.
 
 Each consumer instance lives on the event loop; the hub and jobs are read in worker threads.
 """
@@ -35,6 +41,9 @@ from streams.broker.metrics.downsample import ChartFeed
 from streams.errors import TidelogError
 
 REFUSED = 4403  # close code for anonymous or foreign sockets
+# live messages a page may have unacknowledged; one this far behind (a slow client, a stopped
+# one) gets nothing more until it acknowledges, and then the newest state (`fill_gap`)
+MAX_IN_FLIGHT = 50
 
 
 def now_ms() -> int:
@@ -48,6 +57,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
     paused = False
     _relay: relay.Relay | None = None
+    sent = 0  # the seq of the last live message sent
+    acked = 0  # the highest seq the page acknowledged
+    behind = False  # MAX_IN_FLIGHT unacknowledged: nothing is sent until it catches up
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -81,6 +93,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             "subscribe": self.on_subscribe,
             "pause": self.on_pause,
             "resume": self.on_resume,
+            "ack": self.on_ack,
         }.get(kind)
         if handler is None:
             await self.send_json({"type": "error", "message": f"unknown message type {kind!r}"})
@@ -112,6 +125,26 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json({"type": "resumed"})
         await self.fill_gap(content)
+
+    async def send_live(self, message: dict) -> None:
+        """Send one live message with its seq, unless the page is `MAX_IN_FLIGHT` behind."""
+        if self.behind:
+            return
+        if self.sent - self.acked >= MAX_IN_FLIGHT:
+            self.behind = True  # dropped: `on_ack` sends the newest state instead
+            return
+        self.sent += 1
+        await self.send_json({**message, "seq": self.sent})
+
+    async def on_ack(self, content: dict) -> None:
+        seq = _int(content.get("seq"))
+        if seq is None or not 0 < seq <= self.sent:
+            await self.send_json({"type": "error", "message": "ack of no message sent"})
+            return
+        self.acked = max(self.acked, seq)
+        if self.behind and self.sent - self.acked < MAX_IN_FLIGHT // 2:
+            self.behind = False
+            await self.fill_gap({})
 
     async def on_subscribe(self, content: dict) -> None:
         raise NotImplementedError
@@ -186,7 +219,7 @@ class MetricsConsumer(LiveConsumer):
             latest = max(r[1] for r in rows)
             self.last_t = latest if self.last_t is None else max(self.last_t, latest)
         plan = self.chart.plan
-        await self.send_json(
+        await self.send_live(
             {
                 "type": kind,
                 "resolution": plan.step_ms,
@@ -243,11 +276,11 @@ class PanelConsumer(LiveConsumer):
                 {"type": "unavailable", "message": f"This panel cannot run: {exc}"}
             )
             return
-        await self.send_json({"type": "snapshot", "update": update})
+        await self.send_live({"type": "snapshot", "update": update})
 
     async def panel_update(self, event: dict) -> None:
         if not self.paused:
-            await self.send_json({"type": "update", "update": event["update"]})
+            await self.send_live({"type": "update", "update": event["update"]})
 
 
 class SearchConsumer(LiveConsumer):
@@ -294,14 +327,14 @@ class SearchConsumer(LiveConsumer):
         rows = await asyncio.to_thread(
             services.saved_search_matches, searches=self.searches, qid=self.qid
         )
-        await self.send_json({"type": "snapshot", "matches": services.masked(rows, self.masker)})
+        await self.send_live({"type": "snapshot", "matches": services.masked(rows, self.masker)})
 
     async def search_matches(self, event: dict) -> None:
         if not self.paused:
             from brokerui.console.search.services import masked
 
             shown = masked(event["matches"], self.masker)
-            await self.send_json({"type": "matches", "matches": shown})
+            await self.send_live({"type": "matches", "matches": shown})
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -383,7 +416,7 @@ class ViewConsumer(LiveConsumer):
         snap = await asyncio.to_thread(self.view.snapshot)
         self.since = snap.time
         await self._mask_for(snap.token.offsets)
-        await self.send_json(services.mask_message(services.snapshot_message(snap), self.maskers))
+        await self.send_live(services.mask_message(services.snapshot_message(snap), self.maskers))
 
     async def view_changes(self, event: dict) -> None:
         if self.paused:
@@ -393,7 +426,7 @@ class ViewConsumer(LiveConsumer):
         if event.get("consistency"):
             await self._mask_for(event["consistency"]["offsets"])
         for message in services.stream_messages(event, self.since):
-            await self.send_json(services.mask_message(message, self.maskers))
+            await self.send_live(services.mask_message(message, self.maskers))
 
     async def _mask_for(self, topics) -> None:
         """Know this user's masking of the view's input `topics` (its rows are masked as

@@ -74,13 +74,14 @@ def job_topics() -> JobTopics:
 
 
 def as_row(point) -> list:
-    """A point as a plain list [series, t, w, v, rev] (what the channel layer carries)."""
-    series, t, w, v, rev = point
-    return [series, int(t), int(w), float(v), int(rev)]
+    """A point as a plain list [series, t, w, v, rev, partial] (what the channel layer
+    carries; partial 1: the window is not final, its value so far)."""
+    series, t, w, v, rev, partial = point
+    return [series, int(t), int(w), float(v), int(rev), int(bool(partial))]
 
 
 def encode_points(rows: Iterable[list]) -> dict:
-    """``{"series": {name: [kind, parts]}, "points": [[name, t, w, v, rev], …]}``."""
+    """``{"series": {name: [kind, parts]}, "points": [[name, t, w, v, rev, partial], …]}``."""
     rows = [r for r in rows if math.isfinite(r[3])]
     names = {r[0] for r in rows}
     meta = {}

@@ -23,7 +23,7 @@ from streams.log.store import is_internal
 
 KINDS = ("overview", "topic", "group", "panel", "jobs")
 OVERVIEW_KINDS = frozenset({"records_in", "bytes_in"})
-TOPIC_KINDS = frozenset({"records_in", "bytes_in", "records_out", "bytes_out"})
+TOPIC_KINDS = frozenset({"records_in", "bytes_in", "records_out", "bytes_out", "end_offset"})
 GROUP_KINDS = frozenset({"group_records", "group_bytes", "group_records_et", "group_lag"})
 PRODUCE_KIND = "records_in"  # a group page also draws what is produced to its topics
 

@@ -153,10 +153,11 @@ def panel_snapshot(panel: MetricPanel) -> dict | None:
 def metrics_backfill(
     *, hub, chart: ChartFeed, match: Callable[[str], bool], now_ms: int, since_ms: int | None
 ) -> tuple[int, list[list]]:
-    """A live chart's history at its resolution, from `since_ms` (None: its whole range), as
-    rows for the socket; the chart's live windows continue from it. Returns (start, rows)."""
+    """A live chart's history at its resolution, from `since_ms` (None: its whole range), up
+    to the open windows so far, as rows for the socket; the chart's live windows continue
+    from it. Returns (start, rows)."""
     since = chart.since(now_ms=now_ms, since_ms=since_ms)
-    history = hub.history(since, resolution_ms=chart.plan.source_ms, match=match)
+    history = hub.history(since, resolution_ms=chart.plan.source_ms, match=match, open_windows=True)
     return since, [feeds.as_row(p) for p in chart.backfill(history)]
 
 

@@ -29,7 +29,9 @@ which turns fine windows into coarse ones (aligned to the epoch, so to UTC minut
   value it had, never adds to it.
 
 Fed incrementally, it returns each coarse window that changed, its value so far (the open
-window grows as its fine windows close); the chart replaces a window by its start. It keeps
+window grows as its fine windows close, and as the hub's partial ones fill), marked `partial`
+until it is final; the chart replaces a window by its start. What did not change is not
+returned: a socket sends deltas. It keeps
 the last `keep_ms` of windows (older fine windows, arriving late, are dropped: their coarse
 window was already complete).
 
@@ -90,11 +92,13 @@ def aggregate(name: str, values: Iterable[float], *, source_ms: int, step_ms: in
 
 
 class _Bucket:
-    __slots__ = ("fine", "emitted")
+    __slots__ = ("fine", "partial", "emitted", "last")
 
     def __init__(self) -> None:
         self.fine: dict[int, float] = {}  # fine window start -> its value (latest revision)
+        self.partial: set[int] = set()  # fine windows still open (their value so far)
         self.emitted = 0
+        self.last: tuple[float, bool] | None = None  # the value and openness last emitted
 
 
 class Downsampler:
@@ -109,14 +113,18 @@ class Downsampler:
         self._buckets: dict[tuple[str, int], _Bucket] = {}
         self._newest: int | None = None
         self._horizon: int | None = None  # coarse windows starting before it are done
+        self._closed_until: int | None = None  # the end of the newest closed fine window
 
     @classmethod
     def for_plan(cls, plan: Plan, **kwargs) -> Downsampler:
         return cls(plan.step_ms, plan.source_ms, **kwargs)
 
     def feed(self, points: Iterable[Point]) -> list[Point]:
-        """Take fine windows (others are ignored); return the coarse windows they changed,
-        oldest first, each with its value so far."""
+        """Take fine windows (others are ignored), closed or partial; return the coarse
+        windows whose value or openness they changed, oldest first, each with its value so
+        far. A coarse window is `partial` (not final) while a fine window in it is, or while
+        its last fine window has not closed; a partial fine window is replaced by the next
+        partial or its closed window, and never replaces a closed one (it came late)."""
         touched: dict[tuple[str, int], None] = {}
         for p in points:
             if p.w != self.source_ms:
@@ -128,22 +136,38 @@ class Downsampler:
             bucket = self._buckets.get(key)
             if bucket is None:
                 bucket = self._buckets[key] = _Bucket()
+            if p.partial:
+                if p.t in bucket.fine and p.t not in bucket.partial:
+                    continue  # that window has closed already
+                bucket.partial.add(p.t)
+            else:
+                bucket.partial.discard(p.t)
+                if self._closed_until is None or p.t + p.w > self._closed_until:
+                    self._closed_until = p.t + p.w
             bucket.fine[p.t] = p.v
             touched[key] = None
             if self._newest is None or p.t > self._newest:
                 self._newest = p.t
-        out = [self._point(key) for key in touched]
+        out = [point for key in touched if (point := self._point(key)) is not None]
         self._forget()
         out.sort(key=lambda p: (p.t, p.series))
         return out
 
-    def _point(self, key: tuple[str, int]) -> Point:
+    def _point(self, key: tuple[str, int]) -> Point | None:
+        """The coarse window `key` as now, or None when that is what was last emitted."""
         name, start = key
         bucket = self._buckets[key]
         value = aggregate(
             name, bucket.fine.values(), source_ms=self.source_ms, step_ms=self.step_ms
         )
-        point = Point(name, start, self.step_ms, value, bucket.emitted)
+        closed_until = self._closed_until
+        partial = (
+            bool(bucket.partial) or closed_until is None or start + self.step_ms > closed_until
+        )
+        if bucket.last == (value, partial):
+            return None
+        bucket.last = (value, partial)
+        point = Point(name, start, self.step_ms, value, bucket.emitted, partial)
         bucket.emitted += 1
         return point
 

@@ -17,8 +17,14 @@ so a day of rollups (what the 6-hour and 24-hour charts read, see `downsample`) 
 records, not 86,400 large ones — to an in-memory ring of the last hour (served without touching
 the disk), and to subscribers.
 
-Thread-safety: `tick()` runs on the hub's own thread (or a test's); `subscribe`, `history` and
-`close` may be called from any thread.
+While anyone subscribes, the hub also looks every 200 ms between the ticks (`partial`): the
+series that moved since the last look (`CounterSampler.peek`: counters read, nothing per
+record) go to the subscribers as *partial* points of the open second and minute, their values
+so far, so a chart's newest point is at most a fifth of a second old. Partial points are never
+kept; the closed window replaces its partials.
+
+Thread-safety: `tick()` and `partial()` run on the hub's own thread (or a test's);
+`subscribe`, `history` and `close` may be called from any thread.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ EVENT_TIME_OUT_OF_ORDERNESS_MS = 1000
 EVENT_TIME_GRACE_MS = 5000
 EVENT_TIME_IDLE_MS = 5000
 RING_MS = 3600 * 1000
+TICK_AFTER_MS = 5  # a tick runs this long after the second boundary
+PARTIAL_MS = 200  # the open windows go to subscribers this often
 Subscriber = Callable[[list[Point]], None]
 
 
@@ -88,7 +96,9 @@ class MetricsHub:
         self._subscribers: list[Subscriber] = []
         self._ring: deque[tuple[int, list[Point]]] = deque()
         self._ring_start = clock()
-        self._last_tick: int | None = None
+        self._last_tick: int | None = None  # the start of the open second
+        self._sampled_at = 0  # the clock at the last tick's sample
+        self._open: dict[tuple[str, int], Point] = {}  # (series, w) -> its newest partial
         self._stop = threading.Event()
         self._copy_pending = False
         self._thread: threading.Thread | None = None
@@ -122,13 +132,20 @@ class MetricsHub:
         except Exception:
             log.exception("metrics: copying the older rollups failed; their history is not shown")
         while True:
-            now = self._clock()
-            # wake just after the next second boundary: the window that just ended closes
-            delay = (SECOND_MS - now % SECOND_MS + 5) / 1000
+            # wake just after the next second boundary (the window that just ended closes),
+            # and while anyone listens every PARTIAL_MS between (the open window so far)
+            with self._lock:
+                step = PARTIAL_MS if self._subscribers else SECOND_MS
+            delay = (step - (self._clock() - TICK_AFTER_MS) % step) / 1000
             if self._stop.wait(delay):
                 return
+            now = self._clock()
+            due = self._last_tick is None or now - now % SECOND_MS > self._last_tick
             try:
-                self.tick()
+                if due:
+                    self.tick()
+                else:
+                    self.partial()
             except StorageError:  # a full disk: its partition logged one line for the streak
                 pass
             except Exception:  # a bad tick must not end the metrics for the process's life
@@ -141,14 +158,52 @@ class MetricsHub:
         now = self._clock()
         boundary = now - now % SECOND_MS
         sample = self._sampler.sample()
+        self._sampled_at = self._clock()
         if self._last_tick is None:  # the first sample is only a baseline
             self._last_tick = boundary
             return []
         self._last_tick = boundary
+        with self._lock:
+            self._open = {}  # the windows they were of close now
         points = self._processing_points(sample, boundary)
         points += self._event_time_points(sample)
         if points:
             self._emit(now, points)
+        return points
+
+    def partial(self) -> list[Point]:
+        """The open second and minute so far, for the subscribers alone (not kept: the closed
+        windows replace them): each series that moved since the previous partial
+        (`CounterSampler.peek`) as two `partial` points. A rate's second is the rate measured
+        since the last tick, as a total over the second; its minute the mean rate of its
+        seconds so far with this one, as `_point` computes the closed minute; a gauge's second
+        is its value now, its minute the peak so far. Returns the points."""
+        if self._last_tick is None:
+            return []
+        start = self._last_tick
+        elapsed = self._clock() - self._sampled_at
+        if elapsed <= 0:
+            return []
+        peek = self._sampler.peek()
+        minute = start - start % MINUTE_MS
+        per_minute = MINUTE_MS // SECOND_MS
+        points: list[Point] = []
+        for name, amount in peek.rates.items():
+            points.append(Point(name, start, SECOND_MS, amount * SECOND_MS / elapsed, 0, True))
+            state = self._minutes.fixed_window_state(name, minute)
+            n, total = (state[1], state[2]) if state else (0, 0.0)
+            value = (total + amount) * per_minute / (n + elapsed / SECOND_MS)
+            points.append(Point(name, minute, MINUTE_MS, value, 0, True))
+        for name, value in peek.gauges.items():
+            points.append(Point(name, start, SECOND_MS, value, 0, True))
+            state = self._minutes.fixed_window_state(name, minute)
+            peak = state[4] if state and state[4] is not None else value
+            points.append(Point(name, minute, MINUTE_MS, max(peak, value), 0, True))
+        if points:
+            with self._lock:
+                for point in points:
+                    self._open[(point.series, point.w)] = point
+            self._deliver(points)
         return points
 
     def _processing_points(self, sample: Sample, boundary: int) -> list[Point]:
@@ -182,7 +237,7 @@ class MetricsHub:
             rollups = [p for p in points if p.w == MINUTE_MS]
             for partition, batch in ((SECONDS_PARTITION, seconds), (ROLLUP_PARTITION, rollups)):
                 if batch:
-                    value = json.dumps({"p": [list(p) for p in batch]}, separators=(",", ":"))
+                    value = json.dumps({"p": [p.closed() for p in batch]}, separators=(",", ":"))
                     self._store.append(
                         METRICS_TOPIC, value.encode(), partition=partition, timestamp_ms=now
                     )
@@ -190,6 +245,10 @@ class MetricsHub:
             self._ring.append((now, points))
             while self._ring and self._ring[0][0] < now - RING_MS:
                 self._ring_start = self._ring.popleft()[0]
+        self._deliver(points)
+
+    def _deliver(self, points: list[Point]) -> None:
+        with self._lock:
             subscribers = list(self._subscribers)
         for callback in subscribers:
             try:
@@ -198,8 +257,9 @@ class MetricsHub:
                 log.exception("metrics: a subscriber failed")
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call `callback(points)` with every batch of closed windows (from the hub's thread;
-        it must not block). Returns the function that unsubscribes."""
+        """Call `callback(points)` with every batch of closed windows and, every PARTIAL_MS
+        between, of open ones (`partial`) — from the hub's thread; it must not block.
+        Returns the function that unsubscribes."""
         with self._lock:
             self._subscribers.append(callback)
 
@@ -219,16 +279,20 @@ class MetricsHub:
         *,
         resolution_ms: int = SECOND_MS,
         match: Callable[[str], bool] | None = None,
+        open_windows: bool = False,
     ) -> list[Point]:
         """Points of windows starting in [since_ms, until_ms) at one resolution, oldest first
-        (corrections follow the point they correct). The last hour comes from memory, older
-        history from ``__metrics``."""
+        (corrections follow the point they correct); with `open_windows`, last the open ones
+        as the latest `partial` said them. The last hour comes from memory, older history
+        from ``__metrics``."""
         with self._lock:
             in_ring = since_ms >= self._ring_start
             batches = list(self._ring) if in_ring else None
+            still_open = list(self._open.values()) if open_windows else []
         if batches is None:
             partition = ROLLUP_PARTITION if resolution_ms == MINUTE_MS else SECONDS_PARTITION
             batches = self._read_topic(since_ms, partition)
+        batches.append((0, still_open))
         until = until_ms if until_ms is not None else 1 << 62
         return [
             p
@@ -269,7 +333,7 @@ class MetricsHub:
                     break
                 rollups = [p for p in _decode(r.value) if p.w == MINUTE_MS]
                 if rollups:
-                    value = json.dumps({"p": [list(p) for p in rollups]}, separators=(",", ":"))
+                    value = json.dumps({"p": [p.closed() for p in rollups]}, separators=(",", ":"))
                     self._store.append(
                         METRICS_TOPIC,
                         value.encode(),

@@ -32,6 +32,7 @@ from streams.log import records as rb
 from streams.log.store import is_internal
 
 Key = tuple[str, int]  # (topic, partition)
+TOTAL_NAMES = (series("records_in"), series("bytes_in"))
 
 
 class Consumed(NamedTuple):
@@ -64,6 +65,13 @@ class CounterSampler:
         self._topic_names: dict[str, tuple[str, str]] = {}
         self._names: dict[tuple, str] = {}
         self._names_used: dict[tuple, str] = {}
+        self._gauges: dict[str, float] = {}  # the last sample's
+        self._reset_peeks()
+
+    def _reset_peeks(self) -> None:
+        self._peeked: dict[Key, tuple[int, int]] = {}  # partition -> (end, bytes) at last peek
+        self._peek_sums: dict[str, list[float]] = {}  # topic ("" for all) -> [records, bytes]
+        self._peek_values: dict[str, float] = {}  # series -> the value the last peek reported
 
     def sample(self) -> Sample:
         rates: dict[str, float] = defaultdict(float)
@@ -71,14 +79,81 @@ class CounterSampler:
         logs = self._sample_partitions(rates, gauges)
         consumed = self._sample_groups(logs, rates, gauges)
         self._started = True
+        self._gauges = gauges
+        self._reset_peeks()
         return Sample(dict(rates), gauges, consumed)
+
+    def peek(self) -> Sample:
+        """The open second so far: what changed since the last `sample()` — the amounts of
+        the rates, the values of the gauges — reporting only the series whose value moved
+        since the previous peek (or the sample), so an idle broker's peek is one loop over its
+        partitions and reports nothing. Changes no state `sample()` reads: the next sample
+        still counts the whole second. Event times are not peeked (an event-time window
+        closes by watermark, not by the clock), nor partitions made since the sample."""
+        rates: dict[str, float] = defaultdict(float)
+        gauges: dict[str, float] = {}
+        if not self._started:
+            return Sample({}, {}, [])
+        logs: dict[Key, object] = {}
+        sums = self._peek_sums
+        for log in self._store.all_partitions():
+            key = (log.topic, log.partition)
+            prev = self._partitions.get(key)
+            if prev is None or prev[0] != id(log):
+                continue  # internal, or made since the sample: the next sample counts it
+            logs[key] = log
+            now = (log.high_watermark, log.bytes_appended)
+            before = self._peeked.get(key, (prev[1], prev[2]))
+            if now == before:
+                continue
+            self._peeked[key] = now
+            d_records, d_bytes = now[0] - before[0], now[1] - before[1]
+            names = self._partition_names[key]
+            rates[names[0]] = max(0, now[0] - prev[1])
+            rates[names[1]] = max(0, now[1] - prev[2])
+            gauges[names[2]] = now[0]
+            for topic in (key[0], ""):
+                total = sums.get(topic)
+                if total is None:
+                    total = sums[topic] = [0.0, 0.0]
+                total[0] += d_records
+                total[1] += d_bytes
+        for topic, (n, nbytes) in sums.items():
+            names = self._topic_names.get(topic) if topic else TOTAL_NAMES
+            if names is not None:
+                rates[names[0]], rates[names[1]] = n, nbytes
+        self._peek_groups(logs, rates, gauges)
+        return Sample(self._moved(rates, 0.0), self._moved(gauges, None), [])
+
+    def _moved(self, values: dict[str, float], base: float | None) -> dict[str, float]:
+        """The `values` that differ from what the last peek reported (before any: `base`, or
+        for gauges the last sample's value); remembered as reported."""
+        reported = self._peek_values
+        gauges = self._gauges
+        out = {}
+        for name, value in values.items():
+            last = reported.get(name, base if base is not None else gauges.get(name))
+            if value != last:
+                out[name] = reported[name] = value
+        return out
+
+    def _peek_groups(self, logs, rates, gauges) -> None:
+        name = self._known_name
+        for group, _state in self._coordinator.list_groups():
+            total_lag = 0
+            for (topic, p), c in self._coordinator.committed(group).items():
+                log = logs.get((topic, p))
+                gkey = (group, topic, p)
+                if log is not None and gkey in self._commits:  # else: new since the sample
+                    total_lag += self._group_partition(gkey, log, c.offset, rates, gauges, name)
+            gauges[name("group_lag", group)] = total_lag
 
     # ------------------------------------------------------------------ partitions
 
     def _sample_partitions(self, rates, gauges) -> dict[Key, object]:
         logs: dict[Key, object] = {}
         seen: dict[Key, tuple[int, int, int]] = {}
-        total_records, total_bytes = series("records_in"), series("bytes_in")
+        total_records, total_bytes = TOTAL_NAMES
         rates[total_records] += 0
         rates[total_bytes] += 0
         names, topic_names = self._partition_names, self._topic_names
@@ -124,6 +199,12 @@ class CounterSampler:
         self._topic_names = {t: n for t, n in topic_names.items() if (t, 0) in kept_names}
         return logs
 
+    def _known_name(self, kind: str, *parts) -> str:
+        """`series(kind, *parts)`, remembered from the last sample if it named it (a peek
+        changes nothing the sample forgets by)."""
+        name = self._names.get((kind, *parts))
+        return name if name is not None else series(kind, *parts)
+
     def _name(self, kind: str, *parts) -> str:
         """`series(kind, *parts)`, remembered from the previous sample (the groups' series:
         names of groups and partitions gone are forgotten)."""
@@ -151,7 +232,7 @@ class CounterSampler:
                     continue
                 gkey = (group, topic, p)
                 commits[gkey] = c.offset
-                total_lag += self._group_partition(gkey, log, c.offset, rates, gauges)
+                total_lag += self._group_partition(gkey, log, c.offset, rates, gauges, self._name)
                 got = self._event_times(gkey, c.offset)
                 if got:
                     consumed.append(Consumed(group, topic, p, got))
@@ -160,20 +241,22 @@ class CounterSampler:
         self._names = self._names_used
         return consumed
 
-    def _group_partition(self, gkey, log, offset: int, rates, gauges) -> int:
+    def _group_partition(self, gkey, log, offset: int, rates, gauges, name) -> int:
+        """Add one group partition's rates (commits since the last sample) and gauges; its
+        lag. `name` makes series names."""
         group, topic, p = gkey
         prev = self._commits.get(gkey)
         delta = max(0, offset - prev) if prev is not None else 0
-        rates[self._name("records_out", topic)] += delta
-        rates[self._name("records_out", topic, p)] += delta
-        rates[self._name("group_records", group)] += delta
+        rates[name("records_out", topic)] += delta
+        rates[name("records_out", topic, p)] += delta
+        rates[name("group_records", group)] += delta
         nbytes = delta * _average_record_bytes(log)
-        rates[self._name("bytes_out", topic)] += nbytes
-        rates[self._name("bytes_out", topic, p)] += nbytes
-        rates[self._name("group_bytes", group)] += nbytes
+        rates[name("bytes_out", topic)] += nbytes
+        rates[name("bytes_out", topic, p)] += nbytes
+        rates[name("group_bytes", group)] += nbytes
         lag = max(0, log.high_watermark - max(offset, log.log_start_offset))
-        gauges[self._name("group_committed", group, topic, p)] = offset
-        gauges[self._name("group_lag", group, topic, p)] = lag
+        gauges[name("group_committed", group, topic, p)] = offset
+        gauges[name("group_lag", group, topic, p)] = lag
         return lag
 
     def _event_times(self, gkey, committed: int) -> list[tuple[int, int]]:

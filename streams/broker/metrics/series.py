@@ -50,13 +50,20 @@ MINUTE_MS = 60_000
 
 
 class Point(NamedTuple):
-    """One closed window of one series."""
+    """One window of one series: closed, or (`partial`) still open, with its value so far."""
 
     series: str
     t: int  # window start, ms since the epoch (UTC)
     w: int  # window length in ms: SECOND_MS or MINUTE_MS
     v: float  # rate kinds: total in the window; gauge kinds: value at the end (rollup: peak)
     rev: int = 0  # 0: first emission; > 0: a correction of an emitted window
+    # an open window's value so far (never kept: the closed window replaces it): a rate's is
+    # the rate measured so far as a total over the whole window, a gauge's its value now
+    partial: bool = False
+
+    def closed(self) -> list:
+        """[series, t, w, v, rev]: what ``__metrics`` keeps of a closed window."""
+        return [self.series, self.t, self.w, self.v, self.rev]
 
 
 def series(kind: str, *parts: object) -> str:

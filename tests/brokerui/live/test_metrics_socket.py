@@ -43,7 +43,51 @@ async def receive(ws, kind: str) -> dict:
 
 
 def values(message: dict, name: str) -> dict[int, float]:
-    return {t: v for s, t, _w, v, _r in message["points"] if s == name}
+    return {t: v for s, t, _w, v, *_flags in message["points"] if s == name}
+
+
+def finality(message: dict, name: str) -> dict[int, str]:
+    """Each window of `name` in `message`: "open" (partial, its value so far) or "final"."""
+    return {r[1]: "open" if r[5] else "final" for r in message["points"] if r[0] == name}
+
+
+def test_the_open_second_arrives_as_it_fills_and_the_closed_one_replaces_it(
+    broker, hub, clock, connect, login, viewer
+):
+    """Issue 27: between ticks the hub's partial looks reach the socket, marked not final;
+    what did not move is not sent again; the closed window follows, final."""
+    headers = login(viewer)
+
+    async def body():
+        produce(broker, "orders", 1)
+        await next_second(hub, clock)
+        await next_second(hub, clock)  # the baseline and one closed second
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "topic", "name": "orders",
+                               "range_ms": 300_000})  # fmt: skip
+        await receive(ws, "backfill")
+        open_second = clock.now - clock.now % 1000
+        clock.now += 200
+        await asyncio.to_thread(produce, broker, "orders", 4)
+        await asyncio.to_thread(hub.partial)
+        partial = await receive(ws, "points")
+        name = series("end_offset", "orders", 0)
+        assert finality(partial, name) == {open_second: "open"}
+        assert values(partial, name) == {open_second: 3}  # 1 + 2 of the 4, partition 0
+        rate = series("records_in", "orders")
+        assert values(partial, rate) == {open_second: pytest.approx(4 * 1000 / 200, rel=0.2)}
+        clock.now += 200
+        await asyncio.to_thread(hub.partial)  # nothing moved: nothing comes
+        assert await ws.receive_nothing(timeout=0.3)
+        clock.now += 600
+        await asyncio.to_thread(hub.tick)
+        closed = await receive(ws, "points")
+        assert finality(closed, rate) == {open_second: "final"}
+        assert values(closed, rate) == {open_second: 4}
+        await ws.disconnect()
+
+    run(body)
 
 
 def test_anonymous_connection_is_refused(connect, login):
@@ -249,7 +293,7 @@ def test_the_60_minute_range_gets_the_one_minute_rollups(
         for _ in range(61):  # 1-second windows close each tick, but are not for this page
             await next_second(hub, clock)
         rollup = await receive(ws, "points")
-        assert {w for _s, _t, w, _v, _r in rollup["points"]} == {60_000}
+        assert {w for _s, _t, w, *_rest in rollup["points"]} == {60_000}
         name = series("records_in", "orders")
         ((minute, total),) = values(rollup, name).items()
         # the hand clock started mid-minute: the rollup is the mean of the seconds measured × 60
@@ -280,12 +324,13 @@ def test_the_15_minute_range_gets_10_second_windows_of_averaged_rates(
         assert (backfill["resolution"], backfill["range_ms"]) == (10_000, 900_000)
         window = clock.now - clock.now % 10_000  # the 10-second window of that second
         assert values(backfill, series("records_in", "orders")) == {window: 50}
-        assert {w for _s, _t, w, _v, _r in backfill["points"]} == {10_000}
+        assert {w for _s, _t, w, *_rest in backfill["points"]} == {10_000}
 
         await asyncio.to_thread(produce, broker, "orders", 7)
         await next_second(hub, clock)
         live = await receive(ws, "points")
         assert values(live, series("records_in", "orders")) == {window: 60}  # (5 + 7) / 2 s
+        assert finality(live, series("records_in", "orders")) == {window: "open"}  # 2 s of 10
         await ws.disconnect()
 
     run(body)
@@ -401,3 +446,46 @@ def test_the_jobs_page_gets_each_jobs_read_and_written_records(
         run(body)
     finally:
         broker.jobs.stop("doubler")
+
+
+def test_a_page_that_stops_reading_is_sent_a_bounded_amount_then_the_newest_state(
+    broker, hub, clock, connect, login, viewer
+):
+    """Bad input (issue 27): a dashboard that stops reading. The server sends it at most
+    MAX_IN_FLIGHT unacknowledged messages and keeps nothing for it after that — however long
+    it stays stopped — and when it acknowledges it gets the newest state at once."""
+    from brokerui.console.live.consumers import MAX_IN_FLIGHT
+
+    headers = login(viewer)
+    name = series("end_offset", "orders", 0)
+
+    async def body():
+        produce(broker, "orders", 2)
+        await next_second(hub, clock)
+        ws = connect("/ws/metrics/", headers)
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "subscribe", "scope": "topic", "name": "orders",
+                               "range_ms": 300_000})  # fmt: skip
+        messages = [await receive(ws, "backfill")]
+        for _ in range(3 * MAX_IN_FLIGHT):  # the page reads nothing meanwhile
+            clock.now += 5
+            await asyncio.to_thread(produce, broker, "orders", 2)
+            await asyncio.to_thread(hub.partial)
+        await asyncio.sleep(0.5)
+        while not await ws.receive_nothing(timeout=0.2):
+            messages.append(await ws.receive_json_from())
+        assert len(messages) == MAX_IN_FLIGHT  # and no more, however many updates there were
+        assert [m["seq"] for m in messages] == list(range(1, MAX_IN_FLIGHT + 1))
+        last_sent = max(values(messages[-1], name).values())
+        newest = broker.store.offsets("orders", 0)[1]
+        assert last_sent < newest  # what came after was dropped, not queued
+
+        await ws.send_json_to({"type": "ack", "seq": messages[-1]["seq"]})
+        caught_up = await receive(ws, "backfill")  # the newest state, in one message
+        assert caught_up["seq"] == MAX_IN_FLIGHT + 1
+        assert max(values(caught_up, name).values()) == newest
+        await ws.send_json_to({"type": "ack", "seq": 10_000})
+        assert (await ws.receive_json_from())["type"] == "error"  # an ack of nothing sent
+        await ws.disconnect()
+
+    run(body)
