@@ -67,8 +67,11 @@
       var message = JSON.parse(event.data);
       receive(message);
       // flow control: the server sends a page that does not keep up nothing more until it
-      // acknowledges, then the newest state (brokerui/console/live/consumers.py)
-      if (message.seq && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "ack", seq: message.seq }));
+      // acknowledges, then the newest state (brokerui/console/live/consumers.py); every
+      // ACK_EVERY-th message is acknowledged, with all before it
+      if (message.seq && message.seq % message.ack_every === 0 && socket.readyState === WebSocket.OPEN) {
+        socket.send(JSON.stringify({ type: "ack", seq: message.seq }));
+      }
     };
     socket.onclose = function () {
       if (state.socket !== socket) return;

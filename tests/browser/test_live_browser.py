@@ -93,6 +93,22 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     page.goto(server + "/topics/orders/")
     _wait_live(page)
     _wait_points(page, "partition_in", 3)
+    # the open second is drawn as it fills, not final (an open circle), between the ticks
+    page.wait_for_function(
+        """() => (document.querySelector('[data-chart="partition_in"]').data || [])
+                   .some(t => t.meta && t.meta.open > 0)""",
+        timeout=WAIT_MS,
+    )
+    # and the partitions table's end offsets follow the records as they are written
+    row = 'tr[data-partition="0"]'
+    before = int(page.locator(row).get_attribute("data-end-offset"))
+    page.wait_for_function(
+        "([sel, n]) => Number(document.querySelector(sel).dataset.endOffset) > n",
+        arg=[row, before],
+        timeout=WAIT_MS,
+    )
+    shown = page.locator(f"{row} .end-offset").inner_text()
+    assert int(shown.replace(",", "")) > before
     page.screenshot(path=str(SCREENSHOTS / "live-topic.png"), full_page=True)
 
     page.goto(server + "/groups/order-fulfilment/")

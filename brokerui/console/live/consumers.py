@@ -14,11 +14,12 @@ All refuse anonymous connections (and a panel that is not the user's), and all o
 ``{"type": "resume", "since": <ms>}`` (rejoin, then fill the gap). Channel-layer events are
 handled by methods named after their type (``metrics.points`` → `metrics_points`).
 
-Flow control: each live message carries a ``seq``, which the page acknowledges (``{"type":
-"ack", "seq": n}``). A page `MAX_IN_FLIGHT` messages behind — a slow or stopped client — is
-sent nothing more and nothing is kept for it (the server never buffers without bound: what
-was sent and not read is at most that many messages); when it acknowledges again it gets the
-newest state at once (the gap filled, as after a resume), not each update it missed.
+Flow control: each live message carries a ``seq``, and the page acknowledges every
+``ack_every``-th (``{"type": "ack", "seq": n}``: that one and all before it). A page
+`MAX_IN_FLIGHT` messages behind — a slow or stopped client — is sent nothing more and
+nothing is kept for it (the server never buffers without bound: what was sent and not read
+is at most that many messages); when it acknowledges again it gets the newest state at once
+(the gap filled, as after a resume), not each update it missed.
 
 Each consumer instance lives on the event loop; the hub and jobs are read in worker threads.
 """
@@ -44,6 +45,7 @@ REFUSED = 4403  # close code for anonymous or foreign sockets
 # live messages a page may have unacknowledged; one this far behind (a slow client, a stopped
 # one) gets nothing more until it acknowledges, and then the newest state (`fill_gap`)
 MAX_IN_FLIGHT = 50
+ACK_EVERY = 10  # the page acknowledges every tenth message (and so all before it)
 
 
 def now_ms() -> int:
@@ -134,7 +136,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             self.behind = True  # dropped: `on_ack` sends the newest state instead
             return
         self.sent += 1
-        await self.send_json({**message, "seq": self.sent})
+        await self.send_json({**message, "seq": self.sent, "ack_every": ACK_EVERY})
 
     async def on_ack(self, content: dict) -> None:
         seq = _int(content.get("seq"))
