@@ -137,6 +137,14 @@
     row.dataset.endOffset = offset;
     var cell = row.querySelector(".end-offset");
     if (cell) { cell.textContent = Math.round(offset).toLocaleString("en-US"); cell.title = String(offset); }
+    // the row's other figures are not pushed: said to be as of the page's load, not left to
+    // read as current (a stable offset behind the live end offset would look like an open
+    // transaction)
+    row.querySelectorAll(".stable-offset, .record-count").forEach(function (other) {
+      if (other.classList.contains("as-loaded")) return;
+      other.classList.add("as-loaded", "muted");
+      other.title = (other.title ? other.title + " · " : "") + "as of the page's load; the end offset is live (refresh for the rest)";
+    });
   }
 
   function prune() {

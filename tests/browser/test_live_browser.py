@@ -109,6 +109,10 @@ def test_live_charts_on_overview_topic_and_group(operator_login, browser):
     )
     shown = page.locator(f"{row} .end-offset").inner_text()
     assert int(shown.replace(",", "")) > before
+    # the figures that are not pushed say they are as of the page's load
+    counted = page.locator(f"{row} .record-count")
+    assert "as-loaded" in counted.get_attribute("class")
+    assert "as of the page's load" in counted.get_attribute("title")
     page.screenshot(path=str(SCREENSHOTS / "live-topic.png"), full_page=True)
 
     page.goto(server + "/groups/order-fulfilment/")
