@@ -3,7 +3,8 @@
 Setting (issue 27's): 10,000 records/s appended to a topic, 20 open dashboards — 20 WebSocket
 clients on a real Daphne server, logged in (a session cookie), subscribed to the topic's page
 at its 5-minute range (1-second windows), acknowledging every tenth message as live.js does. The hub
-pushes the open second every 100 ms (partial points) and the closed one at the second's end.
+pushes the open second every 100 ms (partial points) and the closed one at the second's end; the
+20 share one chart stream (one downsample and one JSON text per batch, `feeds.ChartStream`).
 
 The newest point's latency: each append brings its partition's end offset to some E; its
 latency is the first receive time, at any client, of a point saying that partition's end

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -38,7 +40,7 @@ from brokerui.access.grants import GROUP, TOPIC
 from brokerui.console import roles
 from brokerui.console.live import feeds, relay
 from brokerui.console.live.scopes import KINDS, NO_JOBS, JobTopics, Scope, matcher
-from streams.broker.metrics.downsample import ChartFeed
+from streams.broker.metrics.downsample import ChartFeed, plan_for
 from streams.errors import TidelogError
 
 REFUSED = 4403  # close code for anonymous or foreign sockets
@@ -46,6 +48,7 @@ REFUSED = 4403  # close code for anonymous or foreign sockets
 # one) gets nothing more until it acknowledges, and then the newest state (`fill_gap`)
 MAX_IN_FLIGHT = 50
 ACK_EVERY = 10  # the page acknowledges every tenth message (and so all before it)
+LIVE_EVENTS = frozenset({feeds.POINTS_EVENT, feeds.PANEL_EVENT, feeds.SEARCH_EVENT})
 
 
 def now_ms() -> int:
@@ -128,15 +131,27 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "resumed"})
         await self.fill_gap(content)
 
-    async def send_live(self, message: dict) -> None:
-        """Send one live message with its seq, unless the page is `MAX_IN_FLIGHT` behind."""
+    async def send_live(self, message: dict | str) -> None:
+        """Send one live message (a dict, or a JSON object's text encoded once for many
+        sockets) with its seq, unless the page is `MAX_IN_FLIGHT` behind."""
         if self.behind:
             return
         if self.sent - self.acked >= MAX_IN_FLIGHT:
             self.behind = True  # dropped: `on_ack` sends the newest state instead
             return
         self.sent += 1
-        await self.send_json({**message, "seq": self.sent, "ack_every": ACK_EVERY})
+        body = message if isinstance(message, str) else json.dumps(message)
+        # the seq spliced into the object's text: `body` is '{...}', never '{}'
+        await self.send(text_data=f'{{"seq":{self.sent},"ack_every":{ACK_EVERY},{body[1:]}')
+
+    async def dispatch(self, message: dict) -> None:
+        # the live events' handlers touch no database: skip Channels' closing of old
+        # connections (a hop to a worker thread) that precedes every handler call — with 20
+        # dashboards that hop ran 200 times a second on the loop the broker shares
+        if message.get("type") in LIVE_EVENTS:
+            await getattr(self, get_handler_name(message))(message)
+            return
+        await super().dispatch(message)
 
     async def on_ack(self, content: dict) -> None:
         seq = _int(content.get("seq"))
@@ -159,7 +174,8 @@ class MetricsConsumer(LiveConsumer):
     relay_key = "metrics"
     subject: Scope | None = None
     topics: list[str] = []  # a group scope: the topics its group reads
-    chart: ChartFeed | None = None
+    range_ms: int | None = None
+    stream: feeds.ChartStream | None = None  # the live windows, shared with its other sockets
     last_t: int | None = None
     hub = None
     jobs: JobTopics = NO_JOBS
@@ -182,11 +198,22 @@ class MetricsConsumer(LiveConsumer):
             self._relay = relay.acquire(
                 self.relay_key, self.hub, self.hub.subscribe, feeds.MetricsFanOut(self.jobs)
             )
-        self.subject, self.chart = scope, ChartFeed(_int(content.get("range_ms")))
-        self.last_t, self.paused = None, False
+        self.drop_stream()
+        self.range_ms = _int(content.get("range_ms"))
+        self.subject, self.last_t, self.paused = scope, None, False
+        self.stream = self._relay.deliver.attach(scope, plan_for(self.range_ms))
         self.topics = await asyncio.to_thread(_group_topics, scope)
-        await self.join(scope.group_name)
+        await self.join(self.stream.group)
         await self.backfill(_int(content.get("since")))
+
+    def drop_stream(self) -> None:
+        if self.stream is not None and self._relay is not None:
+            self._relay.deliver.detach(self.stream)
+        self.stream = None
+
+    async def disconnect(self, code: int) -> None:
+        self.drop_stream()
+        await super().disconnect(code)
 
     async def fill_gap(self, content: dict) -> None:
         if self.subject is None:
@@ -195,41 +222,44 @@ class MetricsConsumer(LiveConsumer):
         await self.backfill(since if since is not None else self.last_t)
 
     async def backfill(self, since_ms: int | None) -> None:
+        """The history since `since_ms` (None: the whole range) at the chart's resolution,
+        read into a chart of its own. The first socket of an unseeded stream also seeds it:
+        with a whole range read (its own, when it asked for the whole range)."""
+        stream = self.stream
+        seeding = not stream.seeded
+        since, rows, chart = await self.read_history(since_ms)
+        self.see(rows)
+        await self.send_live(feeds.points_message("backfill", stream.plan, rows, since=since))
+        if seeding and not stream.seeded:
+            if since_ms is not None:
+                _since, _rows, chart = await self.read_history(None)
+            await self._relay.deliver.seed(stream, chart)
+
+    async def read_history(self, since_ms: int | None) -> tuple[int, list, ChartFeed]:
+        """(start, rows, the chart they were read into: its live windows continue from them)"""
         from brokerui.console.live import services  # models: imported once apps are ready
 
+        chart = ChartFeed(self.range_ms)
         since, rows = await asyncio.to_thread(
             services.metrics_backfill,
             hub=self.hub,
-            chart=self.chart,
+            chart=chart,
             match=matcher(self.subject, self.topics, self.jobs),
             now_ms=now_ms(),
             since_ms=since_ms,
         )
-        await self.send_points("backfill", rows, since=since)
+        return since, rows, chart
 
     async def metrics_points(self, event: dict) -> None:
-        if self.paused or self.chart is None:
+        if self.paused or self.stream is None:
             return
-        from brokerui.console.live import services
+        self.last_t = event["latest"] if self.last_t is None else max(self.last_t, event["latest"])
+        await self.send_live(event["body"])
 
-        rows = services.metrics_live(chart=self.chart, rows=event["points"])
-        if rows:
-            await self.send_points("points", rows)
-
-    async def send_points(self, kind: str, rows: list, **extra) -> None:
+    def see(self, rows: list) -> None:
         if rows:
             latest = max(r[1] for r in rows)
             self.last_t = latest if self.last_t is None else max(self.last_t, latest)
-        plan = self.chart.plan
-        await self.send_live(
-            {
-                "type": kind,
-                "resolution": plan.step_ms,
-                "range_ms": plan.range_ms,
-                **extra,
-                **feeds.encode_points(rows),
-            }
-        )
 
 
 class PanelConsumer(LiveConsumer):

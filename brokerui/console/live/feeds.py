@@ -4,9 +4,10 @@
 - `panel_jobs()`: the broker's, or on an external cluster the process-wide jobs reading it;
 - `embedded_jobs()` / `job_topics()`: the broker's stream jobs (None on an external cluster)
   and what the ``jobs`` scope draws of them;
-- `encode_points()`: points as the browser gets them;
+- `encode_points()` / `points_message()`: points as the browser gets them;
 - `MetricsFanOut` / `PanelFanOut`: the relay deliveries, from one batch to the Channels groups
-  of the scopes that draw it (see `scopes.route`).
+  of the scopes that draw it (see `scopes.route`); the metrics one through a `ChartStream`
+  per scope and resolution, so a batch is downsampled and encoded once, not once per socket.
 
 The fan-outs run on the event loop only (called by `relay.Relay`).
 """
@@ -14,8 +15,9 @@ The fan-outs run on the event loop only (called by `relay.Relay`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable
 
 from channels.layers import get_channel_layer
@@ -24,6 +26,7 @@ from brokerui.broker import get_broker
 from brokerui.cluster import external_panel_jobs, is_external
 from brokerui.console.live.scopes import NO_JOBS, JobTopics, Scope, learn_readers, route
 from streams.broker.metrics import parse_series
+from streams.broker.metrics.downsample import ChartFeed, Plan
 
 POINTS_EVENT = "metrics.points"  # handled by MetricsConsumer.metrics_points
 PANEL_EVENT = "panel.update"  # handled by PanelConsumer.panel_update
@@ -91,23 +94,115 @@ def encode_points(rows: Iterable[list]) -> dict:
     return {"series": meta, "points": rows}
 
 
+class ChartStream:
+    """The live windows of one scope at one resolution, shared by every socket drawing it.
+
+    A socket's chart only differs from another's of the same scope and range by where its
+    history started, and each live message carries the changed windows' whole values so far,
+    so one `ChartFeed` per (scope, plan) serves them all: the fan-out feeds it once per batch
+    and encodes what changed once, as the JSON text each socket sends with its own seq
+    (`LiveConsumer.send_live`). With 20 dashboards open that is one downsample and one
+    ``json.dumps`` per batch instead of twenty, on the loop the broker's threads share.
+
+    It starts empty and is seeded by its first subscriber's backfill (a whole range read from
+    history, `seed`); the batches that arrive meanwhile are kept and replayed into it (a
+    window seen twice replaces its value, a partial never replaces its closed window), so a
+    final window is never missed. Runs on the event loop only.
+    """
+
+    PENDING_MAX = 100_000  # points kept while the first backfill reads history
+
+    def __init__(self, scope: Scope, plan: Plan) -> None:
+        self.scope, self.plan = scope, plan
+        self.group = f"{scope.group_name}.{plan.step_ms}"
+        self.users = 0
+        self._chart: ChartFeed | None = None
+        self._pending: deque = deque(maxlen=self.PENDING_MAX)
+
+    @property
+    def seeded(self) -> bool:
+        return self._chart is not None
+
+    def seed(self, chart: ChartFeed) -> dict | None:
+        """Take `chart`, just backfilled over the whole range (the first subscriber's; nobody
+        else feeds it from now on), unless seeded already; returns the event of what the
+        batches kept meanwhile changed, or None."""
+        if self._chart is not None:
+            return None
+        self._chart = chart
+        pending = list(self._pending)
+        self._pending.clear()
+        return self.event(chart.live(pending))
+
+    def live(self, points: list) -> dict | None:
+        """Feed a batch of the hub's points (of this scope); the channel-layer event of the
+        windows they changed, or None (nothing changed, or not seeded yet)."""
+        if self._chart is None:
+            self._pending.extend(points)
+            return None
+        return self.event(self._chart.live(points))
+
+    def event(self, windows: list) -> dict | None:
+        rows = [as_row(p) for p in windows]
+        if not rows:
+            return None
+        body = points_message("points", self.plan, rows)
+        return {"type": POINTS_EVENT, "body": body, "latest": max(r[1] for r in rows)}
+
+
+def points_message(kind: str, plan: Plan, rows: list[list], **extra) -> str:
+    """A ``backfill`` or ``points`` message as JSON text (without its seq: `send_live`)."""
+    message = {
+        "type": kind,
+        "resolution": plan.step_ms,
+        "range_ms": plan.range_ms,
+        **extra,
+        **encode_points(rows),
+    }
+    return json.dumps(message, separators=(",", ":"), allow_nan=False)
+
+
 class MetricsFanOut:
-    """Sends each batch of the hub's points to the groups of the scopes that draw them."""
+    """Feeds each batch of the hub's points to the `ChartStream`s of the scopes that draw
+    them, and sends what changed to each stream's group."""
 
     def __init__(self, jobs: JobTopics = NO_JOBS) -> None:
         self.readers: dict[str, set[str]] = {}  # topic -> groups reading it, learned as we go
         self.jobs = jobs  # the stream jobs and their outputs (the jobs scope)
+        self.streams: dict[tuple[Scope, Plan], ChartStream] = {}
+
+    def attach(self, scope: Scope, plan: Plan) -> ChartStream:
+        """The stream of (`scope`, `plan`), one more user counted."""
+        stream = self.streams.get((scope, plan))
+        if stream is None:
+            stream = self.streams[(scope, plan)] = ChartStream(scope, plan)
+        stream.users += 1
+        return stream
+
+    def detach(self, stream: ChartStream) -> None:
+        """One user fewer; the last one ends the stream."""
+        stream.users -= 1
+        if stream.users <= 0 and self.streams.get((stream.scope, stream.plan)) is stream:
+            del self.streams[(stream.scope, stream.plan)]
+
+    async def seed(self, stream: ChartStream, chart: ChartFeed) -> None:
+        event = stream.seed(chart)
+        if event is not None:
+            await get_channel_layer().group_send(stream.group, event)
 
     async def __call__(self, points) -> None:
-        rows = [as_row(p) for p in points]
-        learn_readers((r[0] for r in rows), self.readers)
-        by_group: dict[str, list] = defaultdict(list)
-        for row in rows:
-            for scope in route(row[0], self.readers, self.jobs):
-                by_group[scope.group_name].append(row)
+        learn_readers((p.series for p in points), self.readers)
+        by_scope: dict[Scope, list] = defaultdict(list)
+        for point in points:
+            if math.isfinite(point.v):
+                for scope in route(point.series, self.readers, self.jobs):
+                    by_scope[scope].append(point)
         layer = get_channel_layer()
-        for group, batch in by_group.items():
-            await layer.group_send(group, {"type": POINTS_EVENT, "points": batch})
+        for stream in list(self.streams.values()):
+            batch = by_scope.get(stream.scope)
+            event = stream.live(batch) if batch else None
+            if event is not None:
+                await layer.group_send(stream.group, event)
 
 
 def encode_update(update) -> dict:

@@ -37,7 +37,7 @@ class Relay:
         self.source = source
         self.loop = loop
         self.users = 0
-        self._deliver = deliver
+        self.deliver = deliver  # the fan-out (its sockets may attach to its state)
         self._tasks: set[asyncio.Task] = set()
         self._unsubscribe: Callable[[], None] | None = subscribe(self._on_item)
 
@@ -55,7 +55,7 @@ class Relay:
 
     async def _deliver_logged(self, item: Any) -> None:
         try:
-            await self._deliver(item)
+            await self.deliver(item)
         except Exception:  # one lost batch must not end the relay
             log.exception("live metrics: delivering to the channel layer failed")
 

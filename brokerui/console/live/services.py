@@ -23,7 +23,6 @@ from brokerui.audit import services as audit
 from brokerui.cluster import get_cluster
 from brokerui.console.live import feeds
 from brokerui.console.live.models import MetricPanel
-from streams.broker.metrics import Point
 from streams.broker.metrics.downsample import ChartFeed
 
 log = logging.getLogger(__name__)
@@ -159,12 +158,6 @@ def metrics_backfill(
     since = chart.since(now_ms=now_ms, since_ms=since_ms)
     history = hub.history(since, resolution_ms=chart.plan.source_ms, match=match, open_windows=True)
     return since, [feeds.as_row(p) for p in chart.backfill(history)]
-
-
-def metrics_live(*, chart: ChartFeed, rows: list[list]) -> list[list]:
-    """Live rows (the hub's windows, as the channel layer carries them) at the chart's
-    resolution: each window they changed, its value so far."""
-    return [feeds.as_row(p) for p in chart.live(Point(*r) for r in rows)]
 
 
 def start_saved_panels() -> threading.Thread:

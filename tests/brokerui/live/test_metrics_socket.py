@@ -225,8 +225,9 @@ def test_points_travel_through_a_redis_channel_layer(
         assert (await ws.connect())[0]
         await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 300_000})
         await receive(ws, "backfill")
-        # channels-redis keeps a group's members in a sorted set in redis
-        assert await asyncio.to_thread(redis.exists, "asgi:group:live.overview")
+        # channels-redis keeps a group's members in a sorted set in redis: the overview's
+        # charts at 1-second windows (a group per scope and resolution)
+        assert await asyncio.to_thread(redis.exists, "asgi:group:live.overview.1000")
         await asyncio.to_thread(produce, broker, "orders", 3)
         await next_second(hub, clock)
         live = await receive(ws, "points")
@@ -487,5 +488,56 @@ def test_a_page_that_stops_reading_is_sent_a_bounded_amount_then_the_newest_stat
         await ws.send_json_to({"type": "ack", "seq": 10_000})
         assert (await ws.receive_json_from())["type"] == "error"  # an ack of nothing sent
         await ws.disconnect()
+
+    run(body)
+
+
+def test_sockets_of_one_scope_and_range_share_one_stream_and_get_the_same_windows(
+    broker, hub, clock, connect, login, viewer
+):
+    """Issue 27: a batch is downsampled and encoded once per scope and resolution, not once
+    per socket. A page that opens later still gets its open 10-second window whole (the shared
+    stream was seeded from history, not started empty), the same text as the first page; a
+    page at another range has its own stream."""
+    from brokerui.console.live import relay
+
+    headers = login(viewer)
+    name = series("records_in", "orders")
+
+    async def body():
+        clock.now += 10_000 - clock.now % 10_000
+        window = clock.now
+        first = connect("/ws/metrics/", headers)
+        assert (await first.connect())[0]
+        await first.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": 900_000})
+        await receive(first, "backfill")
+        await asyncio.to_thread(produce, broker, "orders", 2)
+        await next_second(hub, clock)
+        assert values(await receive(first, "points"), name) == {window: 20}
+
+        later, other = connect("/ws/metrics/", headers), connect("/ws/metrics/", headers)
+        for ws, range_ms in ((later, 900_000), (other, 300_000)):
+            assert (await ws.connect())[0]
+            await ws.send_json_to({"type": "subscribe", "scope": "overview", "range_ms": range_ms})
+        assert values(await receive(later, "backfill"), name) == {window: 20}
+        assert values(await receive(other, "backfill"), name) == {window: 2}
+        streams = relay._relays["metrics"].deliver.streams
+        assert sorted((s.scope.kind, s.plan.step_ms, s.users) for s in streams.values()) == [
+            ("overview", 1000, 1),
+            ("overview", 10_000, 2),
+        ]
+
+        await asyncio.to_thread(produce, broker, "orders", 4)
+        await next_second(hub, clock)
+        a, b = await receive(first, "points"), await receive(later, "points")
+        assert values(a, name) == values(b, name) == {window: 30}  # (2 + 4) / 2 s, × 10 s
+        assert a["points"] == b["points"]  # one text, each socket's own seq spliced in
+        assert (a["seq"], b["seq"]) == (3, 2)
+        assert values(await receive(other, "points"), name) == {window + 1000: 4}
+
+        for ws in (first, later, other):
+            await ws.disconnect()
+        await asyncio.sleep(0.05)
+        assert not streams  # the last socket of a stream ends it
 
     run(body)
