@@ -18,8 +18,12 @@ The issue names no peer, so the comparison row is the same measurement with the 
 layer (``REDIS_URL`` set, a private redis-server started here) instead of the in-memory layer.
 
 Produce throughput with the dashboards open: the same process appends as fast as it can (one
-thread, 100-record batches) for `THROUGHPUT_S` with no dashboard, then with the 20 connected
-and receiving, then with none again; the ratio is with ÷ the mean of the two without.
+thread, 100-record batches) through `PHASES` phases of `PHASE_S`, alternating no dashboard and
+the 20 connected and receiving (they connect at a phase's start and close at its end, on a
+wall-clock schedule both processes share); each phase's first `SETTLE_S` is not counted. The
+ratio of each phase with dashboards to the mean of its two neighbours without, and the median
+of those: these shared machines vary by ±15 % between 3-second runs, which one phase each
+(as measured before) could not tell from a 5 % target.
 
 Each run is a child process (settings are read once per process): it opens a fresh data
 directory, starts Daphne in-process (the broker and its metrics hub run in the same process, as
@@ -61,13 +65,15 @@ from tests.bench.common import (
 
 RATE = 10_000  # records/s
 BATCH = 100  # records per append: 100 appends per second
-CLIENTS = 20
+CLIENTS = int(os.environ.get("BENCH_PUSH_CLIENTS", "20"))  # open dashboards
 TOPIC = "bench-push"
 PARTITIONS = 4
 WARMUP_S = 3
 TARGET_P99_MS = 250  # issue 27: produce -> browser, the newest point, on both layers
 TAIL_TARGET_P99_MS = 250  # issue 27: produce -> row visible
-THROUGHPUT_S = 3.0  # each max-rate produce phase
+PHASES = 7  # produce as fast as one thread can: with none, 20, none, 20, none, 20, none
+PHASE_S = 2.0  # each phase; the dashboards connect at its start and close at its end
+SETTLE_S = 0.5  # not counted at each phase's start (the connects and their backfills)
 THROUGHPUT_TARGET = 0.95  # with 20 dashboards, within 5 % of none
 
 
@@ -159,8 +165,10 @@ def _rows(results: dict[str, list[dict]], runs: int, seconds: int) -> list[Row]:
     )
     produce = (
         f"one thread appending {BATCH}-record batches as fast as it can to the bench topic, "
-        f"in the server's process, {THROUGHPUT_S:.0f} s with no dashboard, with the "
-        f"{CLIENTS} receiving, with none again; the ratio: with / mean of without"
+        f"in the server's process, through {PHASES} phases of {PHASE_S:.0f} s alternating no "
+        f"dashboard and the {CLIENTS} connected and receiving (the first {SETTLE_S} s of each "
+        f"not counted); the ratio: each phase with them / the mean of its neighbours without, "
+        f"median over phases, then over runs"
     )
     push = (
         "the push path alone: receive time - end of the 1-s window (sampler tick, hub, relay, "
@@ -276,7 +284,7 @@ def _control(store, port: int, cookie: str, seconds: int, scratch: str, result: 
     try:
         out = Path(scratch) / f"clients-{os.getpid()}.json"
         total = WARMUP_S + seconds
-        quiet = [_max_rate(store, THROUGHPUT_S)]  # no dashboard yet
+        at = time.time() + 1.0 + total + 1.5  # the alternating phases start
         clients = subprocess.Popen(
             [
                 sys.executable,
@@ -285,7 +293,8 @@ def _control(store, port: int, cookie: str, seconds: int, scratch: str, result: 
                 "--clients",
                 str(port),
                 cookie,
-                str(total + THROUGHPUT_S + 2),
+                str(total),
+                str(at),
                 str(out),
             ],
             cwd=REPO_ROOT,
@@ -294,18 +303,15 @@ def _control(store, port: int, cookie: str, seconds: int, scratch: str, result: 
         since = time.time() + WARMUP_S
         appends = _append(store, total)
         until = time.time()
-        loaded = _max_rate(store, THROUGHPUT_S)  # the 20 dashboards receiving meanwhile
-        clients.wait(timeout=total + THROUGHPUT_S + 60)
+        rates = _alternating(store, at)
+        clients.wait(timeout=60)
         if clients.returncode != 0:
             raise RuntimeError(f"the WebSocket clients failed ({clients.returncode})")
-        quiet.append(_max_rate(store, THROUGHPUT_S))  # and none again
         received = json.loads(out.read_text())
         result.update(_latencies(appends, received["metrics"], since, until))
         result.update(_tail_latencies(received["tail"], since, until))
         result["rate"] = sum(n for _a, n, _p, _e in appends) / total
-        result["produce_quiet"] = sum(quiet) / len(quiet)
-        result["produce_loaded"] = loaded
-        result["produce_ratio"] = loaded / result["produce_quiet"]
+        result.update(_throughput(rates))
     except Exception as exc:  # reported by the parent, with the child's output
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -340,16 +346,33 @@ def _append(store, seconds: float) -> list[tuple[float, int, int, int]]:
         i += 1
 
 
-def _max_rate(store, seconds: float) -> float:
-    """Records/s appended as fast as one thread can, BATCH at a time, for `seconds`."""
+def _alternating(store, at: float) -> list[float]:
+    """Records/s appended as fast as one thread can, BATCH at a time, in each of the `PHASES`
+    phases from `at` on (wall clock), each without its first `SETTLE_S`."""
     batch = _batch()
-    start = time.perf_counter()
-    n = i = 0
-    while time.perf_counter() - start < seconds:
+    counts = [0] * PHASES
+    time.sleep(max(0.0, at - time.time()))
+    end = at + PHASES * PHASE_S
+    i = 0
+    while (now := time.time()) < end:
         store.append_batch(TOPIC, batch, i % PARTITIONS)
-        n += BATCH
         i += 1
-    return n / (time.perf_counter() - start)
+        k, into = divmod(now - at, PHASE_S)
+        if into >= SETTLE_S:
+            counts[int(k)] += BATCH
+    return [n / (PHASE_S - SETTLE_S) for n in counts]
+
+
+def _throughput(rates: list[float]) -> dict:
+    """Even phases without dashboards, odd ones with: each with-phase against the mean of
+    its neighbours, and the medians."""
+    ratios = [rates[k] / ((rates[k - 1] + rates[k + 1]) / 2) for k in range(1, PHASES, 2)]
+    return {
+        "produce_quiet": median(rates[0::2]),
+        "produce_loaded": median(rates[1::2]),
+        "produce_ratio": median(ratios),
+        "produce_phases": rates,
+    }
 
 
 def _latencies(appends, received: list[dict], since: float, until: float) -> dict:
@@ -413,16 +436,23 @@ def _tail_latencies(fetches: list[list[float]], since: float, until: float) -> d
 # ------------------------------------------------------------------------------ the clients
 
 
-def clients(port: int, cookie: str, seconds: float, out: str) -> None:
-    received = asyncio.run(_clients(port, cookie, seconds))
+def clients(port: int, cookie: str, seconds: float, at: float, out: str) -> None:
+    received = asyncio.run(_clients(port, cookie, seconds, at))
     Path(out).write_text(json.dumps(received))
 
 
-async def _clients(port: int, cookie: str, seconds: float) -> dict:
-    dashboards = [_client(port, cookie, seconds) for _ in range(CLIENTS)]
-    # the tail stops before the produce phase with the dashboards: that one measures them
-    tail_seconds = seconds - THROUGHPUT_S - 1
-    *metrics, tail = await asyncio.gather(*dashboards, _tail_client(port, cookie, tail_seconds))
+async def _clients(port: int, cookie: str, seconds: float, at: float) -> dict:
+    """The latency phase (`seconds`: 20 dashboards and a tail), then from `at` the produce
+    phases: the 20 dashboards open in each odd one (connected, receiving, acknowledging) and
+    closed in each even one."""
+    dashboards = [_client(port, cookie, time.time() + seconds) for _ in range(CLIENTS)]
+    *metrics, tail = await asyncio.gather(*dashboards, _tail_client(port, cookie, seconds))
+    for k in range(PHASES):
+        phase_end = at + (k + 1) * PHASE_S
+        if k % 2:
+            await asyncio.sleep(max(0.0, at + k * PHASE_S - time.time()))
+            await asyncio.gather(*(_client(port, cookie, phase_end) for _ in range(CLIENTS)))
+        await asyncio.sleep(max(0.0, phase_end - time.time()))
     return {"metrics": metrics, "tail": tail}
 
 
@@ -467,10 +497,11 @@ async def _tail_client(port: int, cookie: str, seconds: float) -> list[list[floa
     return got
 
 
-async def _client(port: int, cookie: str, seconds: float) -> dict:
-    """One dashboard on the topic's page (5-minute range: 1-second windows), acknowledging
-    each message as live.js does. {"ends": [[partition, end offset, receive time]],
-    "closed": [[window start, receive time]] of the closed records-in windows}."""
+async def _client(port: int, cookie: str, until: float) -> dict:
+    """One dashboard on the topic's page (5-minute range: 1-second windows) until `until`
+    (wall clock), acknowledging every tenth message as live.js does. {"ends": [[partition,
+    end offset, receive time]], "closed": [[window start, receive time]] of the closed
+    records-in windows}."""
     import websockets
 
     from streams.broker.metrics import parse_series, series
@@ -478,7 +509,6 @@ async def _client(port: int, cookie: str, seconds: float) -> dict:
     rate = series("records_in", TOPIC)
     ends: list[list] = []
     closed: list[list] = []
-    deadline = time.monotonic() + seconds
     async with websockets.connect(
         f"ws://127.0.0.1:{port}/ws/metrics/",
         origin=f"http://127.0.0.1:{port}",
@@ -488,7 +518,7 @@ async def _client(port: int, cookie: str, seconds: float) -> dict:
         await socket.send(
             json.dumps({"type": "subscribe", "scope": "topic", "name": TOPIC, "range_ms": 300_000})
         )
-        while (left := deadline - time.monotonic()) > 0:
+        while (left := until - time.time()) > 0:
             try:
                 raw = await asyncio.wait_for(socket.recv(), timeout=left)
             except TimeoutError:
@@ -512,11 +542,11 @@ if __name__ == "__main__":
     parser.add_argument("--run", choices=["memory", "redis"])
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--scratch", default="/work/tmp")
-    parser.add_argument("--clients", nargs=4, metavar=("PORT", "COOKIE", "SECONDS", "OUT"))
+    parser.add_argument("--clients", nargs=5, metavar=("PORT", "COOKIE", "SECONDS", "AT", "OUT"))
     args = parser.parse_args()
     if args.clients:
-        port, cookie, secs, out = args.clients
-        clients(int(port), cookie, float(secs), out)
+        port, cookie, secs, at, out = args.clients
+        clients(int(port), cookie, float(secs), float(at), out)
     elif args.run:
         run(args.run, args.seconds, args.scratch)
     else:

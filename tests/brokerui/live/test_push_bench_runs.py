@@ -29,6 +29,8 @@ def test_the_push_benchmark_runs(tmp_path):
     assert result["windows"] >= 1  # each client got closed windows of the bench topic
     assert result["seen"] > 0.9  # and the end offsets of (nearly) every append
     assert result["produce_quiet"] > 0 and result["produce_loaded"] > 0
+    # the alternating produce phases: none, 20 dashboards, none, …, each of them measured
+    assert len(result["produce_phases"]) == 7 and min(result["produce_phases"]) > 0
     assert result["rate"] > 1000
     assert 0 < result["p50"] <= result["p99"]
     assert 0 < result["tail_p50"] <= result["tail_p99"]  # the live tail fetched rows too
