@@ -293,7 +293,6 @@ def _control(store, port: int, cookie: str, seconds: int, scratch: str, result: 
                 "--clients",
                 str(port),
                 cookie,
-                str(total),
                 str(at),
                 str(out),
             ],
@@ -436,17 +435,19 @@ def _tail_latencies(fetches: list[list[float]], since: float, until: float) -> d
 # ------------------------------------------------------------------------------ the clients
 
 
-def clients(port: int, cookie: str, seconds: float, at: float, out: str) -> None:
-    received = asyncio.run(_clients(port, cookie, seconds, at))
+def clients(port: int, cookie: str, at: float, out: str) -> None:
+    received = asyncio.run(_clients(port, cookie, at))
     Path(out).write_text(json.dumps(received))
 
 
-async def _clients(port: int, cookie: str, seconds: float, at: float) -> dict:
-    """The latency phase (`seconds`: 20 dashboards and a tail), then from `at` the produce
-    phases: the 20 dashboards open in each odd one (connected, receiving, acknowledging) and
-    closed in each even one."""
-    dashboards = [_client(port, cookie, time.time() + seconds) for _ in range(CLIENTS)]
-    *metrics, tail = await asyncio.gather(*dashboards, _tail_client(port, cookie, seconds))
+async def _clients(port: int, cookie: str, at: float) -> dict:
+    """The latency phase (20 dashboards and a tail, until a second before `at`: the appends
+    end half a second before that), then from `at` the produce phases: the 20 dashboards open
+    in each odd one (connected, receiving, acknowledging) and closed in each even one."""
+    latency_end = at - 1.0
+    dashboards = [_client(port, cookie, latency_end) for _ in range(CLIENTS)]
+    tail = _tail_client(port, cookie, latency_end - time.time())
+    *metrics, tail = await asyncio.gather(*dashboards, tail)
     for k in range(PHASES):
         phase_end = at + (k + 1) * PHASE_S
         if k % 2:
@@ -542,11 +543,11 @@ if __name__ == "__main__":
     parser.add_argument("--run", choices=["memory", "redis"])
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--scratch", default="/work/tmp")
-    parser.add_argument("--clients", nargs=5, metavar=("PORT", "COOKIE", "SECONDS", "AT", "OUT"))
+    parser.add_argument("--clients", nargs=4, metavar=("PORT", "COOKIE", "AT", "OUT"))
     args = parser.parse_args()
     if args.clients:
-        port, cookie, secs, at, out = args.clients
-        clients(int(port), cookie, float(secs), float(at), out)
+        port, cookie, at, out = args.clients
+        clients(int(port), cookie, float(at), out)
     elif args.run:
         run(args.run, args.seconds, args.scratch)
     else:
