@@ -64,6 +64,14 @@ def _wait_windows(page, n: int, timeout: int = WAIT_MS) -> None:
     )
 
 
+def _shot(page, path: str) -> None:
+    """A screenshot of the charts for a person to look at, clipped to their box: the charts
+    redraw every 100 ms (partial windows), so an element screenshot can wait for a still
+    element past its timeout on a loaded machine (CI did); this one does not wait."""
+    page.evaluate("() => document.querySelector('.live').scrollIntoView({block: 'start'})")
+    page.screenshot(path=path, clip=page.locator(".live").bounding_box())
+
+
 def _moving_average(y: list, n: int) -> list:
     out, run = [], []
     for v in y:
@@ -97,7 +105,7 @@ def test_charts_pick_their_resolution_fill_the_axis_and_show_gaps(
     start, end = figure["range"]
     assert end - start < 120_000, "a fresh server's data is not squeezed to the right edge"
     assert start <= min(xs) <= start + 10_000
-    page.locator(".live").screenshot(path="/tmp/charts-15min-light.png")
+    _shot(page, "/tmp/charts-15min-light.png")
 
     # 5 minutes: 1-second windows; a restart of the server is a gap, drawn as one
     page.click('[data-range="300000"]')
@@ -119,7 +127,7 @@ def test_charts_pick_their_resolution_fill_the_axis_and_show_gaps(
     assert total["x"][i] == total["x"][i - 1] + 1000  # the null closes the window before
     assert total["x"][i + 1] - total["x"][i - 1] > 5_000  # and the next one is after the gap
     assert total["shape"] == "linear"
-    page.locator(".live").screenshot(path="/tmp/charts-gap-light.png")
+    _shot(page, "/tmp/charts-gap-light.png")
 
     # smoothed: a moving average of 5 windows that keeps the gap
     raw = total["y"]
@@ -129,14 +137,14 @@ def test_charts_pick_their_resolution_fill_the_axis_and_show_gaps(
     assert smooth["y"][:i] == pytest.approx(_moving_average(raw, 5)[:i])
     assert smooth["y"][i] is None
     assert page.locator("[data-smooth]").get_attribute("aria-pressed") == "true"
-    page.locator(".live").screenshot(path="/tmp/charts-smooth-light.png")
+    _shot(page, "/tmp/charts-smooth-light.png")
 
     page.click("[data-theme-toggle]")
     page.wait_for_timeout(300)
-    page.locator(".live").screenshot(path="/tmp/charts-smooth-dark.png")
+    _shot(page, "/tmp/charts-smooth-dark.png")
     page.click("[data-smooth]")
     page.wait_for_function(f"() => {FIGURE}.data[0].line.shape === 'linear'")
-    page.locator(".live").screenshot(path="/tmp/charts-gap-dark.png")
+    _shot(page, "/tmp/charts-gap-dark.png")
 
     # the long ranges come from the 1-minute rollups: 5- and 15-minute windows
     for range_ms, step in ((21_600_000, "300000"), (86_400_000, "900000")):
@@ -155,7 +163,7 @@ def test_charts_pick_their_resolution_fill_the_axis_and_show_gaps(
     per_second = [v for v in raw if v is not None]
     mean = sum(per_second) / len(per_second)
     assert all(0.5 < y / mean < 2 for y in ys), (ys, mean)
-    page.locator(".live").screenshot(path="/tmp/charts-24h-dark.png")
+    _shot(page, "/tmp/charts-24h-dark.png")
 
     # a group's page: lag at its peak per window, the event-time rate with zeros, not gaps
     page.goto(server + "/groups/order-fulfilment/")
@@ -172,7 +180,7 @@ def test_charts_pick_their_resolution_fill_the_axis_and_show_gaps(
                  .find(t => t.name.includes("event time")).y"""
     )
     assert None not in event_time
-    page.locator(".live").screenshot(path="/tmp/charts-group-dark.png")
+    _shot(page, "/tmp/charts-group-dark.png")
 
     # the page's helpers with fixed numbers
     assert page.evaluate("() => TidelogLive.withGaps([0, 1000, 5000], [1, 2, 3], 1000)") == {
