@@ -359,6 +359,23 @@ def _csv(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
+def channel_layers(redis_url: str | None) -> dict:
+    """Django's CHANNEL_LAYERS: in memory (one process), or Redis at `redis_url`.
+
+    A socket's channel waits for its next message with BZPOPMIN, 5 s at a time (channels-redis's
+    brpop_timeout), and redis-py 8 gives every read a 5-s socket_timeout by default, so an idle
+    socket (a paused chart, a quiet panel) was torn down with 1011 every 5 s
+    (django/channels_redis#422): the read gets the pop's 5 s and room beside them."""
+    if not redis_url:
+        return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 15}]},
+        }
+    }
+
+
 def ensure_data_dir(data_dir: Path) -> Path:
     data_dir.mkdir(parents=True, exist_ok=True)
     return data_dir

@@ -10,6 +10,7 @@ from csp.constants import NONE, SELF
 from brokerui.config import (
     REPO_DIR,
     Config,
+    channel_layers,
     ensure_data_dir,
     ensure_private_sqlite,
     load_or_create_secret_key,
@@ -131,15 +132,7 @@ DATABASES = {"default": dj_database_url.parse(CONFIG.database_url, conn_max_age=
 ensure_private_sqlite(DATABASES["default"])  # sessions and API tokens: 0600, like the key
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-if CONFIG.redis_url:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [CONFIG.redis_url]},
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CHANNEL_LAYERS = channel_layers(CONFIG.redis_url)
 
 # Login throttle (django-axes): after AXES_FAILURE_LIMIT failed logins for one user name, or
 # from one address, within the cool-off, logins for it are refused until the cool-off has passed

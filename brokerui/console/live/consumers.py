@@ -176,6 +176,7 @@ class MetricsConsumer(LiveConsumer):
     topics: list[str] = []  # a group scope: the topics its group reads
     range_ms: int | None = None
     stream: feeds.ChartStream | None = None  # the live windows, shared with its other sockets
+    _held: list | None = None  # the stream's events while a backfill is read (`backfill`)
     last_t: int | None = None
     hub = None
     jobs: JobTopics = NO_JOBS
@@ -201,15 +202,15 @@ class MetricsConsumer(LiveConsumer):
         self.drop_stream()
         self.range_ms = _int(content.get("range_ms"))
         self.subject, self.last_t, self.paused = scope, None, False
-        self.stream = self._relay.deliver.attach(scope, plan_for(self.range_ms))
         self.topics = await asyncio.to_thread(_group_topics, scope)
-        await self.join(self.stream.group)
+        self.stream = self._relay.deliver.attach(scope, plan_for(self.range_ms), self)
         await self.backfill(_int(content.get("since")))
 
     def drop_stream(self) -> None:
         if self.stream is not None and self._relay is not None:
-            self._relay.deliver.detach(self.stream)
+            self._relay.deliver.detach(self.stream, self)
         self.stream = None
+        self._held = None
 
     async def disconnect(self, code: int) -> None:
         self.drop_stream()
@@ -227,9 +228,19 @@ class MetricsConsumer(LiveConsumer):
         with a whole range read (its own, when it asked for the whole range)."""
         stream = self.stream
         seeding = not stream.seeded
-        since, rows, chart = await self.read_history(since_ms)
-        self.see(rows)
-        await self.send_live(feeds.points_message("backfill", stream.plan, rows, since=since))
+        # the stream's windows that come while history is read wait behind the backfill, in
+        # order (a final window may come twice, is never missed nor sent before it)
+        self._held = []
+        try:
+            since, rows, chart = await self.read_history(since_ms)
+            self.see(rows)
+            await self.send_live(feeds.points_message("backfill", stream.plan, rows, since=since))
+            while self._held:
+                await self._send_points(self._held.pop(0))
+        finally:
+            self._held = None
+        if self.stream is not stream:  # unsubscribed or resubscribed meanwhile
+            return
         if seeding and not stream.seeded:
             if since_ms is not None:
                 _since, _rows, chart = await self.read_history(None)
@@ -251,6 +262,13 @@ class MetricsConsumer(LiveConsumer):
         return since, rows, chart
 
     async def metrics_points(self, event: dict) -> None:
+        """`feeds.PointsSink`: a batch's changed windows, from the stream on this loop."""
+        if self._held is not None:
+            self._held.append(event)
+            return
+        await self._send_points(event)
+
+    async def _send_points(self, event: dict) -> None:
         if self.paused or self.stream is None:
             return
         self.last_t = event["latest"] if self.last_t is None else max(self.last_t, event["latest"])

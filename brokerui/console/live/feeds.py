@@ -5,9 +5,11 @@
 - `embedded_jobs()` / `job_topics()`: the broker's stream jobs (None on an external cluster)
   and what the ``jobs`` scope draws of them;
 - `encode_points()` / `points_message()`: points as the browser gets them;
-- `MetricsFanOut` / `PanelFanOut`: the relay deliveries, from one batch to the Channels groups
-  of the scopes that draw it (see `scopes.route`); the metrics one through a `ChartStream`
-  per scope and resolution, so a batch is downsampled and encoded once, not once per socket.
+- `MetricsFanOut` / `PanelFanOut`: the relay deliveries, from one batch to the sockets of the
+  scopes that draw it (see `scopes.route`). Panels go through their Channels groups; metrics
+  through a `ChartStream` per scope and resolution, which downsamples and encodes a batch once
+  and hands the text straight to its sockets (`PointsSink`), all of them on this process's
+  loop: the chart windows never pass through the channel layer.
 
 The fan-outs run on the event loop only (called by `relay.Relay`).
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from collections import defaultdict, deque
 from collections.abc import Iterable
+from typing import Protocol
 
 from channels.layers import get_channel_layer
 
@@ -27,6 +31,8 @@ from brokerui.cluster import external_panel_jobs, is_external
 from brokerui.console.live.scopes import NO_JOBS, JobTopics, Scope, learn_readers, route
 from streams.broker.metrics import parse_series
 from streams.broker.metrics.downsample import ChartFeed, Plan
+
+log = logging.getLogger(__name__)
 
 POINTS_EVENT = "metrics.points"  # handled by MetricsConsumer.metrics_points
 PANEL_EVENT = "panel.update"  # handled by PanelConsumer.panel_update
@@ -94,6 +100,14 @@ def encode_points(rows: Iterable[list]) -> dict:
     return {"series": meta, "points": rows}
 
 
+class PointsSink(Protocol):
+    """A socket drawing a `ChartStream` (`MetricsConsumer`): takes each event of the windows
+    a batch changed, on the event loop, and must not wait on its page (a page that falls
+    behind is sent the newest state later: `LiveConsumer.send_live`)."""
+
+    async def metrics_points(self, event: dict) -> None: ...
+
+
 class ChartStream:
     """The live windows of one scope at one resolution, shared by every socket drawing it.
 
@@ -103,6 +117,10 @@ class ChartStream:
     and encodes what changed once, as the JSON text each socket sends with its own seq
     (`LiveConsumer.send_live`). With 20 dashboards open that is one downsample and one
     ``json.dumps`` per batch instead of twenty, on the loop the broker's threads share.
+
+    The stream and its sockets live on one event loop (the hub's relay is per loop), so the
+    text goes to them by a call (`publish`), not through the channel layer: no copy of the
+    event per socket, no layer round trip (with Redis, one per socket and batch), no dispatch.
 
     It starts empty and is seeded by its first subscriber's backfill (a whole range read from
     history, `seed`); the batches that arrive meanwhile are kept and replayed into it (a
@@ -114,10 +132,21 @@ class ChartStream:
 
     def __init__(self, scope: Scope, plan: Plan) -> None:
         self.scope, self.plan = scope, plan
-        self.group = f"{scope.group_name}.{plan.step_ms}"
-        self.users = 0
+        self.sinks: dict[PointsSink, None] = {}  # in the order they attached
         self._chart: ChartFeed | None = None
         self._pending: deque = deque(maxlen=self.PENDING_MAX)
+
+    @property
+    def users(self) -> int:
+        return len(self.sinks)
+
+    async def publish(self, event: dict) -> None:
+        """Hand `event` to every socket of the stream; one failing socket spoils no other."""
+        for sink in list(self.sinks):
+            try:
+                await sink.metrics_points(event)
+            except Exception:  # noqa: BLE001 - e.g. a socket closing meanwhile
+                log.warning("live metrics: a socket did not take its points", exc_info=True)
 
     @property
     def seeded(self) -> bool:
@@ -164,31 +193,31 @@ def points_message(kind: str, plan: Plan, rows: list[list], **extra) -> str:
 
 class MetricsFanOut:
     """Feeds each batch of the hub's points to the `ChartStream`s of the scopes that draw
-    them, and sends what changed to each stream's group."""
+    them, and hands what changed to each stream's sockets."""
 
     def __init__(self, jobs: JobTopics = NO_JOBS) -> None:
         self.readers: dict[str, set[str]] = {}  # topic -> groups reading it, learned as we go
         self.jobs = jobs  # the stream jobs and their outputs (the jobs scope)
         self.streams: dict[tuple[Scope, Plan], ChartStream] = {}
 
-    def attach(self, scope: Scope, plan: Plan) -> ChartStream:
-        """The stream of (`scope`, `plan`), one more user counted."""
+    def attach(self, scope: Scope, plan: Plan, sink: PointsSink) -> ChartStream:
+        """The stream of (`scope`, `plan`), which hands its windows to `sink` from now on."""
         stream = self.streams.get((scope, plan))
         if stream is None:
             stream = self.streams[(scope, plan)] = ChartStream(scope, plan)
-        stream.users += 1
+        stream.sinks[sink] = None
         return stream
 
-    def detach(self, stream: ChartStream) -> None:
-        """One user fewer; the last one ends the stream."""
-        stream.users -= 1
-        if stream.users <= 0 and self.streams.get((stream.scope, stream.plan)) is stream:
+    def detach(self, stream: ChartStream, sink: PointsSink) -> None:
+        """`sink` takes no more windows; the last one to go ends the stream."""
+        stream.sinks.pop(sink, None)
+        if not stream.sinks and self.streams.get((stream.scope, stream.plan)) is stream:
             del self.streams[(stream.scope, stream.plan)]
 
     async def seed(self, stream: ChartStream, chart: ChartFeed) -> None:
         event = stream.seed(chart)
         if event is not None:
-            await get_channel_layer().group_send(stream.group, event)
+            await stream.publish(event)
 
     async def __call__(self, points) -> None:
         learn_readers((p.series for p in points), self.readers)
@@ -197,12 +226,11 @@ class MetricsFanOut:
             if math.isfinite(point.v):
                 for scope in route(point.series, self.readers, self.jobs):
                     by_scope[scope].append(point)
-        layer = get_channel_layer()
         for stream in list(self.streams.values()):
             batch = by_scope.get(stream.scope)
             event = stream.live(batch) if batch else None
             if event is not None:
-                await layer.group_send(stream.group, event)
+                await stream.publish(event)
 
 
 def encode_update(update) -> dict:

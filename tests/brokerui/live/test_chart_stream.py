@@ -22,7 +22,7 @@ def windows(event: dict) -> dict[int, tuple[float, int]]:
 
 def test_batches_before_the_seed_are_replayed_into_it_and_a_closed_window_stays_final():
     stream = ChartStream(Scope("overview"), plan_for(900_000))
-    assert stream.group == "live.overview.10000" and not stream.seeded
+    assert stream.users == 0 and not stream.seeded
     # while the first backfill reads history: the second T0+1000 closes, then a late partial
     assert stream.live([Point(RATE, T0 + 1000, 1000, 4.0)]) is None
     assert stream.live([Point(RATE, T0 + 1000, 1000, 3.0, 0, True)]) is None
@@ -45,3 +45,44 @@ def test_a_stream_keeps_a_bounded_amount_while_unseeded():
     for i in range(ChartStream.PENDING_MAX + 10):
         stream.live([Point(RATE, T0 + i * 1000, 1000, 1.0)])
     assert len(stream._pending) == ChartStream.PENDING_MAX
+
+
+def test_a_socket_sends_the_windows_that_come_during_its_backfill_after_it_in_order():
+    """The stream hands its windows to its sockets by a call, not through a channel (whose
+    queue used to hold them behind the handler running): while a socket reads its history,
+    what comes waits and follows the backfill, in order; then windows go straight out."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from brokerui.console.live.consumers import MetricsConsumer
+    from brokerui.console.live.feeds import MetricsFanOut
+
+    consumer = MetricsConsumer()
+    fan_out = MetricsFanOut()
+    stream = fan_out.attach(Scope("overview"), plan_for(300_000), consumer)
+    consumer.stream, consumer._relay = stream, SimpleNamespace(deliver=fan_out)
+    sent: list[str] = []
+
+    async def send_live(message) -> None:
+        sent.append(json.loads(message)["type"] if "backfill" in message else message)
+
+    def event(n: int) -> dict:
+        return {"type": POINTS_EVENT, "body": f"points {n}", "latest": T0 + n}
+
+    async def read_history(since_ms):
+        await stream.publish(event(1))  # the hub's batches, while history is read
+        await stream.publish(event(2))
+        return T0, [], ChartFeed(300_000)
+
+    consumer.send_live, consumer.read_history = send_live, read_history
+
+    async def body():
+        await consumer.backfill(None)
+        assert stream.seeded  # the first socket's backfill seeded the stream
+        await stream.publish(event(3))
+
+    asyncio.run(body())
+    assert sent == ["backfill", "points 1", "points 2", "points 3"]
+    assert consumer.last_t == T0 + 3
+    fan_out.detach(stream, consumer)
+    assert stream.users == 0 and not fan_out.streams
