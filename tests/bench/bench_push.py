@@ -172,7 +172,7 @@ def _rows(results: dict[str, list[dict]], runs: int, seconds: int) -> list[Row]:
     )
     push = (
         "the push path alone: receive time - end of the 1-s window (sampler tick, hub, relay, "
-        "channel layer, 20 sockets)"
+        "chart stream, 20 sockets: the windows do not pass through the channel layer)"
     )
     tail = (
         "one message browser with the live tail on the bench topic (newest first), beside the "

@@ -145,8 +145,8 @@ class ChartStream:
         for sink in list(self.sinks):
             try:
                 await sink.metrics_points(event)
-            except Exception:  # noqa: BLE001 - e.g. a socket closing meanwhile
-                log.warning("live metrics: a socket did not take its points", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - e.g. a socket closed, not yet detached
+                log.info("live metrics: a socket did not take its points (%s)", exc)
 
     @property
     def seeded(self) -> bool:
