@@ -34,7 +34,7 @@ from streams.broker.metrics.downsample import ChartFeed, Plan
 
 log = logging.getLogger(__name__)
 
-POINTS_EVENT = "metrics.points"  # handled by MetricsConsumer.metrics_points
+POINTS_EVENT = "metrics.points"  # a ChartStream's event, handed to MetricsConsumer.metrics_points
 PANEL_EVENT = "panel.update"  # handled by PanelConsumer.panel_update
 SEARCH_EVENT = "search.matches"  # handled by SearchConsumer.search_matches
 
